@@ -1,0 +1,28 @@
+// core/memory_category.h — what a block of memory is for. Every live allocation carries one
+// category, set where the fact is known (parameter registration, gradient accumulation,
+// optimizer state creation, SavedTensor, data loader), so memory can be reported by purpose.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace mg {
+
+enum class MemoryCategory : uint8_t {
+  Parameter,       // nn parameters and buffers
+  Gradient,        // .grad of leaves
+  OptimizerState,  // momentum, Adam moments, step counters
+  Activation,      // tensors saved by autograd for backward
+  Input,           // batches from the data loader
+  Temporary,       // everything else: intermediate results, outputs not saved
+  Workspace,       // scratch space of libraries (cuBLAS, cuDNN)
+};
+
+inline constexpr int kNumMemoryCategories = 7;
+
+// Upper-case names, as used in reports and JSON: "PARAMETER", "OPTIMIZER_STATE", ...
+const char* category_name(MemoryCategory category);
+std::optional<MemoryCategory> category_from_name(std::string_view name);
+
+}  // namespace mg
