@@ -43,6 +43,17 @@ template <> struct ComputeTypeOf<Half> { using type = float; };
 template <> struct ComputeTypeOf<BFloat16> { using type = float; };
 template <class T> using compute_t = typename ComputeTypeOf<T>::type;
 
+// Converts one value between element types the way a tensor copy does: through the
+// compute types, and to bool as "non-zero".
+template <class Out, class In>
+Out convert_value(In value) {
+  if constexpr (std::is_same_v<Out, bool>) {
+    return static_cast<compute_t<In>>(value) != compute_t<In>(0);
+  } else {
+    return static_cast<Out>(static_cast<compute_t<Out>>(static_cast<compute_t<In>>(value)));
+  }
+}
+
 // Calls `fn.template operator()<T>()` with T the C++ type of `dtype`.
 template <class Fn>
 decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {

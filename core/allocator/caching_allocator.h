@@ -71,7 +71,9 @@ class CachingAllocator {
   void empty_cache();
   MemoryStats stats() const;
   void reset_peak_stats();
-  // Resets peaks and cumulative counters (not the current values).
+  // Zeroes the cumulative totals (allocated/freed of every Stat) and the counters
+  // (retries, OOMs, backend calls); current values and peaks stay, as in PyTorch's
+  // reset_accumulated_memory_stats().
   void reset_accumulated_stats();
   // A readable table of the statistics and of bytes by category.
   std::string memory_summary() const;

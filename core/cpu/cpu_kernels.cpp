@@ -1,0 +1,28 @@
+// core/cpu/cpu_kernels.cpp — the CPU kernel table.
+#include "core/cpu/cpu_kernels.h"
+
+namespace mg::cpu {
+
+const KernelTable& kernel_table() {
+  static const KernelTable table{
+      .copy = copy,
+      .fill = fill,
+      .unary = unary,
+      .binary = binary,
+      .binary_scalar = binary_scalar,
+      .reduce = reduce,
+      .argmax = argmax,
+      .matmul = matmul,
+      .softmax = softmax,
+      .softmax_backward = softmax_backward,
+      .nll_forward = nll_forward,
+      .nll_backward = nll_backward,
+      .dropout = dropout,
+      .masked_scale = masked_scale,
+      .fill_uniform = fill_uniform,
+      .fill_normal = fill_normal,
+  };
+  return table;
+}
+
+}  // namespace mg::cpu

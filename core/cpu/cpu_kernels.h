@@ -1,0 +1,40 @@
+// core/cpu/cpu_kernels.h — the CPU implementations behind core/kernels.h's table.
+// Each family lives in its own file in core/cpu/; cpu_kernels.cpp assembles the table.
+#pragma once
+
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace mg::cpu {
+
+// copy_fill.cpp
+void copy(const Tensor& source, const Tensor& destination);
+void fill(const Tensor& destination, double value);
+void fill_uniform(const Tensor& destination, double low, double high, PhiloxState rng);
+void fill_normal(const Tensor& destination, double mean, double std, PhiloxState rng);
+
+// elementwise.cpp
+void unary(UnaryOp op, const Tensor& input, const Tensor& output);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output);
+void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& output);
+void dropout(const Tensor& input, double p, PhiloxState rng, const Tensor& mask, const Tensor& output);
+void masked_scale(const Tensor& grad, const Tensor& mask, double scale, const Tensor& output);
+
+// reduce.cpp
+void reduce(ReduceOp op, const Tensor& input, const Tensor& output);
+void argmax(const Tensor& input, int dim, const Tensor& output);
+
+// matmul.cpp
+void matmul(const Tensor& a, const Tensor& b, const Tensor& output);
+
+// softmax_loss.cpp
+void softmax(const Tensor& input, int dim, bool log, const Tensor& output);
+void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, bool log,
+                      const Tensor& grad_input);
+void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& loss);
+void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
+                  const Tensor& grad_input);
+
+const KernelTable& kernel_table();
+
+}  // namespace mg::cpu

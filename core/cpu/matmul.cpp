@@ -1,0 +1,83 @@
+// core/cpu/matmul.cpp — CPU batched matrix product through Eigen's GEMM.
+//
+// Each (M, K) @ (K, N) slice is handed to Eigen as a Map over the tensor's own memory:
+// row-major when its columns are contiguous, column-major when its rows are (a transposed
+// view), so transposes cost no copy. Eigen parallelises one large product with OpenMP;
+// many small ones are spread over threads by batch instead.
+#include <Eigen/Core>
+#include <omp.h>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/factory.h"
+
+namespace mg::cpu {
+
+namespace {
+
+template <class T>
+using RowMajorMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                               Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using ColMajorMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>,
+                               Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// Calls fn(map) with a map of the (rows, cols) matrix at `data` with the given strides.
+template <class T, class Fn>
+void with_matrix(const T* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, Fn&& fn) {
+  if (col_stride == 1 || cols == 1) {
+    fn(RowMajorMap<T>(data, rows, cols, Eigen::OuterStride<>(rows == 1 ? cols : row_stride)));
+  } else {
+    MG_ASSERT(row_stride == 1 || rows == 1, "matmul operand needs one unit stride");
+    fn(ColMajorMap<T>(data, rows, cols, Eigen::OuterStride<>(cols == 1 ? rows : col_stride)));
+  }
+}
+
+bool has_unit_stride(const Tensor& matrix_batch) {
+  int64_t rows = matrix_batch.sizes()[1], cols = matrix_batch.sizes()[2];
+  return matrix_batch.strides()[2] == 1 || matrix_batch.strides()[1] == 1 || rows == 1 || cols == 1;
+}
+
+template <class T>
+void matmul_typed(const Tensor& a, const Tensor& b, const Tensor& output) {
+  int64_t batches = output.sizes()[0], m = output.sizes()[1], n = output.sizes()[2], k = a.sizes()[2];
+  const T* a_data = a.data_ptr<T>();
+  const T* b_data = b.data_ptr<T>();
+  T* out_data = output.data_ptr<T>();
+  auto multiply = [&](int64_t batch) {
+    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> out(out_data + batch * m * n, m, n);
+    with_matrix(a_data + batch * a.strides()[0], m, k, a.strides()[1], a.strides()[2], [&](const auto& lhs) {
+      with_matrix(b_data + batch * b.strides()[0], k, n, b.strides()[1], b.strides()[2],
+                  [&](const auto& rhs) { out.noalias() = lhs * rhs; });
+    });
+  };
+  if (batches >= omp_get_max_threads() && batches > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t batch = 0; batch < batches; ++batch) multiply(batch);
+  } else {
+    for (int64_t batch = 0; batch < batches; ++batch) multiply(batch);
+  }
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
+  MG_ASSERT(output.is_contiguous(), "matmul output must be contiguous");
+  Tensor lhs = has_unit_stride(a) ? a : contiguous_copy(a);
+  Tensor rhs = has_unit_stride(b) ? b : contiguous_copy(b);
+  switch (output.dtype()) {
+    case DType::Float32: matmul_typed<float>(lhs, rhs, output); return;
+    case DType::Float64: matmul_typed<double>(lhs, rhs, output); return;
+    case DType::Float16:
+    case DType::BFloat16: {
+      // 16-bit floats multiply in float32 and round once at the end.
+      Tensor result = empty(output.sizes());
+      matmul_typed<float>(converted_copy(lhs, DType::Float32, lhs.device()),
+                          converted_copy(rhs, DType::Float32, rhs.device()), result);
+      copy(result, output);
+      return;
+    }
+    default: MG_ASSERT(false, "matmul on ", output.dtype());
+  }
+}
+
+}  // namespace mg::cpu

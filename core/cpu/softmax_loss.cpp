@@ -1,0 +1,113 @@
+// core/cpu/softmax_loss.cpp — CPU softmax / log_softmax (forward and backward) and the
+// negative log-likelihood gather/scatter that cross_entropy is built from.
+//
+// A contiguous tensor seen along `dim` is (outer, extent, inner): element (o, k, i) sits at
+// (o * extent + k) * inner + i. Each (o, i) line is independent.
+#include <cmath>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/strided_loop.h"
+
+namespace mg::cpu {
+
+namespace {
+
+struct Lines {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+
+Lines lines_along(const Tensor& tensor, int dim) {
+  Lines lines;
+  lines.extent = tensor.sizes()[dim];
+  for (int d = 0; d < dim; ++d) lines.outer *= tensor.sizes()[d];
+  for (int d = dim + 1; d < tensor.dim(); ++d) lines.inner *= tensor.sizes()[d];
+  return lines;
+}
+
+}  // namespace
+
+void softmax(const Tensor& input, int dim, bool log, const Tensor& output) {
+  Lines lines = lines_along(input, dim);
+  dispatch_floating(input.dtype(), "softmax", [&]<class T>() {
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* in = input.data_ptr<T>();
+    T* out = output.data_ptr<T>();
+#pragma omp parallel for collapse(2) schedule(static) if (input.numel() >= kParallelGrain)
+    for (int64_t o = 0; o < lines.outer; ++o) {
+      for (int64_t i = 0; i < lines.inner; ++i) {
+        int64_t base = o * lines.extent * lines.inner + i;
+        C max_value = -std::numeric_limits<C>::infinity();
+        for (int64_t k = 0; k < lines.extent; ++k) max_value = std::max(max_value, static_cast<C>(in[base + k * lines.inner]));
+        // An all -inf line gives NaN as in PyTorch; guard the shift only against that.
+        C shift = std::isinf(max_value) ? C(0) : max_value;
+        C total = 0;
+        for (int64_t k = 0; k < lines.extent; ++k) total += std::exp(static_cast<C>(in[base + k * lines.inner]) - shift);
+        C log_total = std::log(total);
+        for (int64_t k = 0; k < lines.extent; ++k) {
+          C shifted = static_cast<C>(in[base + k * lines.inner]) - shift;
+          out[base + k * lines.inner] = static_cast<T>(log ? shifted - log_total : std::exp(shifted) / total);
+        }
+      }
+    }
+  });
+}
+
+void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, bool log,
+                      const Tensor& grad_input) {
+  Lines lines = lines_along(output, dim);
+  dispatch_floating(output.dtype(), "softmax backward", [&]<class T>() {
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* grad = grad_output.data_ptr<T>();
+    const T* out = output.data_ptr<T>();
+    T* result = grad_input.data_ptr<T>();
+#pragma omp parallel for collapse(2) schedule(static) if (output.numel() >= kParallelGrain)
+    for (int64_t o = 0; o < lines.outer; ++o) {
+      for (int64_t i = 0; i < lines.inner; ++i) {
+        int64_t base = o * lines.extent * lines.inner + i;
+        // softmax: dx = y * (g - sum(g * y));  log_softmax: dx = g - exp(y) * sum(g)
+        C dot = 0;
+        for (int64_t k = 0; k < lines.extent; ++k) {
+          int64_t at = base + k * lines.inner;
+          dot += log ? static_cast<C>(grad[at]) : static_cast<C>(grad[at]) * static_cast<C>(out[at]);
+        }
+        for (int64_t k = 0; k < lines.extent; ++k) {
+          int64_t at = base + k * lines.inner;
+          C g = static_cast<C>(grad[at]), y = static_cast<C>(out[at]);
+          result[at] = static_cast<T>(log ? g - std::exp(y) * dot : y * (g - dot));
+        }
+      }
+    }
+  });
+}
+
+void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& loss) {
+  int64_t batch = log_probs.sizes()[0], classes = log_probs.sizes()[1];
+  const int64_t* labels = target.data_ptr<int64_t>();
+  for (int64_t n = 0; n < batch; ++n) {
+    MG_CHECK(labels[n] == ignore_index || (labels[n] >= 0 && labels[n] < classes), "nll_loss: target ",
+             labels[n], " at position ", n, " is out of range for ", classes, " classes (expected 0..",
+             classes - 1, ")");
+  }
+  dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
+    const T* log_p = log_probs.data_ptr<T>();
+    T* out = loss.data_ptr<T>();
+    for (int64_t n = 0; n < batch; ++n) {
+      out[n] = labels[n] == ignore_index ? T(0) : static_cast<T>(-static_cast<compute_t<T>>(log_p[n * classes + labels[n]]));
+    }
+  });
+}
+
+void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index, const Tensor& grad_input) {
+  int64_t batch = grad_input.sizes()[0], classes = grad_input.sizes()[1];
+  const int64_t* labels = target.data_ptr<int64_t>();
+  fill(grad_input, 0.0);
+  dispatch_floating(grad_input.dtype(), "nll_loss backward", [&]<class T>() {
+    const T* grad = grad_loss.data_ptr<T>();
+    T* result = grad_input.data_ptr<T>();
+    for (int64_t n = 0; n < batch; ++n) {
+      if (labels[n] != ignore_index) result[n * classes + labels[n]] = static_cast<T>(-static_cast<compute_t<T>>(grad[n]));
+    }
+  });
+}
+
+}  // namespace mg::cpu

@@ -1,0 +1,146 @@
+// core/factory.cpp — tensor creation. Every tensor's bytes come from its device's caching
+// allocator, tagged with the category the options give.
+#include "core/factory.h"
+
+#include <cmath>
+
+#include "core/kernels.h"
+
+namespace mg {
+
+namespace {
+
+Tensor finish(const Tensor& tensor, const TensorOptions& options) {
+  if (options.requires_grad) tensor.requires_grad_(true);
+  return tensor;
+}
+
+Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory category) {
+  for (int64_t size : sizes) {
+    MG_CHECK(size >= 0, "cannot create a tensor with a negative size: ", sizes);
+  }
+  size_t nbytes = static_cast<size_t>(sizes.numel()) * element_size(dtype);
+  auto storage = std::make_shared<Storage>(nbytes, device, category);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
+                                             0, dtype));
+}
+
+}  // namespace
+
+Tensor empty(const Shape& sizes, const TensorOptions& options) {
+  return finish(allocate(sizes, options.dtype, options.device, options.category), options);
+}
+
+Tensor full(const Shape& sizes, double value, const TensorOptions& options) {
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  kernels(options.device).fill(tensor, value);
+  return finish(tensor, options);
+}
+
+Tensor zeros(const Shape& sizes, const TensorOptions& options) { return full(sizes, 0.0, options); }
+Tensor ones(const Shape& sizes, const TensorOptions& options) { return full(sizes, 1.0, options); }
+
+Tensor arange(double start, double end, double step, const TensorOptions& options) {
+  MG_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+           "arange(", start, ", ", end, ", ", step, "): the bounds must be finite and step non-zero");
+  MG_CHECK((end - start) / step >= 0, "arange(", start, ", ", end, ", ", step,
+           "): step has the wrong sign to go from start to end");
+  auto count = static_cast<int64_t>(std::ceil((end - start) / step));
+  std::vector<double> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
+  Tensor as_double = from_vector(values, {count});
+  return finish(converted_copy(as_double, options.dtype, options.device), options);
+}
+
+Tensor arange(double end, const TensorOptions& options) { return arange(0.0, end, 1.0, options); }
+
+void uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
+  Generator& source = generator ? *generator : default_generator();
+  kernels(tensor.device()).fill_uniform(tensor, low, high, source.reserve(tensor.numel()));
+  tensor.bump_version();
+}
+
+void normal_(const Tensor& tensor, double mean, double std, Generator* generator) {
+  Generator& source = generator ? *generator : default_generator();
+  kernels(tensor.device()).fill_normal(tensor, mean, std, source.reserve(tensor.numel()));
+  tensor.bump_version();
+}
+
+Tensor rand(const Shape& sizes, const TensorOptions& options, Generator* generator) {
+  MG_CHECK(is_floating(options.dtype), "rand: expected a floating dtype, got ", options.dtype);
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  uniform_(tensor, 0.0, 1.0, generator);
+  return finish(tensor, options);
+}
+
+Tensor randn(const Shape& sizes, const TensorOptions& options, Generator* generator) {
+  MG_CHECK(is_floating(options.dtype), "randn: expected a floating dtype, got ", options.dtype);
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  normal_(tensor, 0.0, 1.0, generator);
+  return finish(tensor, options);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& options,
+               Generator* generator) {
+  MG_CHECK(low < high, "randint: low (", low, ") must be below high (", high, ")");
+  // Uniform doubles in [low, high) floored: exact for ranges far below 2^53.
+  Tensor values = allocate(sizes, DType::Float64, options.device, MemoryCategory::Temporary);
+  uniform_(values, static_cast<double>(low), static_cast<double>(high), generator);
+  Tensor result = allocate(sizes, options.dtype, options.device, options.category);
+  kernels(options.device).copy(values, result);  // conversion to an integer type truncates
+  return finish(result, options);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const TensorOptions& options) {
+  Shape shape = sizes.empty() ? Shape{static_cast<int64_t>(values.size())} : sizes;
+  MG_CHECK(shape.numel() == static_cast<int64_t>(values.size()), "from_vector: ", values.size(),
+           " values do not fill shape ", shape, " (", shape.numel(), " elements)");
+  Tensor host = allocate(shape, dtype_of<T>, Device::cpu(), options.category);
+  std::copy(values.begin(), values.end(), static_cast<T*>(host.raw_data()));
+  if (options.device.is_cpu()) return finish(host, options);
+  Tensor result = allocate(shape, dtype_of<T>, options.device, options.category);
+  copy_across_devices(host, result);
+  return finish(result, options);
+}
+
+template Tensor from_vector(const std::vector<float>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<double>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<Half>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<BFloat16>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<int32_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<bool>&, const Shape&, const TensorOptions&);
+
+Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
+
+Tensor empty_like(const Tensor& like) {
+  return allocate(like.sizes(), like.dtype(), like.device(), MemoryCategory::Temporary);
+}
+Tensor zeros_like(const Tensor& like) { return full_like(like, 0.0); }
+Tensor ones_like(const Tensor& like) { return full_like(like, 1.0); }
+Tensor full_like(const Tensor& like, double value) {
+  return full(like.sizes(), value, {.dtype = like.dtype(), .device = like.device()});
+}
+
+Tensor contiguous_copy(const Tensor& tensor) {
+  return converted_copy(tensor, tensor.dtype(), tensor.device());
+}
+
+Tensor converted_copy(const Tensor& tensor, DType dtype, Device device) {
+  Tensor result = allocate(tensor.sizes(), dtype, device, MemoryCategory::Temporary);
+  if (device == tensor.device()) {
+    kernels(device).copy(tensor, result);
+  } else if (dtype == tensor.dtype()) {
+    copy_across_devices(tensor, result);
+  } else {
+    // Convert on the source device, then move: the transfer carries the final bytes.
+    Tensor converted = allocate(tensor.sizes(), dtype, tensor.device(), MemoryCategory::Temporary);
+    kernels(tensor.device()).copy(tensor, converted);
+    copy_across_devices(converted, result);
+  }
+  return result;
+}
+
+}  // namespace mg

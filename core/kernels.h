@@ -1,0 +1,84 @@
+// core/kernels.h — the device kernel interface: one table of functions per device type.
+//
+// Differentiable ops in autograd/ compute through kernels(device).<kernel>(...). The CPU
+// table lives in core/cpu/ (Eigen); the CUDA table in cuda/. Kernels receive
+// fully-allocated outputs and never allocate their results; they check nothing a caller
+// already checked (shapes, dtypes, devices are validated in autograd/).
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/shape.h"
+
+namespace mg {
+
+class Tensor;
+
+enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, Sign };
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: the output is bool
+  // Gradients of unary ops, fused: (grad, saved) -> grad_input
+  ReluBackward,     // saved = relu's output
+  SigmoidBackward,  // saved = sigmoid's output
+  TanhBackward,     // saved = tanh's output
+  GeluBackward,     // saved = gelu's input
+  Pow,              // binary_scalar only: a ^ scalar
+};
+
+bool is_comparison(BinaryOp op);
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+// Random number state handed to kernels: Philox4x32-10 key and the counter to start at.
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // in Philox blocks (4 x 32-bit words); element i uses block offset + i
+};
+
+struct KernelTable {
+  // dst = src elementwise; same sizes, any strides, any dtypes (converting).
+  void (*copy)(const Tensor& source, const Tensor& destination);
+  void (*fill)(const Tensor& destination, double value);
+  void (*unary)(UnaryOp op, const Tensor& input, const Tensor& output);
+  // a and b broadcast to output's sizes (views with stride 0 where broadcast).
+  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output);
+  void (*binary_scalar)(BinaryOp op, const Tensor& a, double scalar, const Tensor& output);
+  // output has input's rank with size 1 in every reduced dim (keepdim form).
+  void (*reduce)(ReduceOp op, const Tensor& input, const Tensor& output);
+  // indices (int64) of the maximum along dim; output in keepdim form.
+  void (*argmax)(const Tensor& input, int dim, const Tensor& output);
+  // output (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; output contiguous.
+  void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& output);
+  // softmax or log_softmax along dim; input and output contiguous.
+  void (*softmax)(const Tensor& input, int dim, bool log, const Tensor& output);
+  // grad_input from grad_output and the forward's output; all contiguous.
+  void (*softmax_backward)(const Tensor& grad_output, const Tensor& output, int dim, bool log,
+                           const Tensor& grad_input);
+  // loss[n] = -weight * log_probs[n, target[n]], 0 where target == ignore_index;
+  // log_probs (N, C) contiguous, target (N) int64.
+  void (*nll_forward)(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
+                      const Tensor& loss);
+  // grad_input (N, C) zero except grad_input[n, target[n]] = -grad_loss[n].
+  void (*nll_backward)(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
+                       const Tensor& grad_input);
+  // mask (bool) = uniform >= p; output = input * mask / (1 - p).
+  void (*dropout)(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
+                  const Tensor& output);
+  // output = grad * mask * scale
+  void (*masked_scale)(const Tensor& grad, const Tensor& mask, double scale,
+                       const Tensor& output);
+  // Fills with uniform [low, high) or normal(mean, std) numbers from Philox.
+  void (*fill_uniform)(const Tensor& destination, double low, double high, PhiloxState rng);
+  void (*fill_normal)(const Tensor& destination, double mean, double std, PhiloxState rng);
+};
+
+// The kernel table of a device type; throws mg::Error when memgrad has none for it.
+const KernelTable& kernels(Device device);
+
+// Copies between devices (or within one); sizes must match, destination contiguous.
+void copy_across_devices(const Tensor& source, const Tensor& destination);
+
+}  // namespace mg

@@ -1,0 +1,41 @@
+// core/simulated_kernels.cpp — a kernel table whose every entry is a no-op.
+#include "core/simulated_kernels.h"
+
+namespace mg {
+
+namespace {
+
+// A function with the given signature that ignores its arguments.
+template <class Signature> struct Ignore;
+template <class... Args>
+struct Ignore<void (*)(Args...)> {
+  static void call(Args...) {}
+};
+template <auto KernelTable::*Member>
+constexpr auto ignore = Ignore<std::remove_reference_t<decltype(std::declval<KernelTable>().*Member)>>::call;
+
+}  // namespace
+
+const KernelTable& simulated_kernel_table() {
+  static const KernelTable table{
+      .copy = ignore<&KernelTable::copy>,
+      .fill = ignore<&KernelTable::fill>,
+      .unary = ignore<&KernelTable::unary>,
+      .binary = ignore<&KernelTable::binary>,
+      .binary_scalar = ignore<&KernelTable::binary_scalar>,
+      .reduce = ignore<&KernelTable::reduce>,
+      .argmax = ignore<&KernelTable::argmax>,
+      .matmul = ignore<&KernelTable::matmul>,
+      .softmax = ignore<&KernelTable::softmax>,
+      .softmax_backward = ignore<&KernelTable::softmax_backward>,
+      .nll_forward = ignore<&KernelTable::nll_forward>,
+      .nll_backward = ignore<&KernelTable::nll_backward>,
+      .dropout = ignore<&KernelTable::dropout>,
+      .masked_scale = ignore<&KernelTable::masked_scale>,
+      .fill_uniform = ignore<&KernelTable::fill_uniform>,
+      .fill_normal = ignore<&KernelTable::fill_normal>,
+  };
+  return table;
+}
+
+}  // namespace mg

@@ -1,0 +1,629 @@
+// tests/core/test_caching_allocator.cpp — the caching allocator against hand-computed values.
+//
+// Most tests run on a simulated backend of small capacity, so every segment, split and
+// retry is visible in the statistics and in the (fake, 512-aligned) addresses. The
+// expected numbers come from the rules in caching_allocator.h, worked out by hand in the
+// comments.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/allocator/caching_allocator.h"
+#include "core/allocator/host_backend.h"
+#include "core/allocator/registry.h"
+#include "core/allocator/simulated_backend.h"
+#include "core/error.h"
+
+namespace {
+
+using mg::Allocation;
+using mg::CachingAllocator;
+using mg::Device;
+using mg::MemoryCategory;
+
+constexpr size_t KiB = size_t{1} << 10;
+constexpr size_t MiB = size_t{1} << 20;
+constexpr size_t GiB = size_t{1} << 30;
+
+// CachingAllocator is neither copyable nor movable; returning the prvalue relies on
+// guaranteed copy elision.
+CachingAllocator make_simulated(size_t capacity) {
+  return CachingAllocator(Device::simulated(), std::make_unique<mg::SimulatedBackend>(capacity));
+}
+
+uintptr_t address(const Allocation& allocation) {
+  return reinterpret_cast<uintptr_t>(allocation.ptr);
+}
+
+int64_t bytes(size_t value) { return static_cast<int64_t>(value); }
+
+// The message of the OutOfMemoryError `allocate` throws (fails the test if none is thrown).
+std::string oom_message(CachingAllocator& allocator, size_t request, MemoryCategory category) {
+  try {
+    allocator.allocate(request, category);
+  } catch (const mg::OutOfMemoryError& error) {
+    return error.what();
+  }
+  FAIL("expected mg::OutOfMemoryError for a request of " << request << " bytes");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("format_bytes picks a unit and two decimals", "[allocator]") {
+  CHECK(mg::format_bytes(0) == "0 B");
+  CHECK(mg::format_bytes(512) == "512 B");
+  CHECK(mg::format_bytes(1023) == "1023 B");
+  CHECK(mg::format_bytes(1024) == "1.00 KiB");
+  CHECK(mg::format_bytes(1536) == "1.50 KiB");
+  CHECK(mg::format_bytes(bytes(20 * MiB)) == "20.00 MiB");
+  CHECK(mg::format_bytes(bytes(GiB + GiB / 4)) == "1.25 GiB");
+  CHECK(mg::format_bytes(bytes(3 * GiB * 1024)) == "3.00 TiB");
+  CHECK(mg::format_bytes(-512) == "-512 B");
+  CHECK(mg::format_bytes(-bytes(2 * MiB)) == "-2.00 MiB");
+}
+
+TEST_CASE("requests round up to 512 bytes and pick their segment size", "[allocator]") {
+  CHECK(CachingAllocator::round_size(0) == 0);
+  CHECK(CachingAllocator::round_size(1) == 512);
+  CHECK(CachingAllocator::round_size(512) == 512);
+  CHECK(CachingAllocator::round_size(513) == 1024);
+  CHECK(CachingAllocator::round_size(MiB + 1) == MiB + 512);
+
+  CHECK(CachingAllocator::segment_size_for(512) == 2 * MiB);        // small pool
+  CHECK(CachingAllocator::segment_size_for(MiB) == 2 * MiB);        // still small
+  CHECK(CachingAllocator::segment_size_for(MiB + 512) == 20 * MiB);  // large, < 10 MiB
+  CHECK(CachingAllocator::segment_size_for(10 * MiB - 512) == 20 * MiB);
+  CHECK(CachingAllocator::segment_size_for(10 * MiB) == 10 * MiB);  // own segment
+  CHECK(CachingAllocator::segment_size_for(13 * MiB) == 14 * MiB);  // rounded to 2 MiB
+  CHECK(CachingAllocator::segment_size_for(13 * MiB + 512) == 14 * MiB);
+}
+
+TEST_CASE("zero-byte allocations and free(nullptr) touch nothing", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation empty = allocator.allocate(0, MemoryCategory::Parameter);
+  CHECK(empty.ptr == nullptr);
+  CHECK(empty.block == nullptr);
+  allocator.free(nullptr);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocation_count.allocated == 0);
+  CHECK(stats.requested_bytes.allocated == 0);
+  CHECK(stats.num_backend_allocs == 0);
+  CHECK(stats.category(MemoryCategory::Parameter).peak == 0);
+}
+
+TEST_CASE("a small request takes a 2 MiB segment and splits it", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation one_byte = allocator.allocate(1, MemoryCategory::Temporary);
+  REQUIRE(one_byte.ptr != nullptr);
+  CHECK(address(one_byte) % 512 == 0);
+  CHECK(allocator.block_size(one_byte.block) == 512);
+  CHECK(allocator.requested_size(one_byte.block) == 1);
+
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 512);
+  CHECK(stats.active_bytes.current == 512);
+  CHECK(stats.requested_bytes.current == 1);
+  CHECK(stats.reserved_bytes.current == bytes(2 * MiB));
+  CHECK(stats.segment_count.current == 1);
+  CHECK(stats.num_backend_allocs == 1);
+  // The rest of the segment is a free block inside a segment in use.
+  CHECK(stats.inactive_split_bytes.current == bytes(2 * MiB - 512));
+  CHECK(stats.inactive_split_count.current == 1);
+  allocator.free(one_byte.block);
+}
+
+TEST_CASE("large requests: 20 MiB segments below 10 MiB, their own segment above",
+          "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+
+  // 3 MiB: a 20 MiB segment, split because the 17 MiB rest is more than 1 MiB.
+  Allocation three = allocator.allocate(3 * MiB, MemoryCategory::Activation);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(allocator.block_size(three.block) == 3 * MiB);
+  CHECK(stats.reserved_bytes.current == bytes(20 * MiB));
+  CHECK(stats.allocated_bytes.current == bytes(3 * MiB));
+  CHECK(stats.inactive_split_bytes.current == bytes(17 * MiB));
+
+  // 13 MiB: its own 14 MiB segment; the 1 MiB rest is not more than 1 MiB, so the block
+  // keeps the whole segment.
+  Allocation thirteen = allocator.allocate(13 * MiB, MemoryCategory::Activation);
+  stats = allocator.stats();
+  CHECK(allocator.block_size(thirteen.block) == 14 * MiB);
+  CHECK(stats.reserved_bytes.current == bytes(34 * MiB));
+  CHECK(stats.segment_count.current == 2);
+  CHECK(stats.allocated_bytes.current == bytes(17 * MiB));
+  CHECK(stats.requested_bytes.current == bytes(16 * MiB));
+  CHECK(stats.inactive_split_bytes.current == bytes(17 * MiB));
+
+  // 19 MiB: a 20 MiB segment whose 1 MiB rest is not split off either.
+  Allocation nineteen = allocator.allocate(19 * MiB, MemoryCategory::Activation);
+  CHECK(allocator.block_size(nineteen.block) == 20 * MiB);
+  CHECK(allocator.stats().reserved_bytes.current == bytes(54 * MiB));
+
+  allocator.free(three.block);
+  allocator.free(thirteen.block);
+  allocator.free(nineteen.block);
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.inactive_split_bytes.current == 0);
+  CHECK(stats.reserved_bytes.current == bytes(54 * MiB));  // cached
+}
+
+TEST_CASE("two small blocks share a segment; a freed one is an inactive split",
+          "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation first = allocator.allocate(1000, MemoryCategory::Temporary);   // 1024
+  Allocation second = allocator.allocate(2000, MemoryCategory::Temporary);  // 2048
+  CHECK(address(second) == address(first) + 1024);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.segment_count.current == 1);
+  CHECK(stats.allocated_bytes.current == 3072);
+  CHECK(stats.inactive_split_bytes.current == bytes(2 * MiB - 3072));
+  CHECK(stats.inactive_split_count.current == 1);
+
+  // Freeing the first leaves a 1024-byte hole before `second`: two inactive splits.
+  allocator.free(first.block);
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 2048);
+  CHECK(stats.inactive_split_bytes.current == bytes(2 * MiB - 2048));
+  CHECK(stats.inactive_split_count.current == 2);
+
+  // Freeing the second merges all three into one whole free segment: no longer a split.
+  allocator.free(second.block);
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.inactive_split_bytes.current == 0);
+  CHECK(stats.inactive_split_count.current == 0);
+  CHECK(stats.reserved_bytes.current == bytes(2 * MiB));
+  CHECK(stats.inactive_split_count.peak == 2);
+}
+
+TEST_CASE("freed neighbours coalesce and serve a larger request", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation a = allocator.allocate(256 * KiB, MemoryCategory::Temporary);
+  Allocation b = allocator.allocate(256 * KiB, MemoryCategory::Temporary);
+  Allocation c = allocator.allocate(256 * KiB, MemoryCategory::Temporary);
+  const uintptr_t base = address(a);
+  CHECK(address(b) == base + 256 * KiB);
+  CHECK(address(c) == base + 512 * KiB);
+
+  // Free a and b (c keeps the segment split): they merge into 512 KiB at the base.
+  allocator.free(a.block);
+  allocator.free(b.block);
+  CHECK(allocator.stats().inactive_split_count.current == 2);  // [a+b] and the tail after c
+  Allocation merged = allocator.allocate(512 * KiB, MemoryCategory::Temporary);
+  CHECK(address(merged) == base);
+
+  // Free in the order c, merged: the whole segment merges back and serves 1 MiB from its base.
+  allocator.free(c.block);
+  allocator.free(merged.block);
+  Allocation whole = allocator.allocate(MiB, MemoryCategory::Temporary);
+  CHECK(address(whole) == base);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.segment_count.current == 1);
+  CHECK(stats.num_backend_allocs == 1);
+  CHECK(stats.inactive_split_bytes.current == bytes(MiB));
+  allocator.free(whole.block);
+}
+
+TEST_CASE("best fit takes the smallest free block that is large enough", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  // Layout of the segment: [big 4096][pin 512][small 1024][pin 512][tail ...]
+  Allocation big = allocator.allocate(4096, MemoryCategory::Temporary);
+  Allocation pin1 = allocator.allocate(512, MemoryCategory::Temporary);
+  Allocation small = allocator.allocate(1024, MemoryCategory::Temporary);
+  Allocation pin2 = allocator.allocate(512, MemoryCategory::Temporary);
+  const uintptr_t base = address(big);
+  const uintptr_t small_address = base + 4096 + 512;
+  CHECK(address(small) == small_address);
+  allocator.free(big.block);
+  allocator.free(small.block);
+
+  // 1000 B (1024): the 1024 hole, not the 4096 hole at the base nor the tail.
+  Allocation fits_small = allocator.allocate(1000, MemoryCategory::Temporary);
+  CHECK(address(fits_small) == small_address);
+  // 2048: the 4096 hole at the base (smaller than the tail), split.
+  Allocation fits_big = allocator.allocate(2048, MemoryCategory::Temporary);
+  CHECK(address(fits_big) == base);
+  // 2048 again: the 2048 left of the base hole.
+  Allocation rest_of_big = allocator.allocate(2048, MemoryCategory::Temporary);
+  CHECK(address(rest_of_big) == base + 2048);
+  CHECK(allocator.stats().segment_count.current == 1);
+
+  for (const Allocation& allocation : {pin1, pin2, fits_small, fits_big, rest_of_big}) {
+    allocator.free(allocation.block);
+  }
+  CHECK(allocator.stats().inactive_split_bytes.current == 0);
+}
+
+TEST_CASE("blocks are reused only on the stream they were made for", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation on_stream_one = allocator.allocate(512, MemoryCategory::Temporary, 1);
+  allocator.free(on_stream_one.block);
+  Allocation on_stream_zero = allocator.allocate(512, MemoryCategory::Temporary, 0);
+  CHECK(allocator.stats().segment_count.current == 2);
+  Allocation again_on_one = allocator.allocate(512, MemoryCategory::Temporary, 1);
+  CHECK(address(again_on_one) == address(on_stream_one));
+  CHECK(allocator.stats().segment_count.current == 2);
+  allocator.free(on_stream_zero.block);
+  allocator.free(again_on_one.block);
+}
+
+TEST_CASE("empty_cache returns free segments and keeps those in use", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation small = allocator.allocate(MiB, MemoryCategory::Temporary);         // 2 MiB seg
+  Allocation medium = allocator.allocate(3 * MiB, MemoryCategory::Temporary);    // 20 MiB seg
+  Allocation large = allocator.allocate(12 * MiB, MemoryCategory::Temporary);    // 12 MiB seg
+  allocator.free(medium.block);
+  allocator.free(large.block);
+  CHECK(allocator.stats().reserved_bytes.current == bytes(34 * MiB));
+
+  allocator.empty_cache();
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.reserved_bytes.current == bytes(2 * MiB));
+  CHECK(stats.segment_count.current == 1);
+  CHECK(stats.num_backend_frees == 2);
+  CHECK(static_cast<const mg::SimulatedBackend&>(allocator.backend()).used_bytes() == 2 * MiB);
+
+  allocator.free(small.block);
+  CHECK(allocator.stats().reserved_bytes.current == bytes(2 * MiB));  // cached until asked
+  allocator.empty_cache();
+  stats = allocator.stats();
+  CHECK(stats.reserved_bytes.current == 0);
+  CHECK(stats.segment_count.current == 0);
+  CHECK(stats.num_backend_frees == 3);
+  CHECK(stats.reserved_bytes.peak == bytes(34 * MiB));
+}
+
+TEST_CASE("a backend failure frees the cache and the retry succeeds", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  // Three 19 MiB requests: three unsplit 20 MiB segments, 60 of the 64 MiB.
+  std::vector<Allocation> cached;
+  for (int i = 0; i < 3; ++i) cached.push_back(allocator.allocate(19 * MiB, MemoryCategory::Temporary));
+  for (const Allocation& allocation : cached) allocator.free(allocation.block);
+  CHECK(allocator.stats().reserved_bytes.current == bytes(60 * MiB));
+
+  // 30 MiB fits in no cached block and needs a 30 MiB segment: 60 + 30 > 64 fails, the
+  // three cached segments go back, and the retry gets it.
+  Allocation big = allocator.allocate(30 * MiB, MemoryCategory::Activation);
+  REQUIRE(big.ptr != nullptr);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.num_alloc_retries == 1);
+  CHECK(stats.num_ooms == 0);
+  CHECK(stats.num_backend_frees == 3);
+  CHECK(stats.num_backend_allocs == 4);
+  CHECK(stats.reserved_bytes.current == bytes(30 * MiB));
+  CHECK(stats.segment_count.current == 1);
+  allocator.free(big.block);
+}
+
+TEST_CASE("OutOfMemoryError explains the request, the device and the categories",
+          "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation parameters = allocator.allocate(10 * MiB, MemoryCategory::Parameter);  // 10 MiB seg
+  Allocation saved = allocator.allocate(3 * MiB, MemoryCategory::Activation);       // 20 MiB seg
+
+  const std::string message = oom_message(allocator, 100 * MiB, MemoryCategory::Activation);
+  CHECK_THAT(message, Catch::Contains("simulated:0"));
+  CHECK_THAT(message, Catch::Contains("100.00 MiB"));
+  CHECK_THAT(message, Catch::Contains("104857600 bytes"));
+  CHECK_THAT(message, Catch::Contains("capacity 64.00 MiB"));
+  CHECK_THAT(message, Catch::Contains("PARAMETER 10.00 MiB"));
+  CHECK_THAT(message, Catch::Contains("ACTIVATION 3.00 MiB"));
+  CHECK_THAT(message, !Catch::Contains("GRADIENT"));  // zero categories are left out
+  CHECK_THAT(message, Catch::Contains("13.00 MiB is allocated"));
+  CHECK_THAT(message, Catch::Contains("30.00 MiB reserved"));
+  CHECK_THAT(message, Catch::Contains("smaller batch"));
+  CHECK_THAT(message, Catch::Contains("checkpointing"));
+  // 17 MiB of the 30 reserved is free inside the split 20 MiB segment.
+  CHECK_THAT(message, Catch::Contains("fragmentation"));
+  CHECK_THAT(message, Catch::Contains("empty_cache()"));
+
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.num_ooms == 1);
+  CHECK(stats.num_alloc_retries == 1);
+  CHECK(stats.allocated_bytes.current == bytes(13 * MiB));
+  CHECK(stats.category(MemoryCategory::Activation).current == bytes(3 * MiB));
+
+  // The allocator still works after the error.
+  Allocation after = allocator.allocate(512, MemoryCategory::Temporary);
+  CHECK(after.ptr != nullptr);
+  for (const Allocation& allocation : {parameters, saved, after}) allocator.free(allocation.block);
+}
+
+TEST_CASE("an OOM on an empty device names no categories and no fragmentation",
+          "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  const std::string message = oom_message(allocator, 65 * MiB, MemoryCategory::Parameter);
+  CHECK_THAT(message, Catch::Contains("none (no live tensors)"));
+  CHECK_THAT(message, !Catch::Contains("fragmentation"));
+  CHECK_THAT(message, Catch::Contains("66.00 MiB"));  // the segment it needed
+  CHECK(allocator.stats().num_ooms == 1);
+}
+
+TEST_CASE("peaks follow the current values until reset_peak_stats", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  // Two 1 MiB requests (small pool): the second takes the 1 MiB rest of the first segment.
+  Allocation a = allocator.allocate(MiB, MemoryCategory::Temporary);
+  Allocation b = allocator.allocate(MiB, MemoryCategory::Temporary);
+  CHECK(allocator.stats().segment_count.current == 1);
+  allocator.free(a.block);
+  allocator.free(b.block);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.allocated_bytes.peak == bytes(2 * MiB));
+  CHECK(stats.allocation_count.peak == 2);
+
+  allocator.reset_peak_stats();
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.peak == 0);
+  CHECK(stats.allocation_count.peak == 0);
+  CHECK(stats.reserved_bytes.peak == bytes(2 * MiB));  // the segment is still cached
+
+  Allocation c = allocator.allocate(512, MemoryCategory::Temporary);
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.peak == 512);
+  CHECK(stats.allocated_bytes.allocated == bytes(2 * MiB + 512));
+  CHECK(stats.allocated_bytes.freed == bytes(2 * MiB));
+
+  allocator.reset_accumulated_stats();
+  stats = allocator.stats();
+  CHECK(stats.allocated_bytes.allocated == 0);
+  CHECK(stats.allocated_bytes.freed == 0);
+  CHECK(stats.num_backend_allocs == 0);
+  CHECK(stats.allocated_bytes.current == 512);
+  CHECK(stats.allocated_bytes.peak == 512);
+  allocator.free(c.block);
+}
+
+TEST_CASE("category statistics count requested bytes and move with set_category",
+          "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation tensor = allocator.allocate(1000, MemoryCategory::Temporary);
+  CHECK(allocator.category(tensor.block) == MemoryCategory::Temporary);
+  CHECK(allocator.stats().category(MemoryCategory::Temporary).current == 1000);
+
+  allocator.set_category(tensor.block, MemoryCategory::Activation);
+  CHECK(allocator.category(tensor.block) == MemoryCategory::Activation);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.category(MemoryCategory::Temporary).current == 0);
+  CHECK(stats.category(MemoryCategory::Activation).current == 1000);
+  CHECK(stats.allocated_bytes.current == 1024);  // rounding is not a category's business
+
+  allocator.free(tensor.block);
+  stats = allocator.stats();
+  CHECK(stats.category(MemoryCategory::Activation).current == 0);
+  CHECK(stats.category(MemoryCategory::Activation).peak == 1000);
+}
+
+TEST_CASE("requested bytes are before rounding, allocated bytes after", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation a = allocator.allocate(1, MemoryCategory::Temporary);
+  Allocation b = allocator.allocate(513, MemoryCategory::Temporary);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.requested_bytes.current == 514);
+  CHECK(stats.allocated_bytes.current == 512 + 1024);
+  allocator.free(a.block);
+  allocator.free(b.block);
+  CHECK(allocator.stats().requested_bytes.current == 0);
+}
+
+TEST_CASE("freeing a block twice is an error, not a corruption", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation a = allocator.allocate(512, MemoryCategory::Temporary);
+  Allocation keep = allocator.allocate(512, MemoryCategory::Temporary);
+  allocator.free(a.block);
+  CHECK_THROWS_AS(allocator.free(a.block), mg::Error);
+  CHECK(allocator.stats().allocation_count.current == 1);
+  allocator.free(keep.block);
+}
+
+TEST_CASE("memory_summary is a fixed-width table of the statistics", "[allocator]") {
+  auto allocator = make_simulated(64 * MiB);
+  Allocation parameters = allocator.allocate(3 * MiB, MemoryCategory::Parameter);
+  const std::string summary = allocator.memory_summary();
+  for (const char* row : {"simulated:0", "simulated device: capacity 64.00 MiB, used 20.00 MiB",
+                          "Allocated memory", "Active memory", "Requested memory",
+                          "Reserved memory", "Inactive split memory", "Allocations",
+                          "Active allocs", "Segments", "Alloc retries: 0", "OOMs: 0",
+                          "Current", "Peak", "Total alloc", "Total freed", "PARAMETER",
+                          "WORKSPACE", "3.00 MiB", "20.00 MiB", "17.00 MiB"}) {
+    CHECK_THAT(summary, Catch::Contains(row));
+  }
+  std::istringstream lines(summary);
+  std::string line, first;
+  std::getline(lines, first);
+  while (std::getline(lines, line)) CHECK(line.size() == first.size());
+  allocator.free(parameters.block);
+}
+
+TEST_CASE("random allocations never overlap and the statistics add up", "[allocator]") {
+  auto allocator = make_simulated(512 * MiB);
+  std::mt19937 random(1234);
+  std::uniform_int_distribution<int> choice(0, 99);
+  std::vector<Allocation> live;
+  std::map<uintptr_t, size_t> extents;  // address -> block size of live blocks
+  int64_t expected_requested = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const int roll = choice(random);
+    if (roll < 55 || live.empty()) {
+      // Sizes across both pools: mostly small, sometimes a few MiB, rarely > 10 MiB.
+      size_t request = roll < 40 ? 1 + random() % (64 * KiB)
+                     : roll < 52 ? 1 + random() % (4 * MiB)
+                                 : 1 + random() % (16 * MiB);
+      Allocation allocation = allocator.allocate(request, MemoryCategory::Temporary,
+                                                 random() % 2);
+      const size_t size = allocator.block_size(allocation.block);
+      REQUIRE(size >= request);
+      REQUIRE(address(allocation) % 512 == 0);
+      auto after = extents.lower_bound(address(allocation));
+      if (after != extents.end()) REQUIRE(address(allocation) + size <= after->first);
+      if (after != extents.begin()) {
+        auto before = std::prev(after);
+        REQUIRE(before->first + before->second <= address(allocation));
+      }
+      extents[address(allocation)] = size;
+      live.push_back(allocation);
+      expected_requested += static_cast<int64_t>(request);
+    } else {
+      const size_t index = random() % live.size();
+      expected_requested -= static_cast<int64_t>(allocator.requested_size(live[index].block));
+      extents.erase(address(live[index]));
+      allocator.free(live[index].block);
+      live[index] = live.back();
+      live.pop_back();
+    }
+    if (step % 100 == 0) {
+      // With the whole free segments returned, reserved - allocated is exactly the inactive split.
+      allocator.empty_cache();
+      mg::MemoryStats stats = allocator.stats();
+      int64_t expected_allocated = 0;
+      for (const auto& [start, size] : extents) expected_allocated += static_cast<int64_t>(size);
+      REQUIRE(stats.allocated_bytes.current == expected_allocated);
+      REQUIRE(stats.requested_bytes.current == expected_requested);
+      REQUIRE(stats.allocation_count.current == static_cast<int64_t>(live.size()));
+      REQUIRE(stats.reserved_bytes.current - stats.allocated_bytes.current ==
+              stats.inactive_split_bytes.current);
+    }
+  }
+  for (const Allocation& allocation : live) allocator.free(allocation.block);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.inactive_split_bytes.current == 0);
+  CHECK(stats.inactive_split_count.current == 0);
+  allocator.empty_cache();
+  CHECK(allocator.stats().reserved_bytes.current == 0);
+  CHECK(static_cast<const mg::SimulatedBackend&>(allocator.backend()).used_bytes() == 0);
+}
+
+TEST_CASE("threads may allocate and free concurrently", "[allocator]") {
+  auto allocator = make_simulated(GiB);
+  std::vector<std::thread> threads;
+  for (int thread_index = 0; thread_index < 4; ++thread_index) {
+    threads.emplace_back([&allocator, thread_index] {
+      std::mt19937 random(thread_index);
+      std::vector<Allocation> mine;
+      for (int step = 0; step < 2000; ++step) {
+        if (mine.empty() || random() % 3 != 0) {
+          mine.push_back(allocator.allocate(1 + random() % (3 * MiB), MemoryCategory::Input));
+        } else {
+          allocator.free(mine.back().block);
+          mine.pop_back();
+        }
+        if (mine.size() > 50) {
+          for (const Allocation& allocation : mine) allocator.free(allocation.block);
+          mine.clear();
+        }
+      }
+      for (const Allocation& allocation : mine) allocator.free(allocation.block);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.requested_bytes.current == 0);
+  CHECK(stats.category(MemoryCategory::Input).current == 0);
+  CHECK(stats.inactive_split_bytes.current == 0);
+}
+
+TEST_CASE("the host backend gives 64-byte aligned, writable memory", "[allocator]") {
+  mg::HostBackend backend;
+  void* raw = backend.allocate(100);
+  REQUIRE(raw != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(raw) % 64 == 0);
+  CHECK(backend.used_bytes() == 128);
+  CHECK(backend.describe_memory() == "host memory (unbounded), used 128 B");
+  backend.deallocate(raw, 100);
+  CHECK(backend.used_bytes() == 0);
+
+  CachingAllocator allocator(Device::cpu(), std::make_unique<mg::HostBackend>());
+  Allocation small = allocator.allocate(100, MemoryCategory::Temporary);
+  Allocation odd = allocator.allocate(777, MemoryCategory::Temporary);
+  Allocation large = allocator.allocate(3 * MiB, MemoryCategory::Temporary);
+  for (const Allocation& allocation : {small, odd, large}) {
+    CHECK(address(allocation) % 64 == 0);
+  }
+  std::memset(large.ptr, 0x5a, 3 * MiB);
+  std::memset(small.ptr, 0x11, 100);
+  std::memset(odd.ptr, 0x22, 777);
+  const auto* large_bytes = static_cast<const unsigned char*>(large.ptr);
+  CHECK(large_bytes[0] == 0x5a);
+  CHECK(large_bytes[3 * MiB - 1] == 0x5a);
+  CHECK(static_cast<const unsigned char*>(small.ptr)[99] == 0x11);
+  CHECK(static_cast<const unsigned char*>(odd.ptr)[0] == 0x22);
+  CHECK(allocator.backend().has_storage());
+  for (const Allocation& allocation : {small, odd, large}) allocator.free(allocation.block);
+}
+
+TEST_CASE("a capped host backend runs out of real memory with OutOfMemoryError",
+          "[allocator]") {
+  CachingAllocator allocator(Device::cpu(), std::make_unique<mg::HostBackend>(4 * MiB));
+  Allocation small = allocator.allocate(100, MemoryCategory::Temporary);  // 2 MiB segment
+  // 3 MiB needs a 20 MiB segment: more than the 4 MiB cap.
+  const std::string message = oom_message(allocator, 3 * MiB, MemoryCategory::Activation);
+  CHECK_THAT(message, Catch::Contains("cpu"));
+  CHECK_THAT(message, Catch::Contains("host memory: capacity 4.00 MiB"));
+  CHECK_THAT(message, Catch::Contains("TEMPORARY 100 B"));
+  CHECK(allocator.stats().num_ooms == 1);
+  allocator.free(small.block);
+}
+
+TEST_CASE("the simulated backend hands out distinct aligned fake addresses", "[allocator]") {
+  mg::SimulatedBackend backend(10 * MiB);
+  CHECK_FALSE(backend.has_storage());
+  void* first = backend.allocate(1000);
+  void* second = backend.allocate(MiB);
+  CHECK(reinterpret_cast<uintptr_t>(first) == mg::SimulatedBackend::kFirstAddress);
+  CHECK(reinterpret_cast<uintptr_t>(second) == mg::SimulatedBackend::kFirstAddress + 1024);
+  CHECK(backend.used_bytes() == MiB + 1024);
+  CHECK(backend.allocate(9 * MiB) == nullptr);  // would exceed 10 MiB
+  backend.deallocate(first, 1000);
+  CHECK(backend.describe_memory() == "simulated device: capacity 10.00 MiB, used 1.00 MiB");
+  CHECK_THROWS_AS(mg::SimulatedBackend(0), mg::Error);
+}
+
+TEST_CASE("the registry keeps one allocator per device", "[allocator]") {
+  CachingAllocator& cpu = mg::allocator_for(Device::cpu());
+  CHECK(&cpu == &mg::allocator_for(Device::cpu()));
+  CHECK(cpu.device() == Device::cpu());
+  CHECK(cpu.backend().capacity() == 0);  // unbounded
+
+  // simulated:N defaults to 80 GiB; set_simulated_capacity replaces it.
+  CachingAllocator& simulated = mg::allocator_for(Device::simulated(11));
+  CHECK(simulated.backend().capacity() == 80 * GiB);
+  CHECK(&simulated == &mg::allocator_for(Device::simulated(11)));
+  CHECK(&simulated != &mg::allocator_for(Device::simulated(12)));
+
+  mg::set_simulated_capacity(11, 64 * MiB);
+  CachingAllocator& resized = mg::allocator_for(Device::simulated(11));
+  CHECK(resized.backend().capacity() == 64 * MiB);
+
+  Allocation alive = resized.allocate(512, MemoryCategory::Parameter);
+  CHECK_THROWS_WITH(mg::set_simulated_capacity(11, 128 * MiB),
+                    Catch::Contains("still alive") && Catch::Contains("simulated:11"));
+  resized.free(alive.block);
+  mg::set_simulated_capacity(11, 128 * MiB);
+  CHECK(mg::allocator_for(Device::simulated(11)).backend().capacity() == 128 * MiB);
+
+  CHECK_THROWS_AS(mg::set_simulated_capacity(11, 0), mg::Error);
+  CHECK_THROWS_AS(mg::allocator_for(Device{mg::DeviceType::CPU, 1}), mg::Error);
+  CHECK_THROWS_AS(mg::allocator_for(Device::simulated(-1)), mg::Error);
+}
+
+#ifndef MG_WITH_CUDA
+TEST_CASE("a CUDA device without a CUDA backend is a clear error", "[allocator]") {
+  CHECK_THROWS_WITH(mg::allocator_for(Device::cuda()),
+                    Catch::Contains("built without CUDA support") &&
+                        Catch::Contains("-DMG_WITH_CUDA=ON") &&
+                        Catch::Contains("--device cpu"));
+  CHECK_THROWS_AS(mg::allocator_for(Device::cuda()), mg::Error);
+}
+#endif
