@@ -2,6 +2,7 @@
 #include "core/storage.h"
 
 #include "core/allocator/registry.h"
+#include "core/error.h"
 
 namespace mg {
 

@@ -79,13 +79,13 @@ bool Tensor::requires_grad() const {
   return meta && (meta->requires_grad || meta->grad_fn);
 }
 
-const Tensor& Tensor::requires_grad_(bool requires) const {
+const Tensor& Tensor::requires_grad_(bool required) const {
   MG_CHECK(is_leaf(), "requires_grad_(): only leaf tensors can change requires_grad; this tensor ",
            "was computed by ", "an op. Hint: use .detach().requires_grad_() for a new leaf.");
-  MG_CHECK(!requires || is_floating(dtype()), "requires_grad_(): only floating-point tensors can ",
+  MG_CHECK(!required || is_floating(dtype()), "requires_grad_(): only floating-point tensors can ",
            "require gradients, this one is ", dtype());
-  if (!requires && !impl_->autograd) return *this;
-  ensure_autograd_meta().requires_grad = requires;
+  if (!required && !impl_->autograd) return *this;
+  ensure_autograd_meta().requires_grad = required;
   return *this;
 }
 

@@ -99,7 +99,7 @@ class Tensor {
   // ---- autograd state (core/tensor.cpp) ----
   bool requires_grad() const;
   // Makes a leaf tensor require (or stop requiring) gradients; only floating dtypes can.
-  const Tensor& requires_grad_(bool requires = true) const;
+  const Tensor& requires_grad_(bool required = true) const;
   bool is_leaf() const;
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;

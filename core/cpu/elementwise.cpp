@@ -12,7 +12,7 @@ namespace mg::cpu {
 namespace {
 
 template <class C>
-C gelu_cdf(C x) { return C(0.5) * (C(1) + std::erf(x * C(std::numbers::inv_sqrt2))); }
+C gelu_cdf(C x) { return C(0.5) * (C(1) + std::erf(x * C(0.5 * std::numbers::sqrt2))); }
 template <class C>
 C gelu_pdf(C x) { return std::exp(C(-0.5) * x * x) * C(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2); }
 

@@ -3,7 +3,9 @@
 //
 // A contiguous tensor seen along `dim` is (outer, extent, inner): element (o, k, i) sits at
 // (o * extent + k) * inner + i. Each (o, i) line is independent.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/strided_loop.h"

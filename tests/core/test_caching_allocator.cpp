@@ -124,36 +124,51 @@ TEST_CASE("large requests: 20 MiB segments below 10 MiB, their own segment above
           "[allocator]") {
   auto allocator = make_simulated(64 * MiB);
 
-  // 3 MiB: a 20 MiB segment, split because the 17 MiB rest is more than 1 MiB.
-  Allocation three = allocator.allocate(3 * MiB, MemoryCategory::Activation);
-  mg::MemoryStats stats = allocator.stats();
-  CHECK(allocator.block_size(three.block) == 3 * MiB);
-  CHECK(stats.reserved_bytes.current == bytes(20 * MiB));
-  CHECK(stats.allocated_bytes.current == bytes(3 * MiB));
-  CHECK(stats.inactive_split_bytes.current == bytes(17 * MiB));
-
   // 13 MiB: its own 14 MiB segment; the 1 MiB rest is not more than 1 MiB, so the block
   // keeps the whole segment.
   Allocation thirteen = allocator.allocate(13 * MiB, MemoryCategory::Activation);
-  stats = allocator.stats();
+  mg::MemoryStats stats = allocator.stats();
   CHECK(allocator.block_size(thirteen.block) == 14 * MiB);
+  CHECK(stats.reserved_bytes.current == bytes(14 * MiB));
+  CHECK(stats.segment_count.current == 1);
+  CHECK(stats.allocated_bytes.current == bytes(14 * MiB));
+  CHECK(stats.requested_bytes.current == bytes(13 * MiB));
+  CHECK(stats.inactive_split_bytes.current == 0);
+
+  // 3 MiB: a 20 MiB segment, split because the 17 MiB rest is more than 1 MiB.
+  Allocation three = allocator.allocate(3 * MiB, MemoryCategory::Activation);
+  stats = allocator.stats();
+  CHECK(allocator.block_size(three.block) == 3 * MiB);
   CHECK(stats.reserved_bytes.current == bytes(34 * MiB));
   CHECK(stats.segment_count.current == 2);
   CHECK(stats.allocated_bytes.current == bytes(17 * MiB));
-  CHECK(stats.requested_bytes.current == bytes(16 * MiB));
   CHECK(stats.inactive_split_bytes.current == bytes(17 * MiB));
+  CHECK(stats.inactive_split_count.current == 1);
 
-  // 19 MiB: a 20 MiB segment whose 1 MiB rest is not split off either.
+  // 19 MiB: more than the 17 MiB hole, so a new 20 MiB segment, whose 1 MiB rest is not
+  // split off.
   Allocation nineteen = allocator.allocate(19 * MiB, MemoryCategory::Activation);
   CHECK(allocator.block_size(nineteen.block) == 20 * MiB);
   CHECK(allocator.stats().reserved_bytes.current == bytes(54 * MiB));
 
-  allocator.free(three.block);
+  // 12 MiB after freeing the 14 MiB block: the free blocks that fit are the cached 14 MiB
+  // segment and the 17 MiB hole; best fit takes the 14 MiB one and splits off 2 MiB.
   allocator.free(thirteen.block);
+  Allocation twelve = allocator.allocate(12 * MiB, MemoryCategory::Activation);
+  CHECK(address(twelve) == address(thirteen));
+  CHECK(allocator.block_size(twelve.block) == 12 * MiB);
+  stats = allocator.stats();
+  CHECK(stats.num_backend_allocs == 3);
+  CHECK(stats.inactive_split_bytes.current == bytes(19 * MiB));
+  CHECK(stats.inactive_split_count.current == 2);
+
+  allocator.free(three.block);
+  allocator.free(twelve.block);
   allocator.free(nineteen.block);
   stats = allocator.stats();
   CHECK(stats.allocated_bytes.current == 0);
   CHECK(stats.inactive_split_bytes.current == 0);
+  CHECK(stats.inactive_split_count.current == 0);
   CHECK(stats.reserved_bytes.current == bytes(54 * MiB));  // cached
 }
 
@@ -259,9 +274,11 @@ TEST_CASE("blocks are reused only on the stream they were made for", "[allocator
 
 TEST_CASE("empty_cache returns free segments and keeps those in use", "[allocator]") {
   auto allocator = make_simulated(64 * MiB);
-  Allocation small = allocator.allocate(MiB, MemoryCategory::Temporary);         // 2 MiB seg
-  Allocation medium = allocator.allocate(3 * MiB, MemoryCategory::Temporary);    // 20 MiB seg
-  Allocation large = allocator.allocate(12 * MiB, MemoryCategory::Temporary);    // 12 MiB seg
+  // (The 12 MiB request comes before the 3 MiB one, which would otherwise leave a 17 MiB
+  // hole that the 12 MiB request would fill.)
+  Allocation small = allocator.allocate(MiB, MemoryCategory::Temporary);       // 2 MiB seg
+  Allocation large = allocator.allocate(12 * MiB, MemoryCategory::Temporary);  // 12 MiB seg
+  Allocation medium = allocator.allocate(3 * MiB, MemoryCategory::Temporary);  // 20 MiB seg
   allocator.free(medium.block);
   allocator.free(large.block);
   CHECK(allocator.stats().reserved_bytes.current == bytes(34 * MiB));
