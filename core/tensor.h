@@ -3,8 +3,8 @@
 // Copying a Tensor copies the handle (like PyTorch): both names refer to the same tensor.
 // This header declares the whole user-facing method set. Methods about data and metadata
 // are defined in core/tensor.cpp; the differentiable ones (views, arithmetic, reductions,
-// backward) are declared here for convenience but defined in autograd/tensor_methods.cpp,
-// which forwards each to its op in autograd/ (as PyTorch's TensorBody does).
+// backward) are declared here for convenience but defined next to their op in autograd/
+// (shape.cpp, reduce.cpp, elementwise.cpp, ...), as PyTorch's TensorBody does.
 #pragma once
 
 #include <cstdint>
@@ -107,20 +107,22 @@ class Tensor {
   AutogradMeta* autograd_meta() const { return impl_->autograd.get(); }
   AutogradMeta& ensure_autograd_meta() const;
 
-  // ---- autograd (autograd/tensor_methods.cpp) ----
+  // ---- autograd (autograd/backward.cpp) ----
   void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
   // `hook(grad)` runs when this tensor's gradient is computed; a defined result replaces it.
   void register_hook(TensorHook hook) const;
   // Keeps .grad for a non-leaf tensor.
   void retain_grad() const;
 
-  // ---- differentiable ops (autograd/tensor_methods.cpp) ----
+  // ---- differentiable ops, each defined in its family's file in autograd/ ----
+  // copy.cpp
   Tensor detach() const;  // same storage, no history
   Tensor clone() const;   // new storage, gradient flows back
   Tensor contiguous() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, bool non_blocking = false) const;
 
+  // shape.cpp
   Tensor view(const Shape& sizes) const;
   Tensor reshape(const Shape& sizes) const;
   Tensor permute(const Shape& order) const;
@@ -135,6 +137,7 @@ class Tensor {
   Tensor expand(const Shape& sizes) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
 
+  // reduce.cpp
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor mean() const;
@@ -143,6 +146,7 @@ class Tensor {
   Tensor amax(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
 
+  // elementwise.cpp
   Tensor neg() const;
   Tensor exp() const;
   Tensor log() const;
@@ -152,7 +156,8 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor tanh() const;
   Tensor pow(double exponent) const;
-  Tensor matmul(const Tensor& other) const;
+  Tensor matmul(const Tensor& other) const;  // matmul.cpp
+  // softmax.cpp
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
