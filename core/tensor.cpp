@@ -46,6 +46,16 @@ const Tensor& Tensor::set_memory_category(MemoryCategory category) const {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& other) const {
+  MG_CHECK(is_leaf(), "set_data: only leaf tensors can have their data replaced");
+  impl_->storage = other.storage();
+  impl_->sizes = other.sizes();
+  impl_->strides = other.strides();
+  impl_->storage_offset = other.storage_offset();
+  impl_->dtype = other.dtype();
+  impl_->is_contiguous = other.is_contiguous();
+}
+
 template <class T>
 T Tensor::item() const {
   MG_CHECK(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", sizes(),

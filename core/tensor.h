@@ -96,6 +96,11 @@ class Tensor {
   // PyTorch-like repr: tensor([[1.0000, 2.0000]], grad_fn=<MulBackward>)
   std::string str() const;
 
+  // Makes this tensor (and every handle to it) use `other`'s storage, sizes and dtype,
+  // keeping its autograd identity (requires_grad, hooks). How modules move their
+  // parameters to another device or dtype in place, as PyTorch's set_data.
+  void set_data(const Tensor& other) const;
+
   // ---- autograd state (core/tensor.cpp) ----
   bool requires_grad() const;
   // Makes a leaf tensor require (or stop requiring) gradients; only floating dtypes can.
