@@ -16,6 +16,28 @@ std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node(const char* name, uint32_t num_outputs)
     : name_(name), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr.fetch_add(1)) {}
 
+Node::~Node() {
+  // While one destructor drains the stack, nested destructors only push their edges onto it.
+  static thread_local std::vector<std::shared_ptr<Node>>* draining = nullptr;
+  if (draining) {
+    for (Edge& edge : next_edges_) {
+      if (edge.function) draining->push_back(std::move(edge.function));
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> stack;
+  for (Edge& edge : next_edges_) {
+    if (edge.function) stack.push_back(std::move(edge.function));
+  }
+  draining = &stack;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    node.reset();  // if this was the last owner, its destructor pushes its edges onto `stack`
+  }
+  draining = nullptr;
+}
+
 void Node::add_output_hook(uint32_t output_nr, TensorHook hook) {
   output_hooks_.emplace_back(output_nr, std::move(hook));
 }

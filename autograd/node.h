@@ -26,7 +26,9 @@ struct Edge {
 class Node {
  public:
   Node(const char* name, uint32_t num_outputs = 1);
-  virtual ~Node() = default;
+  // Releases the graph behind this node iteratively: freeing a 10,000-op chain must not
+  // recurse 10,000 destructors deep.
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

@@ -38,6 +38,22 @@ struct PhiloxState {
   uint64_t offset = 0;  // in Philox blocks (4 x 32-bit words); element i uses block offset + i
 };
 
+// Hyper-parameters of the fused optimizer updates (see optim/): one update call reads them
+// by value, so changing the learning rate between steps costs nothing on the device.
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+  bool first_step;  // the momentum buffer was just created: it starts as the gradient
+};
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay;  // AdamW: param *= 1 - lr * weight_decay, not grad += wd * param
+  bool amsgrad;
+};
+struct AdagradHyper {
+  double lr, lr_decay, weight_decay, eps;
+};
+
 struct KernelTable {
   // dst = src elementwise; same sizes, any strides, any dtypes (converting).
   void (*copy)(const Tensor& source, const Tensor& destination);
@@ -73,6 +89,17 @@ struct KernelTable {
   // Fills with uniform [low, high) or normal(mean, std) numbers from Philox.
   void (*fill_uniform)(const Tensor& destination, double low, double high, PhiloxState rng);
   void (*fill_normal)(const Tensor& destination, double mean, double std, PhiloxState rng);
+  // Fused optimizer updates of one parameter in place, as torch.optim computes them. All
+  // tensors contiguous, of the parameter's dtype and numel; `step` is a one-element float32
+  // counter that the kernel increments and reads on the device (no host sync). Optional
+  // state (momentum_buffer without momentum, max_exp_avg_sq without amsgrad) is undefined.
+  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                   const SgdHyper& hyper);
+  void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
+                    const AdamHyper& hyper);
+  void (*adagrad_step)(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
+                       const Tensor& step, const AdagradHyper& hyper);
 };
 
 // The kernel table of a device type; throws mg::Error when memgrad has none for it.

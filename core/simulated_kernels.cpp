@@ -34,6 +34,9 @@ const KernelTable& simulated_kernel_table() {
       .masked_scale = ignore<&KernelTable::masked_scale>,
       .fill_uniform = ignore<&KernelTable::fill_uniform>,
       .fill_normal = ignore<&KernelTable::fill_normal>,
+      .sgd_step = ignore<&KernelTable::sgd_step>,
+      .adam_step = ignore<&KernelTable::adam_step>,
+      .adagrad_step = ignore<&KernelTable::adagrad_step>,
   };
   return table;
 }

@@ -21,6 +21,9 @@ const KernelTable& kernel_table() {
       .masked_scale = masked_scale,
       .fill_uniform = fill_uniform,
       .fill_normal = fill_normal,
+      .sgd_step = sgd_step,
+      .adam_step = adam_step,
+      .adagrad_step = adagrad_step,
   };
   return table;
 }

@@ -35,6 +35,15 @@ void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_i
 void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
                   const Tensor& grad_input);
 
+// optimizer_kernels.cpp
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+              const SgdHyper& hyper);
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
+               const AdamHyper& hyper);
+void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
+                  const Tensor& step, const AdagradHyper& hyper);
+
 const KernelTable& kernel_table();
 
 }  // namespace mg::cpu

@@ -1,0 +1,21 @@
+// memgrad.h — the umbrella header: everything a user of memgrad needs.
+#pragma once
+
+#include "autograd/copy.h"
+#include "autograd/dropout.h"
+#include "autograd/elementwise.h"
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
+#include "autograd/grad_mode.h"
+#include "autograd/loss.h"
+#include "autograd/matmul.h"
+#include "autograd/reduce.h"
+#include "autograd/shape.h"
+#include "autograd/softmax.h"
+#include "core/allocator/registry.h"
+#include "core/factory.h"
+#include "core/memory.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "nn/nn.h"
+#include "optim/optim.h"

@@ -1,0 +1,160 @@
+// tests/autograd/test_engine.cpp — the backward engine: ordering, accumulation, release of
+// saved tensors, retain_graph, hooks, grad mode, and what each costs in memory.
+#include <catch2/catch.hpp>
+
+#include "autograd/copy.h"
+#include "autograd/elementwise.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/matmul.h"
+#include "autograd/reduce.h"
+#include "core/allocator/registry.h"
+#include "core/factory.h"
+
+using namespace mg;
+
+namespace {
+
+int64_t category_bytes(MemoryCategory category) {
+  return allocator_for(Device::cpu()).stats().category(category).current;
+}
+
+Tensor leaf(const Shape& sizes, uint64_t seed) {
+  Generator generator(seed);
+  return randn(sizes, {.dtype = DType::Float64, .requires_grad = true}, &generator);
+}
+
+}  // namespace
+
+TEST_CASE("gradients accumulate over fan-in and across backward calls", "[engine]") {
+  Tensor x = from_vector<double>({1.0, 2.0, 3.0});
+  x.requires_grad_();
+  Tensor y = x * x + x;  // dy/dx = 2x + 1
+  y.sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 5.0, 7.0});
+  (x * 2.0).sum().backward();  // accumulates into the same .grad
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5.0, 7.0, 9.0});
+  CHECK(x.grad().memory_category() == MemoryCategory::Gradient);
+}
+
+TEST_CASE("ACTIVATION bytes are held by the graph and return to zero after backward", "[engine]") {
+  int64_t before = category_bytes(MemoryCategory::Activation);
+  Tensor x = leaf({64, 32}, 1);
+  Tensor w = leaf({32, 16}, 2);
+  Tensor hidden = sigmoid(matmul(x, w));   // sigmoid saves its (64, 16) float64 output
+  Tensor loss = (hidden * hidden).sum();   // mul saves hidden (already counted)
+  // matmul saves x and w, which are leaves (not TEMPORARY): they stay what they were.
+  CHECK(category_bytes(MemoryCategory::Activation) - before == 64 * 16 * 8);
+  loss.backward();
+  CHECK(category_bytes(MemoryCategory::Activation) == before);
+  REQUIRE(w.grad().defined());
+}
+
+TEST_CASE("no_grad records nothing and saves no activation bytes", "[engine]") {
+  int64_t before = category_bytes(MemoryCategory::Activation);
+  Tensor x = leaf({128, 64}, 3);
+  NoGradGuard no_grad;
+  Tensor y = sigmoid(x * 3.0);
+  CHECK_FALSE(y.requires_grad());
+  CHECK_FALSE(y.grad_fn());
+  CHECK(category_bytes(MemoryCategory::Activation) == before);
+  {
+    EnableGradGuard enable;
+    CHECK(GradMode::is_enabled());
+    CHECK(sigmoid(x).requires_grad());
+  }
+  CHECK_FALSE(GradMode::is_enabled());
+}
+
+TEST_CASE("a second backward needs retain_graph, and says so", "[engine]") {
+  Tensor x = leaf({4}, 4);
+  Tensor loss = sigmoid(x).sum();
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  std::vector<double> first = x.grad().to_vector<double>();
+  loss.backward();  // allowed: the graph was retained
+  std::vector<double> second = x.grad().to_vector<double>();
+  for (size_t i = 0; i < first.size(); ++i) CHECK(second[i] == Approx(2 * first[i]));
+  try {
+    loss.backward();
+    FAIL("a third backward through a released graph must throw");
+  } catch (const Error& error) {
+    std::string message = error.what();
+    CHECK_THAT(message, Catch::Contains("SigmoidBackward"));
+    CHECK_THAT(message, Catch::Contains("retain_graph=true"));
+  }
+}
+
+TEST_CASE("an in-place change to a saved tensor is caught at backward", "[engine]") {
+  Tensor x = leaf({5}, 5);
+  Tensor y = x.exp();  // ExpBackward saves its output y
+  {
+    NoGradGuard no_grad;
+    y.mul_(2.0);
+  }
+  try {
+    y.sum().backward();
+    FAIL("backward must detect the modified saved tensor");
+  } catch (const Error& error) {
+    std::string message = error.what();
+    CHECK_THAT(message, Catch::Contains("ExpBackward"));
+    CHECK_THAT(message, Catch::Contains("version 0"));
+    CHECK_THAT(message, Catch::Contains("version 1"));
+  }
+}
+
+TEST_CASE("a 10,000-op chain runs backward and is freed without deep recursion", "[engine]") {
+  Tensor x = leaf({1}, 6);
+  Tensor y = x;
+  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+  y.backward();
+  CHECK(x.grad().item() == Approx(std::pow(1.0001, 10000)));
+  y = Tensor();  // drops the whole chain
+}
+
+TEST_CASE("tensor hooks see and may replace gradients; retain_grad keeps non-leaf grads", "[engine]") {
+  Tensor x = leaf({3}, 7);
+  Tensor hidden = x * 2.0;
+  std::vector<double> seen;
+  hidden.register_hook([&](const Tensor& grad) {
+    seen = grad.to_vector<double>();
+    return grad * 10.0;
+  });
+  hidden.retain_grad();
+  x.register_hook([](const Tensor& grad) { return Tensor(); });  // observe only
+  hidden.sum().backward();
+  CHECK(seen == std::vector<double>{1.0, 1.0, 1.0});
+  CHECK(hidden.grad().to_vector<double>() == std::vector<double>{10.0, 10.0, 10.0});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{20.0, 20.0, 20.0});
+}
+
+TEST_CASE("detach allocates nothing; clone allocates the tensor's bytes and keeps the path", "[engine]") {
+  Tensor x = leaf({1000}, 8);
+  auto& allocator = allocator_for(Device::cpu());
+  int64_t before = allocator.stats().requested_bytes.current;
+  Tensor detached = x.detach();
+  CHECK(allocator.stats().requested_bytes.current == before);
+  CHECK_FALSE(detached.requires_grad());
+  CHECK(detached.storage() == x.storage());
+  Tensor cloned = x.clone();
+  CHECK(allocator.stats().requested_bytes.current == before + 8000);
+  REQUIRE(cloned.grad_fn());
+  (cloned * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<double>()[0] == 3.0);
+}
+
+TEST_CASE("backward rejects outputs without history and non-scalar outputs without a gradient", "[engine]") {
+  Tensor plain = ones({2});
+  CHECK_THROWS_WITH(plain.sum().backward(), Catch::Contains("does not require grad"));
+  Tensor x = leaf({2, 2}, 9);
+  CHECK_THROWS_WITH((x * 2.0).backward(), Catch::Contains("shape [2, 2]"));
+  Tensor y = x * 2.0;
+  y.backward(ones({2, 2}, {.dtype = DType::Float64}));
+  CHECK(x.grad().to_vector<double>() == std::vector<double>(4, 2.0));
+}
+
+TEST_CASE("requires_grad_ is only for floating leaves", "[engine]") {
+  CHECK_THROWS_WITH(zeros({2}, {.dtype = DType::Int64}).requires_grad_(), Catch::Contains("int64"));
+  Tensor x = leaf({2}, 10);
+  Tensor y = x * 2.0;
+  CHECK_THROWS_WITH(y.requires_grad_(false), Catch::Contains("leaf"));
+}
