@@ -6,6 +6,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/print.h"
 
 namespace mg::autograd {
 
@@ -14,7 +15,9 @@ std::atomic<uint64_t> next_sequence_nr{0};
 }
 
 Node::Node(const char* name, uint32_t num_outputs)
-    : name_(name), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr.fetch_add(1)) {}
+    : name_(name), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr.fetch_add(1)) {
+  register_grad_fn_namer([](const Node& node) { return node.name(); });  // for Tensor::str()
+}
 
 Node::~Node() {
   // While one destructor drains the stack, nested destructors only push their edges onto it.

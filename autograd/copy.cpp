@@ -1,0 +1,67 @@
+// autograd/copy.cpp — clone, detach, contiguous and to(dtype / device), forward and
+// backward side by side.
+//
+// What each costs in memory is the point of this file: detach allocates nothing (a new
+// TensorImpl over the same storage); clone, contiguous (when it must copy) and to (when
+// something changes) allocate exactly one tensor's bytes; when nothing changes,
+// contiguous and to return the input itself.
+#include "autograd/copy.h"
+
+#include "autograd/function.h"
+#include "autograd/op_support.h"
+
+namespace mg {
+
+namespace {
+
+using autograd::Node;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+
+// A copy of x converted to dtype and device; the gradient is converted back. It flows
+// only into a floating dtype: an integer copy's values are not differentiable.
+Tensor converted(const Tensor& x, DType dtype, Device device) {
+  Tensor output = converted_copy(x, dtype, device);
+  if (needs_grad(x) && is_floating(dtype)) {
+    record("ToCopyBackward", output, {x}, saved(),
+           [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
+             return std::vector<Tensor>{converted_copy(grad, input_dtype, input_device)};
+           });
+  }
+  return output;
+}
+
+}  // namespace
+
+Tensor clone(const Tensor& x) {
+  Tensor output = contiguous_copy(x);
+  if (needs_grad(x)) {
+    record("CloneBackward", output, {x}, saved(), [](const Node&, const Tensor& grad) {
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return output;
+}
+
+Tensor detach(const Tensor& x) { return make_view(x, x.sizes(), x.strides(), x.storage_offset()); }
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : converted(x, dtype, x.device()); }
+
+// NOTE: non_blocking is accepted so callers (the data loader) can state the intent, but
+// the copy is synchronous: core has no asynchronous cross-device copy yet.
+Tensor to(const Tensor& x, Device device, bool non_blocking) {
+  return x.device() == device ? x : converted(x, x.dtype(), device);
+}
+
+// ---- Tensor methods ----
+
+Tensor Tensor::detach() const { return mg::detach(*this); }
+Tensor Tensor::clone() const { return mg::clone(*this); }
+Tensor Tensor::contiguous() const { return mg::contiguous(*this); }
+Tensor Tensor::to(DType dtype) const { return mg::to(*this, dtype); }
+Tensor Tensor::to(Device device, bool non_blocking) const { return mg::to(*this, device, non_blocking); }
+
+}  // namespace mg

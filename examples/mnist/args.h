@@ -1,0 +1,39 @@
+// examples/mnist/args.h — the mnist program's command line: flags, defaults, usage text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "core/device.h"
+
+namespace mnist {
+
+struct Args {
+  std::string model = "mlp";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t epochs = 3;
+  int64_t batch_size = 128;
+  std::string optimizer = "adam";
+  double lr = 0.0;  // filled from the optimizer's default when --lr is not given
+  uint64_t seed = 0;
+  mg::Device device = mg::Device::cpu();
+  std::optional<int> threads;  // unset: all cores
+  std::string summary_json;    // empty: no summary file
+  bool help = false;
+};
+
+// A mistake on the command line; the program prints it with the usage and exits with 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses `--flag value` and `--flag=value`; throws UsageError for unknown flags, missing
+// or malformed values.
+Args parse_args(int argc, char** argv);
+
+std::string usage(const std::string& program);
+
+}  // namespace mnist

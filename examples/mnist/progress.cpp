@@ -1,0 +1,65 @@
+// examples/mnist/progress.cpp — formatting and pacing of the progress line.
+#include "examples/mnist/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace mnist {
+namespace {
+
+constexpr auto kTerminalInterval = std::chrono::milliseconds(100);
+constexpr int kBarWidth = 10;
+
+std::string minutes_seconds(double seconds) {
+  const auto total = static_cast<int64_t>(seconds + 0.5);
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld:%02lld", static_cast<long long>(total / 60),
+                static_cast<long long>(total % 60));
+  return text;
+}
+
+}  // namespace
+
+Progress::Progress(int64_t epoch, int64_t epochs, int64_t num_batches)
+    : epoch_(epoch),
+      epochs_(epochs),
+      num_batches_(num_batches),
+      interactive_(isatty(STDERR_FILENO) != 0),
+      batches_per_line_(std::max<int64_t>(1, (num_batches + 9) / 10)),
+      last_update_(start_) {}
+
+bool Progress::wants_update(int64_t batches_done) const {
+  if (batches_done == num_batches_) return true;
+  if (interactive_) return Clock::now() - last_update_ >= kTerminalInterval;
+  return batches_done % batches_per_line_ == 0;
+}
+
+void Progress::update(int64_t batches_done, int64_t samples_done, double average_loss) {
+  last_update_ = Clock::now();
+  const double elapsed = std::chrono::duration<double>(last_update_ - start_).count();
+  const double samples_per_s = elapsed > 0 ? samples_done / elapsed : 0.0;
+  const double eta = batches_done > 0 ? elapsed * (num_batches_ - batches_done) / batches_done : 0.0;
+  const std::string counts = std::to_string(batches_done) + "/" + std::to_string(num_batches_);
+
+  std::string bar;  // "[#####.....] " on a terminal
+  if (interactive_) {
+    const auto filled = static_cast<size_t>(kBarWidth * batches_done / std::max<int64_t>(1, num_batches_));
+    bar.append("[").append(filled, '#').append(kBarWidth - filled, '.').append("] ");
+  }
+  // "\r...\033[K" rewrites the line in place and erases what a longer line left behind.
+  std::fprintf(stderr, "%sepoch %lld/%lld %s%s  loss %.4f  %.0f samples/s  ETA %s%s",
+               interactive_ ? "\r" : "", static_cast<long long>(epoch_),
+               static_cast<long long>(epochs_), bar.c_str(), counts.c_str(), average_loss,
+               samples_per_s, minutes_seconds(eta).c_str(), interactive_ ? "\033[K" : "\n");
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (interactive_) std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+}  // namespace mnist

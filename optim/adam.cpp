@@ -1,0 +1,58 @@
+// optim/adam.cpp — Adam and AdamW: option checks, lazy state, the per-parameter fused
+// update. AdamW is Adam with one flag set.
+#include "optim/adam.h"
+
+#include "core/kernels.h"
+
+namespace mg::optim {
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) {
+  add_param_group(std::move(params), options);
+}
+
+void Adam::add_param_group(std::vector<Tensor> params, AdamOptions options) {
+  check_non_negative(options.eps, "epsilon value");
+  check_beta(options.beta1, 0);
+  check_beta(options.beta2, 1);
+  check_non_negative(options.weight_decay, "weight_decay value");
+  add_group(std::move(params), options.lr);
+  options_.push_back(options);
+}
+
+void Adam::step() {
+  for_each_update([&](size_t group_index, const Tensor& param, const Tensor& grad) {
+    const AdamOptions& options = options_[group_index];
+    ParamState& state = state_for(param);
+    if (!state.step.defined()) {
+      state.step = new_step_counter(param);
+      state.exp_avg = new_state(param, 0);
+      state.exp_avg_sq = new_state(param, 0);
+      if (options.amsgrad) state.max_exp_avg_sq = new_state(param, 0);
+    }
+    AdamHyper hyper{.lr = param_groups()[group_index].lr,
+                    .beta1 = options.beta1,
+                    .beta2 = options.beta2,
+                    .eps = options.eps,
+                    .weight_decay = options.weight_decay,
+                    .decoupled_weight_decay = decoupled_weight_decay_,
+                    .amsgrad = options.amsgrad};
+    kernels(param.device()).adam_step(param, grad, state.exp_avg, state.exp_avg_sq,
+                                      state.max_exp_avg_sq, state.step, hyper);
+  });
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : Adam(/*decoupled_weight_decay=*/true) {
+  add_param_group(std::move(params), options);
+}
+
+void AdamW::add_param_group(std::vector<Tensor> params, AdamWOptions options) {
+  // The two option types differ only in a default, so the fields carry over one by one.
+  Adam::add_param_group(std::move(params), {.lr = options.lr,
+                                            .beta1 = options.beta1,
+                                            .beta2 = options.beta2,
+                                            .eps = options.eps,
+                                            .weight_decay = options.weight_decay,
+                                            .amsgrad = options.amsgrad});
+}
+
+}  // namespace mg::optim

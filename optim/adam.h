@@ -1,0 +1,46 @@
+// optim/adam.h — Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight
+// decay: the parameter shrinks by lr * weight_decay), as torch.optim.Adam / AdamW.
+//
+// Memory: two moments per parameter (twice the parameters' bytes), a third with amsgrad,
+// and a 4-byte step counter per parameter, kept on the device so no step syncs the host.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace mg::optim {
+
+// Adam's and AdamW's options differ only in weight decay's default, as in PyTorch.
+template <double kDefaultWeightDecay>
+struct AdamFamilyOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = kDefaultWeightDecay;
+  bool amsgrad = false;
+};
+using AdamOptions = AdamFamilyOptions<0.0>;
+using AdamWOptions = AdamFamilyOptions<1e-2>;
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  void add_param_group(std::vector<Tensor> params, AdamOptions options);
+  void step() override;
+
+ protected:
+  // AdamW's entry: the same algorithm with decoupled weight decay in every group.
+  explicit Adam(bool decoupled_weight_decay) : decoupled_weight_decay_(decoupled_weight_decay) {}
+
+ private:
+  bool decoupled_weight_decay_ = false;
+  std::vector<AdamOptions> options_;  // per group; their lr is the group's starting lr only
+};
+
+class AdamW : public Adam {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  void add_param_group(std::vector<Tensor> params, AdamWOptions options);
+};
+
+}  // namespace mg::optim

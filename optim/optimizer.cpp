@@ -1,0 +1,129 @@
+// optim/optimizer.cpp — parameter groups, their validation, the update loop, and state
+// bookkeeping shared by every optimizer.
+#include "optim/optimizer.h"
+
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+
+namespace mg::optim {
+
+int64_t ParamState::bytes() const {
+  int64_t total = 0;
+  for (const Tensor* tensor : {&step, &momentum_buffer, &exp_avg, &exp_avg_sq, &max_exp_avg_sq, &sum}) {
+    if (tensor->defined()) total += static_cast<int64_t>(tensor->nbytes());
+  }
+  return total;
+}
+
+void check_non_negative(double value, const char* what) {
+  // NOTE: value >= 0 is false for NaN, which is refused too.
+  MG_CHECK(value >= 0, "Invalid ", what, ": ", value, " (must be >= 0)");
+}
+
+void check_beta(double value, int index) {
+  MG_CHECK(value >= 0 && value < 1, "Invalid beta parameter at index ", index, ": ", value,
+           " (must be in [0, 1))");
+}
+
+void Optimizer::add_group(std::vector<Tensor> params, double lr) {
+  MG_CHECK(!params.empty(), "optimizer got an empty parameter list. Hint: pass the model's ",
+           "parameters(), and check that the model has some.");
+  check_non_negative(lr, "learning rate");
+  std::unordered_set<const TensorImpl*> seen;
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& param : group.params) seen.insert(param.impl());
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& param = params[i];
+    MG_CHECK(param.defined(), "optimizer can only optimize Tensors, but parameter ", i,
+             " is an undefined Tensor");
+    MG_CHECK(is_floating(param.dtype()), "optimizer: parameter ", i, " (shape ", param.sizes(),
+             ") is ", param.dtype(), "; only floating-point tensors can be optimized");
+    MG_CHECK(param.is_leaf(), "can't optimize a non-leaf Tensor: parameter ", i, " (shape ",
+             param.sizes(), ") was computed by an op. Hint: optimize the leaf it came from, or ",
+             "make a new leaf with .detach().requires_grad_().");
+    MG_CHECK(param.requires_grad(), "optimizer: parameter ", i, " (shape ", param.sizes(),
+             ") does not require grad, so it would never be updated. Hint: call ",
+             ".requires_grad_() on it, or leave it out.");
+    MG_CHECK(seen.insert(param.impl()).second, "some parameters appear in more than one ",
+             "parameter group: parameter ", i, " (shape ", param.sizes(), ") is already ",
+             "being optimized. Hint: pass each parameter once.");
+  }
+  groups_.push_back({std::move(params), lr});
+  ++groups_added_;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& param : group.params) {
+      Tensor grad = param.grad();
+      if (!grad.defined()) continue;
+      if (set_to_none) {
+        param.set_grad(Tensor());
+      } else {
+        grad.zero_();
+      }
+    }
+  }
+}
+
+double Optimizer::lr() const { return groups_.front().lr; }
+
+void Optimizer::set_lr(double lr) {
+  check_non_negative(lr, "learning rate");
+  for (ParamGroup& group : groups_) group.lr = lr;
+}
+
+const ParamState* Optimizer::state(const Tensor& param) const {
+  auto found = state_.find(param.impl());
+  return found == state_.end() ? nullptr : &found->second;
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t total = 0;
+  for (const auto& [param, state] : state_) total += state.bytes();
+  return total;
+}
+
+void Optimizer::for_each_update(const Update& update) {
+  MG_CHECK(groups_.size() == groups_added_, "optimizer.step(): param_groups() has ",
+           groups_.size(), " groups but ", groups_added_, " were added with their options. ",
+           "Hint: add groups with the optimizer's add_param_group(params, options).");
+  NoGradGuard no_grad;
+  for (size_t group_index = 0; group_index < groups_.size(); ++group_index) {
+    const std::vector<Tensor>& params = groups_[group_index].params;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& param = params[i];
+      Tensor grad = param.grad();
+      if (!grad.defined()) continue;
+      MG_CHECK(grad.sizes() == param.sizes() && grad.dtype() == param.dtype() &&
+                   grad.device() == param.device(),
+               "optimizer.step(): parameter ", i, " of group ", group_index, " is ",
+               param.sizes(), " ", param.dtype(), " on ", param.device(),
+               " but its gradient is ", grad.sizes(), " ", grad.dtype(), " on ", grad.device(),
+               ". Hint: a gradient must match its parameter; check code that sets .grad.");
+      MG_CHECK(param.is_contiguous(), "optimizer.step(): parameter ", i, " of group ",
+               group_index, " (shape ", param.sizes(), ") is not contiguous; the fused ",
+               "updates need contiguous parameters. Hint: optimize a contiguous leaf.");
+      if (!grad.is_contiguous()) grad = contiguous_copy(grad);
+      update(group_index, param, grad);
+      param.bump_version();
+    }
+  }
+}
+
+Tensor Optimizer::new_state(const Tensor& param, double value) {
+  return full(param.sizes(), value,
+              {.dtype = param.dtype(), .device = param.device(),
+               .category = MemoryCategory::OptimizerState});
+}
+
+Tensor Optimizer::new_step_counter(const Tensor& param) {
+  return zeros({}, {.dtype = DType::Float32, .device = param.device(),
+                    .category = MemoryCategory::OptimizerState});
+}
+
+}  // namespace mg::optim

@@ -1,0 +1,96 @@
+// optim/optimizer.h — the base of every optimizer: parameter groups, per-parameter state,
+// and the checked loop that hands each (parameter, gradient) pair to a fused update.
+//
+// Memory: every state tensor (moments, momentum buffers, step counters) is created lazily
+// at a parameter's first step and tagged OPTIMIZER_STATE, so an optimizer costs nothing
+// until it runs and its bytes show up under their own category; state_bytes() sums them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mg::optim {
+
+// Parameters that share hyper-parameters. The learning rate lives here because schedulers
+// and set_lr() change it between steps; each optimizer keeps its other options per group.
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr;
+};
+
+// One parameter's state, named as in PyTorch's state dict. Each optimizer fills the
+// entries it uses and leaves the rest undefined.
+struct ParamState {
+  Tensor step;             // Adam, Adagrad: one-element float32 counter, kept on the device
+  Tensor momentum_buffer;  // SGD with momentum
+  Tensor exp_avg;          // Adam: first moment
+  Tensor exp_avg_sq;       // Adam: second moment
+  Tensor max_exp_avg_sq;   // Adam with amsgrad
+  Tensor sum;              // Adagrad: sum of squared gradients
+
+  int64_t bytes() const;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter that has a gradient, in place; parameters without one are
+  // skipped (as in PyTorch).
+  virtual void step() = 0;
+  // Drops the gradients (set_to_none, the default: their GRADIENT bytes are freed) or
+  // fills them with zeros.
+  void zero_grad(bool set_to_none = true);
+
+  // The first group's learning rate; set_lr() sets every group's.
+  double lr() const;
+  void set_lr(double lr);
+  // NOTE: change learning rates here freely, but add groups with the optimizer's own
+  // add_param_group(), which also records that group's options.
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+
+  // The state of `param`, or null before its first step (or for stateless updates).
+  const ParamState* state(const Tensor& param) const;
+  // Bytes of all state tensors.
+  int64_t state_bytes() const;
+
+ protected:
+  Optimizer() = default;
+
+  // Checks `params` (floating leaves that require grad, none already in a group) and `lr`,
+  // then appends the group.
+  void add_group(std::vector<Tensor> params, double lr);
+  // Calls update(group_index, param, grad) for every parameter with a gradient, with grad
+  // mode off, after checking that the gradient matches; then bumps the param's version.
+  using Update = std::function<void(size_t group_index, const Tensor& param, const Tensor& grad)>;
+  void for_each_update(const Update& update);
+
+  // `param`'s state, empty at its first step.
+  ParamState& state_for(const Tensor& param) { return state_[param.impl()]; }
+  // A new state tensor like `param`, filled with `value`, tagged OPTIMIZER_STATE.
+  static Tensor new_state(const Tensor& param, double value);
+  // A new step counter for `param`: a 0-d float32 zero on its device, OPTIMIZER_STATE.
+  static Tensor new_step_counter(const Tensor& param);
+
+ private:
+  std::vector<ParamGroup> groups_;
+  size_t groups_added_ = 0;  // to catch groups added through param_groups() directly
+  // NOTE: keyed by the parameter's TensorImpl, which the groups keep alive; set_data()
+  // (a module moved to another device) keeps the impl, so state follows the parameter.
+  std::unordered_map<const TensorImpl*, ParamState> state_;
+};
+
+// Hyper-parameter checks shared by the optimizers, with PyTorch's messages:
+// "Invalid <what>: <value>".
+void check_non_negative(double value, const char* what);
+void check_beta(double value, int index);
+
+}  // namespace mg::optim

@@ -1,0 +1,138 @@
+// tests/autograd/test_copy.cpp — clone, detach, contiguous, to(dtype), to(device): what
+// each allocates (exact bytes from the allocator's statistics), values, and gradients.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/copy.h"
+#include "autograd/elementwise.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "autograd/reduce.h"
+#include "autograd/shape.h"
+#include "core/allocator/registry.h"
+#include "core/factory.h"
+
+using namespace mg;
+
+namespace {
+
+Tensor leaf(const Shape& sizes, uint64_t seed) {
+  Generator generator(seed);
+  return randn(sizes, {.dtype = DType::Float64, .requires_grad = true}, &generator);
+}
+
+MemoryStats stats(Device device = Device::cpu()) { return allocator_for(device).stats(); }
+
+void check_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs) {
+  GradcheckResult result = gradcheck(fn, inputs);
+  INFO(result.message);
+  CHECK(result.passed);
+}
+
+}  // namespace
+
+TEST_CASE("detach shares the bytes, allocates nothing and has no history", "[copy]") {
+  Tensor x = leaf({3, 7}, 1);
+  Tensor y = x * 2.0;
+  int64_t before = stats().allocated_bytes.current;
+  Tensor detached = y.detach();
+  CHECK(stats().allocated_bytes.current == before);
+  CHECK(detached.storage() == y.storage());
+  CHECK_FALSE(detached.grad_fn());
+  CHECK_FALSE(detached.requires_grad());
+  CHECK(detached.is_leaf());
+  CHECK(y.grad_fn());  // the original keeps its history
+  detached.data_ptr<double>()[0] = 42.0;
+  CHECK(y.to_vector<double>()[0] == 42.0);
+}
+
+TEST_CASE("clone allocates exactly one tensor's bytes and lets the gradient through", "[copy]") {
+  Tensor x = leaf({3, 7}, 2);  // 21 float64 = 168 bytes, one 512-byte block
+  MemoryStats before = stats();
+  Tensor cloned = x.clone();
+  MemoryStats after = stats();
+  CHECK(after.allocated_bytes.current - before.allocated_bytes.current == 512);
+  CHECK(after.requested_bytes.current - before.requested_bytes.current == 168);
+  CHECK(cloned.storage() != x.storage());
+  CHECK(cloned.to_vector<double>() == x.to_vector<double>());
+  REQUIRE(cloned.grad_fn());
+  CHECK(std::string(cloned.grad_fn()->name()) == "CloneBackward");
+  CHECK(cloned.requires_grad());
+
+  Tensor wide = zeros({10, 100});  // 4000 float32 bytes: rounded to 4096
+  int64_t wide_before = stats().allocated_bytes.current;
+  Tensor wide_clone = wide.clone();
+  CHECK(stats().allocated_bytes.current - wide_before == 4096);
+  CHECK_FALSE(wide_clone.grad_fn());  // nothing required grad: no node
+}
+
+TEST_CASE("clone of a non-contiguous tensor is contiguous, in row-major order", "[copy]") {
+  Tensor x = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor cloned = x.t().clone();
+  CHECK(cloned.is_contiguous());
+  CHECK(cloned.sizes() == Shape{3, 2});
+  CHECK(cloned.to_vector<double>() == std::vector<double>{1, 4, 2, 5, 3, 6});
+}
+
+TEST_CASE("contiguous returns the tensor itself when it already is", "[copy]") {
+  Tensor x = leaf({4, 5}, 3);
+  int64_t before = stats().allocated_bytes.current;
+  CHECK(x.contiguous().is_same(x));
+  CHECK(stats().allocated_bytes.current == before);
+  Tensor made = x.t().contiguous();
+  CHECK(made.is_contiguous());
+  CHECK(stats().allocated_bytes.current - before == 512);  // 160 bytes
+  CHECK(made.to_vector<double>() == contiguous_copy(x.t()).to_vector<double>());
+}
+
+TEST_CASE("gradcheck: clone and contiguous", "[copy]") {
+  Tensor x = leaf({3, 4}, 4);
+  check_gradients([](const std::vector<Tensor>& in) { return in[0].clone(); }, {x});
+  check_gradients([](const std::vector<Tensor>& in) { return in[0].t().clone() * in[0].t(); }, {x});
+  check_gradients([](const std::vector<Tensor>& in) { return in[0].t().contiguous().view({12}); }, {x});
+}
+
+TEST_CASE("to(dtype) converts; the gradient comes back in the input's dtype", "[copy]") {
+  Tensor x = from_vector<double>({1.5, -2.0, 0.25});
+  x.requires_grad_();
+  CHECK(x.to(DType::Float64).is_same(x));
+
+  Tensor single = x.to(DType::Float32);
+  CHECK(single.dtype() == DType::Float32);
+  CHECK(single.to_vector<float>() == std::vector<float>{1.5f, -2.0f, 0.25f});
+  REQUIRE(single.grad_fn());
+  sum(single * single).backward();  // d/dx x^2 = 2x
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().dtype() == DType::Float64);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, -4.0, 0.5});
+
+  // Integer values are not differentiable: no graph.
+  Tensor integers = x.to(DType::Int64);
+  CHECK(integers.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 0});
+  CHECK_FALSE(integers.requires_grad());
+  CHECK_FALSE(integers.grad_fn());
+}
+
+TEST_CASE("to(device) moves the bytes and the gradient back", "[copy]") {
+  Device simulated = Device::simulated(5);
+  Tensor x = leaf({2, 3}, 5);
+  CHECK(x.to(Device::cpu()).is_same(x));
+
+  int64_t requested_before = stats(simulated).requested_bytes.current;
+  Tensor moved = x.to(simulated, /*non_blocking=*/true);
+  CHECK(moved.device() == simulated);
+  CHECK(stats(simulated).requested_bytes.current - requested_before == 48);
+  REQUIRE(moved.grad_fn());
+  CHECK(std::string(moved.grad_fn()->name()) == "ToCopyBackward");
+
+  // The simulated device holds no values; the gradient's shape, dtype and device can
+  // still be checked.
+  moved.backward(ones({2, 3}, {.dtype = DType::Float64, .device = simulated}));
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().device() == Device::cpu());
+  CHECK(x.grad().dtype() == DType::Float64);
+  CHECK(x.grad().sizes() == Shape{2, 3});
+}

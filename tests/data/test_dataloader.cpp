@@ -1,0 +1,220 @@
+// tests/data/test_dataloader.cpp — MnistDataset and DataLoader on a tiny IDX dataset with
+// known pixels: batch shapes and values, the last partial batch and drop_last, shuffling
+// (a permutation, reproducible from the seed, new each epoch), the exact INPUT bytes a
+// batch holds, and the error for image and label files that do not belong together.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/allocator/registry.h"
+#include "core/error.h"
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/mnist_test_files.h"
+
+using mg::DType;
+using mg::MemoryCategory;
+using mg::data::Batch;
+using mg::data::DataLoader;
+using mg::data::MnistDataset;
+using mg::data::Normalization;
+using mg::data::Split;
+using mg_test::TempDir;
+
+namespace {
+
+constexpr int64_t kImages = 10;
+constexpr uint32_t kRows = 2, kCols = 3;  // not square, so rows and cols cannot be swapped
+constexpr int64_t kPixels = kRows * kCols;
+
+// Pixel p of image i; every image differs, so a batch's values tell which image it holds.
+uint8_t pixel_value(int64_t image, int64_t pixel) { return static_cast<uint8_t>(25 * image + pixel); }
+
+// Image i has label i, so targets name the images a batch holds.
+void write_tiny_dataset(const TempDir& dir) {
+  std::vector<uint8_t> pixels, labels;
+  for (int64_t image = 0; image < kImages; ++image) {
+    for (int64_t pixel = 0; pixel < kPixels; ++pixel) pixels.push_back(pixel_value(image, pixel));
+    labels.push_back(static_cast<uint8_t>(image));
+  }
+  mg_test::write_mnist_split(dir, "train", kRows, kCols, pixels, labels);
+}
+
+// The targets of every batch of one epoch, in order.
+std::vector<int64_t> epoch_targets(DataLoader& loader) {
+  std::vector<int64_t> targets;
+  for (const Batch& batch : loader) {
+    for (int64_t target : batch.targets.to_vector<int64_t>()) targets.push_back(target);
+  }
+  return targets;
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("MnistDataset keeps uint8 images and int64 labels, and their pixel statistics",
+          "[dataloader]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+
+  CHECK(dataset.size() == kImages);
+  CHECK(dataset.image_shape() == mg::Shape{kRows, kCols});
+  CHECK(dataset.num_classes() == kImages);
+  CHECK(dataset.images().dtype() == DType::UInt8);
+  CHECK(dataset.images().sizes() == mg::Shape{kImages, kRows, kCols});
+  CHECK(dataset.images().memory_category() == MemoryCategory::Input);
+  CHECK(dataset.labels().dtype() == DType::Int64);
+  CHECK(dataset.labels().to_vector<int64_t>()[7] == 7);
+  CHECK(dataset.images().data_ptr<uint8_t>()[3 * kPixels + 4] == pixel_value(3, 4));
+
+  double sum = 0, sum_of_squares = 0;
+  for (int64_t image = 0; image < kImages; ++image) {
+    for (int64_t pixel = 0; pixel < kPixels; ++pixel) {
+      const double value = pixel_value(image, pixel) / 255.0;
+      sum += value;
+      sum_of_squares += value * value;
+    }
+  }
+  const double mean = sum / (kImages * kPixels);
+  const double std = std::sqrt(sum_of_squares / (kImages * kPixels) - mean * mean);
+  CHECK(dataset.normalization().mean == Approx(mean).epsilon(1e-12));
+  CHECK(dataset.normalization().std == Approx(std).epsilon(1e-12));
+}
+
+TEST_CASE("DataLoader batches in order, normalised, with a last partial batch",
+          "[dataloader]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  const Normalization normalization{0.25, 0.5};
+  MnistDataset dataset(dir.path.string(), Split::Train, normalization);
+  DataLoader loader(dataset, {.batch_size = 4});
+  CHECK(loader.num_batches() == 3);
+
+  std::vector<int64_t> batch_sizes;
+  int64_t first_image = 0;
+  for (const Batch& batch : loader) {
+    const int64_t size = batch.targets.size(0);
+    batch_sizes.push_back(size);
+    CHECK(batch.inputs.sizes() == mg::Shape{size, 1, kRows, kCols});
+    CHECK(batch.inputs.dtype() == DType::Float32);
+    CHECK(batch.targets.dtype() == DType::Int64);
+    const std::vector<float> inputs = batch.inputs.to_vector<float>();
+    const std::vector<int64_t> targets = batch.targets.to_vector<int64_t>();
+    for (int64_t row = 0; row < size; ++row) {
+      CHECK(targets[row] == first_image + row);
+      for (int64_t pixel = 0; pixel < kPixels; ++pixel) {
+        const double expected = (pixel_value(first_image + row, pixel) / 255.0 - 0.25) / 0.5;
+        CHECK(inputs[row * kPixels + pixel] == Approx(expected).epsilon(1e-6));
+      }
+    }
+    first_image += size;
+  }
+  CHECK(batch_sizes == std::vector<int64_t>{4, 4, 2});
+
+  SECTION("drop_last leaves out the partial batch") {
+    DataLoader dropping(dataset, {.batch_size = 4, .drop_last = true});
+    CHECK(dropping.num_batches() == 2);
+    CHECK(epoch_targets(dropping) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  }
+  SECTION("flatten gives (B, H*W) with the same values") {
+    DataLoader flat(dataset, {.batch_size = 4, .flatten = true});
+    Batch batch;
+    REQUIRE(flat.next(batch));
+    CHECK(batch.inputs.sizes() == mg::Shape{4, kPixels});
+    CHECK(batch.inputs.to_vector<float>()[kPixels + 2] ==
+          Approx((pixel_value(1, 2) / 255.0 - 0.25) / 0.5).epsilon(1e-6));
+  }
+  SECTION("next() ends the epoch and reset() starts the next one") {
+    DataLoader manual(dataset, {.batch_size = 6});
+    Batch batch;
+    CHECK(manual.next(batch));
+    CHECK(manual.next(batch));
+    CHECK(batch.targets.size(0) == 4);
+    CHECK_FALSE(manual.next(batch));
+    CHECK_FALSE(batch.inputs.defined());
+    manual.reset();
+    CHECK(manual.epoch() == 1);
+    CHECK(manual.next(batch));
+    CHECK(batch.targets.size(0) == 6);
+  }
+}
+
+TEST_CASE("DataLoader shuffles each epoch into a new permutation, reproducibly",
+          "[dataloader]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+  std::vector<int64_t> identity(kImages);
+  std::iota(identity.begin(), identity.end(), int64_t{0});
+
+  DataLoader loader(dataset, {.batch_size = 3, .shuffle = true, .seed = 42});
+  const std::vector<int64_t> epoch0 = epoch_targets(loader);
+  CHECK(loader.epoch() == 0);
+  const std::vector<int64_t> epoch1 = epoch_targets(loader);
+  CHECK(loader.epoch() == 1);
+  CHECK(sorted(epoch0) == identity);
+  CHECK(sorted(epoch1) == identity);
+  CHECK(epoch0 != identity);
+  CHECK(epoch1 != epoch0);
+
+  DataLoader same_seed(dataset, {.batch_size = 5, .shuffle = true, .seed = 42});
+  CHECK(epoch_targets(same_seed) == epoch0);  // the order does not depend on batch_size
+  CHECK(epoch_targets(same_seed) == epoch1);
+
+  DataLoader other_seed(dataset, {.batch_size = 3, .shuffle = true, .seed = 7});
+  CHECK(epoch_targets(other_seed) != epoch0);
+
+  DataLoader unshuffled(dataset, {.batch_size = 3});
+  CHECK(epoch_targets(unshuffled) == identity);
+  CHECK(epoch_targets(unshuffled) == identity);
+}
+
+TEST_CASE("A batch holds exactly its own bytes of INPUT memory while it lives",
+          "[dataloader]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+  DataLoader loader(dataset, {.batch_size = 4});
+  auto input_bytes = [] {
+    return mg::allocator_for(mg::Device::cpu()).stats().category(MemoryCategory::Input).current;
+  };
+
+  const int64_t before = input_bytes();
+  {
+    Batch batch;
+    REQUIRE(loader.next(batch));
+    CHECK(batch.inputs.memory_category() == MemoryCategory::Input);
+    CHECK(batch.targets.memory_category() == MemoryCategory::Input);
+    const int64_t batch_bytes = 4 * kPixels * sizeof(float) + 4 * sizeof(int64_t);
+    CHECK(input_bytes() - before == batch_bytes);
+    REQUIRE(loader.next(batch));  // the previous batch is released before the next is built
+    CHECK(input_bytes() - before == batch_bytes);
+  }
+  CHECK(input_bytes() == before);
+}
+
+TEST_CASE("MnistDataset refuses image and label files of different lengths", "[dataloader]") {
+  TempDir dir("dataloader");
+  mg_test::write_ubyte_idx(dir.file("t10k-images-idx3-ubyte"), {3, kRows, kCols},
+                           std::vector<uint8_t>(3 * kPixels, 1));
+  mg_test::write_ubyte_idx(dir.file("t10k-labels-idx1-ubyte"), {2}, {0, 1});
+  try {
+    MnistDataset dataset(dir.path.string(), Split::Test);
+    FAIL("no error for 3 images with 2 labels");
+  } catch (const mg::Error& error) {
+    const std::string message = error.what();
+    CHECK_THAT(message, Catch::Contains(dir.file("t10k-images-idx3-ubyte")));
+    CHECK_THAT(message, Catch::Contains(dir.file("t10k-labels-idx1-ubyte")));
+    CHECK_THAT(message, Catch::Contains("3 images"));
+    CHECK_THAT(message, Catch::Contains("2 labels"));
+  }
+}
