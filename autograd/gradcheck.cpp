@@ -54,9 +54,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
 
     // analytic row i: gradient of output_i w.r.t. the input, one backward per element.
     for (int64_t i = 0; i < output_count; ++i) {
-      std::vector<double> seed_values(static_cast<size_t>(output_count), 0.0);
-      seed_values[static_cast<size_t>(i)] = 1.0;
-      Tensor seed = converted_copy(from_vector(seed_values, output.sizes()), output.dtype(), output.device());
+      Tensor one_hot = zeros(output.sizes(), {.dtype = DType::Float64});
+      one_hot.data_ptr<double>()[i] = 1.0;
+      Tensor seed = converted_copy(one_hot, output.dtype(), output.device());
       for (const Tensor& other : inputs) {
         if (other.defined() && other.requires_grad()) other.set_grad(Tensor());
       }

@@ -50,7 +50,9 @@ void matmul_typed(const Tensor& a, const Tensor& b, const Tensor& output) {
                   [&](const auto& rhs) { out.noalias() = lhs * rhs; });
     });
   };
-  if (batches >= omp_get_max_threads() && batches > 1) {
+  // Threads pay off only when each has real work; tiny products stay on one thread.
+  constexpr int64_t kMinParallelMultiplyAdds = int64_t{1} << 20;
+  if (batches >= omp_get_max_threads() && batches > 1 && batches * m * n * k >= kMinParallelMultiplyAdds) {
 #pragma omp parallel for schedule(static)
     for (int64_t batch = 0; batch < batches; ++batch) multiply(batch);
   } else {

@@ -39,11 +39,12 @@ TEST_CASE("gradients accumulate over fan-in and across backward calls", "[engine
 
 TEST_CASE("ACTIVATION bytes are held by the graph and return to zero after backward", "[engine]") {
   int64_t before = category_bytes(MemoryCategory::Activation);
-  Tensor x = leaf({64, 32}, 1);
-  Tensor w = leaf({32, 16}, 2);
+  Tensor x = leaf({64, 32}, 1).set_memory_category(MemoryCategory::Input);
+  Tensor w = leaf({32, 16}, 2).set_memory_category(MemoryCategory::Parameter);
   Tensor hidden = sigmoid(matmul(x, w));   // sigmoid saves its (64, 16) float64 output
   Tensor loss = (hidden * hidden).sum();   // mul saves hidden (already counted)
-  // matmul saves x and w, which are leaves (not TEMPORARY): they stay what they were.
+  // matmul saves x and w, but an INPUT or PARAMETER stays what it is: it would be alive
+  // without the graph. Only intermediate (TEMPORARY) results become ACTIVATION.
   CHECK(category_bytes(MemoryCategory::Activation) - before == 64 * 16 * 8);
   loss.backward();
   CHECK(category_bytes(MemoryCategory::Activation) == before);
