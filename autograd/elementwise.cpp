@@ -112,15 +112,17 @@ Tensor compare(const char* op, BinaryOp comparison, const Tensor& a, double b) {
   return output;
 }
 
-// Weight of `a` in the gradient of maximum (wins = Gt) or minimum (wins = Lt): 1 where `a`
+using Comparison = Tensor (*)(const Tensor&, const Tensor&);
+
+// Weight of `a` in the gradient of maximum (wins = gt) or minimum (wins = lt): 1 where `a`
 // wins, 0 where `b` wins, and 0.5 at ties, where PyTorch splits the gradient evenly.
-Tensor winner_weight(BinaryOp wins, const Tensor& a, const Tensor& b) {
-  Tensor won = to(compare("maximum/minimum backward", wins, a, b), a.dtype());
+Tensor winner_weight(Comparison wins, const Tensor& a, const Tensor& b) {
+  Tensor won = to(wins(a, b), a.dtype());
   Tensor tied = to(eq(a, b), a.dtype());
   return add(won, mul(tied, 0.5));
 }
 
-Tensor extremum(const char* op, const char* backward_name, BinaryOp op_kind, BinaryOp wins, const Tensor& a_in,
+Tensor extremum(const char* op, const char* backward_name, BinaryOp op_kind, Comparison wins, const Tensor& a_in,
                 const Tensor& b_in) {
   Operands operands = promote_operands(op, a_in, b_in);
   Tensor output = binary_output(op_kind, operands);
@@ -222,11 +224,11 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return extremum("maximum", "MaximumBackward", BinaryOp::Maximum, BinaryOp::Gt, a, b);
+  return extremum("maximum", "MaximumBackward", BinaryOp::Maximum, gt, a, b);
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return extremum("minimum", "MinimumBackward", BinaryOp::Minimum, BinaryOp::Lt, a, b);
+  return extremum("minimum", "MinimumBackward", BinaryOp::Minimum, lt, a, b);
 }
 
 // ---- with a scalar ----

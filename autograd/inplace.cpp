@@ -82,6 +82,14 @@ void check_divisible_in_place(const char* op, const Tensor& self) {
            " gives float32, which cannot be written in place. Hint: use the out-of-place x / y.");
 }
 
+const Tensor& fill_in_place(const char* op, const Tensor& self, double value) {
+  autograd::check_defined(op, self);
+  check_not_recording(op, self);
+  kernels(self.device()).fill(self, value);
+  self.bump_version();
+  return self;
+}
+
 // `source` viewed at `sizes` (stride 0 where it broadcasts), for kernels that need equal sizes.
 Tensor expanded_view(const Tensor& source, const Shape& sizes) {
   if (source.sizes() == sizes) return source;
@@ -122,15 +130,8 @@ const Tensor& Tensor::div_(double value) const {
   return scalar_in_place("div_", BinaryOp::Div, *this, value);
 }
 
-const Tensor& Tensor::zero_() const { return fill_(0.0); }
-
-const Tensor& Tensor::fill_(double value) const {
-  autograd::check_defined("fill_", *this);
-  check_not_recording("fill_", *this);
-  kernels(device()).fill(*this, value);
-  bump_version();
-  return *this;
-}
+const Tensor& Tensor::zero_() const { return fill_in_place("zero_", *this, 0.0); }
+const Tensor& Tensor::fill_(double value) const { return fill_in_place("fill_", *this, value); }
 
 const Tensor& Tensor::copy_(const Tensor& source) const {
   autograd::check_defined("copy_", *this);

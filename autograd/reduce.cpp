@@ -75,9 +75,10 @@ void check_nonempty_reduction(const char* op, const Tensor& x, const Reduction& 
   }
 }
 
-Tensor amax_as(const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  Reduction plan = plan_reduction(name, x, dims, keepdim);
-  check_nonempty_reduction(name, x, plan);
+// amax for `op` (max or amax), recorded as node `name`.
+Tensor amax_as(const char* op, const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Reduction plan = plan_reduction(op, x, dims, keepdim);
+  check_nonempty_reduction(op, x, plan);
   Tensor output = reduce_into(ReduceOp::Max, x, plan, x.dtype());
   if (needs_grad(x)) {
     // Ties share the gradient evenly: grad * (x == max) / (number of maxima).
@@ -137,10 +138,10 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return output;
 }
 
-Tensor max(const Tensor& x) { return amax_as("MaxBackward", x, {}, false); }
+Tensor max(const Tensor& x) { return amax_as("max", "MaxBackward", x, {}, false); }
 
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return amax_as("AmaxBackward", x, dims, keepdim);
+  return amax_as("amax", "AmaxBackward", x, dims, keepdim);
 }
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
@@ -180,9 +181,13 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor Tensor::sum() const { return mg::sum(*this); }
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return mg::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return mg::mean(*this); }
-Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return mg::mean(*this, dims, keepdim); }
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  return mg::mean(*this, dims, keepdim);
+}
 Tensor Tensor::max() const { return mg::max(*this); }
-Tensor Tensor::amax(const std::vector<int64_t>& dims, bool keepdim) const { return mg::amax(*this, dims, keepdim); }
+Tensor Tensor::amax(const std::vector<int64_t>& dims, bool keepdim) const {
+  return mg::amax(*this, dims, keepdim);
+}
 Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return mg::argmax(*this, dim, keepdim); }
 
 }  // namespace mg

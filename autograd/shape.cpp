@@ -24,14 +24,17 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
 
-// Records `output`, a view of `x` holding the same elements in the same order, whose
-// gradient is the output's gradient reshaped back to x's sizes (view, reshape, flatten,
-// squeeze, unsqueeze).
-void record_reshape_backward(const char* name, const Tensor& output, const Tensor& x) {
-  if (!needs_grad(x)) return;
-  record(name, output, {x}, saved(), [input_sizes = x.sizes()](const Node&, const Tensor& grad) {
-    return std::vector<Tensor>{reshape(grad, input_sizes)};
-  });
+// A view of `x` holding the same elements in the same order, only grouped into other
+// dims (view, reshape, flatten, squeeze, unsqueeze): its gradient is the output's
+// gradient reshaped back to x's sizes.
+Tensor regrouped_view(const char* name, const Tensor& x, const Shape& sizes, const Shape& strides) {
+  Tensor output = make_view(x, sizes, strides, x.storage_offset());
+  if (needs_grad(x)) {
+    record(name, output, {x}, saved(), [input_sizes = x.sizes()](const Node&, const Tensor& grad) {
+      return std::vector<Tensor>{reshape(grad, input_sizes)};
+    });
+  }
+  return output;
 }
 
 // The gradient of a view that picks part of its input (slice, select): zeros of the
@@ -103,13 +106,14 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   return new_strides;
 }
 
-// A new index into a dim of `size` for slicing: negative counts from the end, and the
-// result is clamped into [0, size] as Python slices do.
+// A slice bound for a dim of `size`: negative counts from the end, and the result is
+// clamped into [0, size] as Python slices do.
 int64_t clamp_slice_index(int64_t index, int64_t size) {
   if (index < 0) index += size;
   return std::clamp<int64_t>(index, 0, size);
 }
 
+// permute, recorded under `name` (transpose is a permute with its own node name).
 Tensor permute_as(const char* name, const Tensor& x, const Shape& order) {
   MG_CHECK(order.size() == x.dim(), "permute: the order ", order, " has ", order.size(),
            " entries but the tensor of shape ", x.sizes(), " has ", x.dim(), " dimensions");
@@ -140,15 +144,15 @@ Tensor view(const Tensor& x, const Shape& sizes) {
            "cannot view a tensor of shape ", x.sizes(), " (strides ", x.strides(), ") as shape ",
            new_sizes, ": at least one requested dimension spans two non-contiguous parts of the "
            "input. Hint: use .reshape(...) instead, which copies when it must.");
-  Tensor output = make_view(x, new_sizes, *new_strides, x.storage_offset());
-  record_reshape_backward("ViewBackward", output, x);
-  return output;
+  return regrouped_view("ViewBackward", x, new_sizes, *new_strides);
 }
 
 Tensor reshape(const Tensor& x, const Shape& sizes) {
   Shape new_sizes = infer_size(sizes, x.numel());
-  if (view_strides(x.sizes(), x.strides(), new_sizes)) return view(x, new_sizes);
-  return view(contiguous(x), new_sizes);
+  if (std::optional<Shape> new_strides = view_strides(x.sizes(), x.strides(), new_sizes)) {
+    return regrouped_view("ViewBackward", x, new_sizes, *new_strides);
+  }
+  return regrouped_view("ViewBackward", contiguous(x), new_sizes, contiguous_strides(new_sizes));
 }
 
 Tensor permute(const Tensor& x, const Shape& order) { return permute_as("PermuteBackward", x, order); }
@@ -209,10 +213,11 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   strides.erase(d);
   Tensor output = make_view(x, sizes, strides, x.storage_offset() + index * x.strides()[d]);
   if (needs_grad(x)) {
-    record("SelectBackward", output, {x}, saved(), [input_sizes = x.sizes(), d, index](const Node&, const Tensor& grad) {
-      return std::vector<Tensor>{
-          embed_in_zeros(grad, input_sizes, [&](const Tensor& zero) { return select(zero, d, index); })};
-    });
+    record("SelectBackward", output, {x}, saved(),
+           [input_sizes = x.sizes(), d, index](const Node&, const Tensor& grad) {
+             return std::vector<Tensor>{
+                 embed_in_zeros(grad, input_sizes, [&](const Tensor& zero) { return select(zero, d, index); })};
+           });
   }
   return output;
 }
@@ -224,9 +229,7 @@ Tensor squeeze(const Tensor& x) {
     sizes.push_back(x.sizes()[d]);
     strides.push_back(x.strides()[d]);
   }
-  Tensor output = make_view(x, sizes, strides, x.storage_offset());
-  record_reshape_backward("SqueezeBackward", output, x);
-  return output;
+  return regrouped_view("SqueezeBackward", x, sizes, strides);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
@@ -237,9 +240,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
     sizes.erase(d);
     strides.erase(d);
   }
-  Tensor output = make_view(x, sizes, strides, x.storage_offset());
-  record_reshape_backward("SqueezeBackward", output, x);
-  return output;
+  return regrouped_view("SqueezeBackward", x, sizes, strides);
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
@@ -250,9 +251,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   int64_t stride = d < x.dim() ? sizes[d] * strides[d] : 1;
   sizes.insert(d, 1);
   strides.insert(d, stride);
-  Tensor output = make_view(x, sizes, strides, x.storage_offset());
-  record_reshape_backward("UnsqueezeBackward", output, x);
-  return output;
+  return regrouped_view("UnsqueezeBackward", x, sizes, strides);
 }
 
 Tensor expand(const Tensor& x, const Shape& sizes) {
@@ -337,15 +336,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     offset += length;
   }
   if (autograd::any_needs_grad(tensors)) {
-    record("CatBackward", output, tensors, saved(), [d, lengths = std::move(lengths)](const Node& node, const Tensor& grad) {
-      std::vector<Tensor> grads(lengths.size());
-      int64_t start = 0;
-      for (size_t i = 0; i < lengths.size(); ++i) {
-        if (node.needs_input_grad(i)) grads[i] = narrow(grad, d, start, lengths[i]);
-        start += lengths[i];
-      }
-      return grads;
-    });
+    record("CatBackward", output, tensors, saved(),
+           [d, lengths = std::move(lengths)](const Node& node, const Tensor& grad) {
+             std::vector<Tensor> grads(lengths.size());
+             int64_t start = 0;
+             for (size_t i = 0; i < lengths.size(); ++i) {
+               if (node.needs_input_grad(i)) grads[i] = narrow(grad, d, start, lengths[i]);
+               start += lengths[i];
+             }
+             return grads;
+           });
   }
   return output;
 }

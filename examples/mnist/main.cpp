@@ -69,9 +69,9 @@ double train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer,
                    mg::data::DataLoader& loader, const Args& args, int64_t epoch) {
   model.train();
   mnist::Progress progress(epoch + 1, args.epochs, loader.num_batches());
-  // NOTE: the losses are summed on the device and read only when a line is printed, so a
-  // GPU step never waits for the host.
-  mg::Tensor loss_sum = mg::zeros({}, {.device = args.device});  // 0-d, sum over samples
+  // NOTE: the loss over all samples so far is summed on the device and read only when a
+  // line is printed, so a GPU step never waits for the host; float64 keeps every digit.
+  mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = args.device});
   int64_t batches = 0, samples = 0;
   for (const mg::data::Batch& batch : loader) {
     optimizer.zero_grad();

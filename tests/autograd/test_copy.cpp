@@ -26,7 +26,8 @@ Tensor leaf(const Shape& sizes, uint64_t seed) {
 
 MemoryStats stats(Device device = Device::cpu()) { return allocator_for(device).stats(); }
 
-void check_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs) {
+void check_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                     const std::vector<Tensor>& inputs) {
   GradcheckResult result = gradcheck(fn, inputs);
   INFO(result.message);
   CHECK(result.passed);

@@ -27,7 +27,9 @@ Tensor leaf(const Shape& sizes, uint64_t seed) {
 }
 
 // 0, 1, 2, ... as float64, viewed as `sizes`.
-Tensor counting(const Shape& sizes) { return arange(static_cast<double>(sizes.numel()), {.dtype = DType::Float64}).view(sizes); }
+Tensor counting(const Shape& sizes) {
+  return arange(static_cast<double>(sizes.numel()), {.dtype = DType::Float64}).view(sizes);
+}
 
 int64_t allocated_bytes() { return allocator_for(Device::cpu()).stats().allocated_bytes.current; }
 
