@@ -73,7 +73,7 @@ bool DataLoader::next(Batch& batch) {
     const int64_t sample = order_[position_ + row];
     const uint8_t* image = pixels + sample * pixels_per_image;
     float* out = input_values + row * pixels_per_image;
-    for (int64_t p = 0; p < pixels_per_image; ++p) out[p] = normalized_[image[p]];
+    for (int64_t pixel = 0; pixel < pixels_per_image; ++pixel) out[pixel] = normalized_[image[pixel]];
     target_values[row] = labels[sample];
   }
   position_ += batch_size;
