@@ -95,6 +95,11 @@ std::string report(const Snapshot& snapshot) {
 
 std::string to_json(const Snapshot& snapshot) {
   JsonWriter json;
+  write_json(json, snapshot);
+  return json.str();
+}
+
+void write_json(JsonWriter& json, const Snapshot& snapshot) {
   json.begin_object();
   json.key("device").value(snapshot.device.str());
   json.key("allocated_bytes").value(snapshot.allocated_bytes);
@@ -122,7 +127,6 @@ std::string to_json(const Snapshot& snapshot) {
   }
   json.end_object();
   json.end_object();
-  return json.str();
 }
 
 }  // namespace mg::memory

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/json.h"
 #include "core/memory_category.h"
 
 namespace mg::memory {
@@ -61,5 +62,7 @@ std::string report(const Snapshot& snapshot);
 // One compact JSON object with every number of the snapshot (integers, keyed by the
 // snake_case field names; categories keyed by their upper-case names).
 std::string to_json(const Snapshot& snapshot);
+// Writes the same object as the value at the writer's current position (e.g. after a key).
+void write_json(JsonWriter& json, const Snapshot& snapshot);
 
 }  // namespace mg::memory

@@ -71,6 +71,13 @@ Args parse_args(int argc, char** argv) {
          }
          args.optimizer = value;
        }},
+      {"--schedule",
+       [&](const std::string& value) {
+         if (value != "cosine" && value != "constant") {
+           throw UsageError("--schedule must be cosine or constant, got '" + value + "'");
+         }
+         args.schedule = value;
+       }},
       {"--seed", [&](const std::string& value) { args.seed = parse_number<uint64_t>("--seed", value); }},
       {"--device", [&](const std::string& value) { args.device = parse_device(value); }},
       {"--threads",
@@ -121,6 +128,8 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --batch N                samples per batch (default 128)
   --optim NAME             sgd (momentum 0.9), adam, adamw or adagrad (default adam)
   --lr X                   learning rate (default: sgd 0.05, adam/adamw 1e-3, adagrad 1e-2)
+  --schedule NAME          cosine (the learning rate falls from --lr to 0 along a half
+                           cosine over all steps) or constant (default cosine)
   --seed N                 seeds initialisation and shuffling (default 0)
   --device cpu|cuda        where to train (default cpu)
   --threads N              CPU threads (default: all cores)

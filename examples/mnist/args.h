@@ -17,6 +17,7 @@ struct Args {
   int64_t batch_size = 128;
   std::string optimizer = "adam";
   double lr = 0.0;  // filled from the optimizer's default when --lr is not given
+  std::string schedule = "cosine";  // how the learning rate moves over the run
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
   std::optional<int> threads;  // unset: all cores

@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
 // line (printed with the usage).
+#include <cmath>
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -64,6 +65,14 @@ std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
   return std::make_unique<Adagrad>(params, AdagradOptions{.lr = args.lr});
 }
 
+// The learning rate for step `step` of `total_steps`: constant, or a half cosine from the
+// base rate down to 0 (annealing lets a few epochs settle into a better minimum).
+double scheduled_lr(const Args& args, int64_t step, int64_t total_steps) {
+  if (args.schedule == "constant") return args.lr;
+  constexpr double kPi = 3.14159265358979323846;
+  return 0.5 * args.lr * (1.0 + std::cos(kPi * static_cast<double>(step) / static_cast<double>(total_steps)));
+}
+
 // One pass over the training set; returns the mean loss per sample.
 double train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer,
                    mg::data::DataLoader& loader, const Args& args, int64_t epoch) {
@@ -73,7 +82,9 @@ double train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer,
   // line is printed, so a GPU step never waits for the host; float64 keeps every digit.
   mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = args.device});
   int64_t batches = 0, samples = 0;
+  const int64_t total_steps = args.epochs * loader.num_batches();
   for (const mg::data::Batch& batch : loader) {
+    optimizer.set_lr(scheduled_lr(args, epoch * loader.num_batches() + batches, total_steps));
     optimizer.zero_grad();
     mg::Tensor logits = model(batch.inputs);  // (B, classes)
     mg::Tensor loss = mg::cross_entropy(logits, batch.targets);
@@ -139,6 +150,7 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
       .key("dataset").value(args.data_dir)
       .key("device").value(args.device.str())
       .key("optimizer").value(args.optimizer)
+      .key("schedule").value(args.schedule)
       .key("epochs").value(args.epochs)
       .key("batch_size").value(args.batch_size)
       .key("test_accuracy").value(result.test_accuracy)
@@ -149,12 +161,10 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
   json.end_array()
       .key("samples_per_s").value(result.train_samples / result.train_seconds)
       .key("parameters").value(result.parameters)
-      .end_object();
-  // NOTE: JsonWriter has no way to insert ready-made JSON, so the memory object from
-  // to_json() is spliced in before the closing brace.
-  std::string text = json.str();
-  text.pop_back();
-  text += ",\"memory\":" + mg::memory::to_json(mg::memory::snapshot(args.device)) + "}";
+      .key("memory");
+  mg::memory::write_json(json, mg::memory::snapshot(args.device));
+  json.end_object();
+  const std::string text = json.str();
 
   const std::string temporary = path + ".tmp";
   {

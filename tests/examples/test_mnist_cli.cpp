@@ -136,3 +136,21 @@ TEST_CASE("mnist learns a separable dataset in one epoch and writes the summary"
   // 784*512+512 + 512*256+256 + 256*2+2 weights and biases for two classes.
   CHECK(json_number(json, "parameters") == 533762);
 }
+
+TEST_CASE("mnist --model mlp reaches 88% on Fashion-MNIST in 3 epochs", "[examples][fashion]") {
+  const std::string dataset = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(dataset)) {
+    WARN("Fashion-MNIST is not installed at " << dataset << " (package dataset-fashion-mnist)");
+    return;
+  }
+  TempDir dir;
+  const std::string summary = dir.file("summary.json");
+  const Outcome outcome = run_mnist(dir, "--model mlp --epochs 3 --summary-json " + summary);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_code == 0);
+  const std::string json = read_file(summary);
+  CHECK(json_number(json, "test_accuracy") >= 0.88);
+  CHECK(json_number(json, "parameters") == 535818);
+  // The memory report agrees with arithmetic: Adam keeps two moments per parameter.
+  CHECK(json_number(json, "PARAMETER") == 535818 * 4);
+}
