@@ -143,7 +143,7 @@ TEST_CASE("mnist --model mlp reaches 88% on Fashion-MNIST in 3 epochs", "[exampl
     WARN("Fashion-MNIST is not installed at " << dataset << " (package dataset-fashion-mnist)");
     return;
   }
-  TempDir dir;
+  TempDir dir("fashion");
   const std::string summary = dir.file("summary.json");
   const Outcome outcome = run_mnist(dir, "--model mlp --epochs 3 --summary-json " + summary);
   INFO(outcome.err);
