@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cuda_hooks.h"
 #include "core/simulated_kernels.h"
 #include "core/tensor.h"
 
@@ -18,7 +19,12 @@ const KernelTable& kernels(Device device) {
   switch (device.type) {
     case DeviceType::CPU: return cpu::kernel_table();
     case DeviceType::Simulated: return simulated_kernel_table();
-    case DeviceType::CUDA: break;
+    case DeviceType::CUDA:
+#ifdef MG_WITH_CUDA
+      return cuda::kernel_table();
+#else
+      break;
+#endif
   }
   MG_CHECK(false, "no kernels for ", device,
            ": memgrad was built without CUDA support. Hint: rebuild with -DMG_WITH_CUDA=ON "
@@ -34,6 +40,10 @@ void copy_across_devices(const Tensor& source, const Tensor& destination) {
   }
   // The simulated device holds no bytes: moving to or from it moves sizes only.
   if (source.device().is_simulated() || destination.device().is_simulated()) return;
+#ifdef MG_WITH_CUDA
+  cuda::copy_between_devices(source, destination, /*non_blocking=*/false);
+  return;
+#endif
   MG_CHECK(false, "cannot copy from ", source.device(), " to ", destination.device(),
            ": memgrad was built without CUDA support");
 }

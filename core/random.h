@@ -12,10 +12,17 @@
 
 #include "core/kernels.h"
 
+// Philox and the uniform helpers are shared with the CUDA kernels (same numbers there).
+#if defined(__CUDACC__)
+#define MG_HOST_DEVICE __host__ __device__
+#else
+#define MG_HOST_DEVICE
+#endif
+
 namespace mg {
 
 // Philox4x32-10: 4 random 32-bit words from a 128-bit counter and a 64-bit key.
-inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint64_t seed) {
+MG_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint64_t seed) {
   constexpr uint32_t kMultiplier0 = 0xD2511F53u, kMultiplier1 = 0xCD9E8D57u;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
@@ -33,16 +40,16 @@ inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint6
 }
 
 // The 4 words for block `index` of a stream that starts at `state.offset`.
-inline std::array<uint32_t, 4> philox_block(PhiloxState state, uint64_t index) {
+MG_HOST_DEVICE inline std::array<uint32_t, 4> philox_block(PhiloxState state, uint64_t index) {
   uint64_t counter = state.offset + index;
   return philox4x32({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
                     state.seed);
 }
 
 // A uniform float in [0, 1) from 24 random bits (exactly representable).
-inline float uniform_from_bits(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+MG_HOST_DEVICE inline float uniform_from_bits(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
 // A uniform double in [0, 1) from 53 random bits.
-inline double uniform_double_from_bits(uint32_t high, uint32_t low) {
+MG_HOST_DEVICE inline double uniform_double_from_bits(uint32_t high, uint32_t low) {
   uint64_t bits = (static_cast<uint64_t>(high) << 21) ^ (low >> 11);
   return static_cast<double>(bits & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
 }

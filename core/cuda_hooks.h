@@ -1,0 +1,31 @@
+// core/cuda_hooks.h — the few things core asks of the cuda/ room when memgrad is built
+// with CUDA (MG_WITH_CUDA): its kernel table, its allocator backend, the current stream
+// and copies between host and device.
+//
+// NOTE: core cannot include cuda/ (which sits above it), yet core's dispatch must reach the
+// CUDA implementations. These functions are therefore declared here and defined in cuda/;
+// core calls them only inside `#ifdef MG_WITH_CUDA`, so a CPU-only build never links them.
+// (Registration at static-initialisation time was the alternative; a static library drops
+// object files nobody references, so registrars would silently vanish.)
+#pragma once
+
+#include <memory>
+
+#include "core/allocator/caching_allocator.h"
+#include "core/kernels.h"
+
+namespace mg {
+class Tensor;
+}
+
+namespace mg::cuda {
+
+const KernelTable& kernel_table();
+std::unique_ptr<RawBackend> make_allocator_backend(Device device);
+// The allocator's identity of the calling thread's current stream on `device`.
+StreamId current_stream_id(Device device);
+// Copies between host and device or between devices, on the current stream; waits for
+// the copy unless `non_blocking` and the host side is pinned.
+void copy_between_devices(const Tensor& source, const Tensor& destination, bool non_blocking);
+
+}  // namespace mg::cuda

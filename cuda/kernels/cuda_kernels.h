@@ -1,0 +1,46 @@
+// cuda/kernels/cuda_kernels.h — the CUDA implementations behind core/kernels.h's table,
+// one family per file in cuda/kernels/; cuda/kernel_table.cpp assembles the table. Each
+// launches on the current stream of the tensors' device and never synchronises.
+#pragma once
+
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace mg::cuda {
+
+// copy_fill.cu
+void copy(const Tensor& source, const Tensor& destination);
+void fill(const Tensor& destination, double value);
+void fill_uniform(const Tensor& destination, double low, double high, PhiloxState rng);
+void fill_normal(const Tensor& destination, double mean, double std, PhiloxState rng);
+
+// elementwise.cu
+void unary(UnaryOp op, const Tensor& input, const Tensor& output);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output);
+void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& output);
+void dropout(const Tensor& input, double p, PhiloxState rng, const Tensor& mask, const Tensor& output);
+void masked_scale(const Tensor& grad, const Tensor& mask, double scale, const Tensor& output);
+
+// optimizer.cu
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& hyper);
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const Tensor& step, const AdamHyper& hyper);
+void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
+                  const AdagradHyper& hyper);
+
+// reduce.cu
+void reduce(ReduceOp op, const Tensor& input, const Tensor& output);
+void argmax(const Tensor& input, int dim, const Tensor& output);
+
+// matmul.cpp (cuBLAS)
+void matmul(const Tensor& a, const Tensor& b, const Tensor& output);
+
+// softmax_loss.cu
+void softmax(const Tensor& input, int dim, bool log, const Tensor& output);
+void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, bool log,
+                      const Tensor& grad_input);
+void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& loss);
+void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
+                  const Tensor& grad_input);
+
+}  // namespace mg::cuda
