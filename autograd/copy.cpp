@@ -19,10 +19,11 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
 
-// A copy of x converted to dtype and device; the gradient is converted back. It flows
-// only into a floating dtype: an integer copy's values are not differentiable.
-Tensor converted(const Tensor& x, DType dtype, Device device) {
-  Tensor output = converted_copy(x, dtype, device);
+// A copy of x converted to dtype and device; the gradient is converted back (waiting for
+// the transfer: the gradient's host side is never pinned). It flows only into a floating
+// dtype: an integer copy's values are not differentiable.
+Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
+  Tensor output = converted_copy(x, dtype, device, non_blocking);
   if (needs_grad(x) && is_floating(dtype)) {
     record("ToCopyBackward", output, {x}, saved(),
            [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
@@ -50,10 +51,10 @@ Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 Tensor to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : converted(x, dtype, x.device()); }
 
-// NOTE: non_blocking is accepted so callers (the data loader) can state the intent, but
-// the copy is synchronous: core has no asynchronous cross-device copy yet.
+// NOTE: non_blocking makes a copy from pinned host memory return before the transfer ends;
+// from pageable memory the copy waits regardless (the host bytes could change under it).
 Tensor to(const Tensor& x, Device device, bool non_blocking) {
-  return x.device() == device ? x : converted(x, x.dtype(), device);
+  return x.device() == device ? x : converted(x, x.dtype(), device, non_blocking);
 }
 
 // ---- Tensor methods ----

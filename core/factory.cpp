@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/cuda_hooks.h"
 #include "core/kernels.h"
 
 namespace mg {
@@ -15,12 +16,29 @@ Tensor finish(const Tensor& tensor, const TensorOptions& options) {
   return tensor;
 }
 
-Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory category) {
+// Pinned host memory has its own caching allocator in cuda/ (page-locking is slow, so its
+// blocks are cached too); it is not the CPU's allocator, and so not in snapshot(cpu).
+std::shared_ptr<Storage> make_storage(size_t nbytes, Device device, MemoryCategory category,
+                                      bool pin_memory) {
+  if (!pin_memory) return std::make_shared<Storage>(nbytes, device, category);
+  MG_CHECK(device.is_cpu(), "pin_memory applies to CPU tensors only, not to ", device,
+           ". Hint: pin the host tensor, then copy it with .to(", device,
+           ", /*non_blocking=*/true).");
+#ifdef MG_WITH_CUDA
+  return std::make_shared<Storage>(nbytes, cuda::pinned_host_allocator(), category);
+#else
+  MG_CHECK(false, "pin_memory needs CUDA: memgrad was built without CUDA support. Hint: "
+           "leave pin_memory off on a CPU-only build (there is no device to copy to).");
+#endif
+}
+
+Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory category,
+                bool pin_memory = false) {
   for (int64_t size : sizes) {
     MG_CHECK(size >= 0, "cannot create a tensor with a negative size: ", sizes);
   }
   size_t nbytes = static_cast<size_t>(sizes.numel()) * element_size(dtype);
-  auto storage = std::make_shared<Storage>(nbytes, device, category);
+  auto storage = make_storage(nbytes, device, category, pin_memory);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
                                              0, dtype));
 }
@@ -28,11 +46,14 @@ Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory c
 }  // namespace
 
 Tensor empty(const Shape& sizes, const TensorOptions& options) {
-  return finish(allocate(sizes, options.dtype, options.device, options.category), options);
+  return finish(allocate(sizes, options.dtype, options.device, options.category,
+                         options.pin_memory),
+                options);
 }
 
 Tensor full(const Shape& sizes, double value, const TensorOptions& options) {
-  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category,
+                           options.pin_memory);
   kernels(options.device).fill(tensor, value);
   return finish(tensor, options);
 }
@@ -49,7 +70,9 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   std::vector<double> values(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
   Tensor as_double = from_vector(values, {count});
-  return finish(converted_copy(as_double, options.dtype, options.device), options);
+  Tensor result = converted_copy(as_double, options.dtype, options.device);
+  if (options.pin_memory) result = result.pin_memory();
+  return finish(result, options);
 }
 
 Tensor arange(double end, const TensorOptions& options) { return arange(0.0, end, 1.0, options); }
@@ -68,14 +91,16 @@ void normal_(const Tensor& tensor, double mean, double std, Generator* generator
 
 Tensor rand(const Shape& sizes, const TensorOptions& options, Generator* generator) {
   MG_CHECK(is_floating(options.dtype), "rand: expected a floating dtype, got ", options.dtype);
-  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category,
+                           options.pin_memory);
   uniform_(tensor, 0.0, 1.0, generator);
   return finish(tensor, options);
 }
 
 Tensor randn(const Shape& sizes, const TensorOptions& options, Generator* generator) {
   MG_CHECK(is_floating(options.dtype), "randn: expected a floating dtype, got ", options.dtype);
-  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category);
+  Tensor tensor = allocate(sizes, options.dtype, options.device, options.category,
+                           options.pin_memory);
   normal_(tensor, 0.0, 1.0, generator);
   return finish(tensor, options);
 }
@@ -86,7 +111,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOption
   // Uniform doubles in [low, high) floored: exact for ranges far below 2^53.
   Tensor values = allocate(sizes, DType::Float64, options.device, MemoryCategory::Temporary);
   uniform_(values, static_cast<double>(low), static_cast<double>(high), generator);
-  Tensor result = allocate(sizes, options.dtype, options.device, options.category);
+  Tensor result = allocate(sizes, options.dtype, options.device, options.category,
+                           options.pin_memory);
   kernels(options.device).copy(values, result);  // conversion to an integer type truncates
   return finish(result, options);
 }
@@ -96,10 +122,12 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes, const Tenso
   Shape shape = sizes.empty() ? Shape{static_cast<int64_t>(values.size())} : sizes;
   MG_CHECK(shape.numel() == static_cast<int64_t>(values.size()), "from_vector: ", values.size(),
            " values do not fill shape ", shape, " (", shape.numel(), " elements)");
-  Tensor host = allocate(shape, dtype_of<T>, Device::cpu(), options.category);
+  Tensor host = allocate(shape, dtype_of<T>, Device::cpu(), options.category,
+                         options.pin_memory && options.device.is_cpu());
   std::copy(values.begin(), values.end(), static_cast<T*>(host.raw_data()));
   if (options.device.is_cpu()) return finish(host, options);
-  Tensor result = allocate(shape, dtype_of<T>, options.device, options.category);
+  Tensor result = allocate(shape, dtype_of<T>, options.device, options.category,
+                           options.pin_memory);
   copy_across_devices(host, result);
   return finish(result, options);
 }
@@ -128,17 +156,18 @@ Tensor contiguous_copy(const Tensor& tensor) {
   return converted_copy(tensor, tensor.dtype(), tensor.device());
 }
 
-Tensor converted_copy(const Tensor& tensor, DType dtype, Device device) {
+Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking) {
   Tensor result = allocate(tensor.sizes(), dtype, device, MemoryCategory::Temporary);
   if (device == tensor.device()) {
     kernels(device).copy(tensor, result);
   } else if (dtype == tensor.dtype()) {
-    copy_across_devices(tensor, result);
+    copy_across_devices(tensor, result, non_blocking);
   } else {
     // Convert on the source device, then move: the transfer carries the final bytes.
+    // NOTE: a converted host copy is pageable, so the transfer then waits regardless.
     Tensor converted = allocate(tensor.sizes(), dtype, tensor.device(), MemoryCategory::Temporary);
     kernels(tensor.device()).copy(tensor, converted);
-    copy_across_devices(converted, result);
+    copy_across_devices(converted, result, non_blocking);
   }
   return result;
 }

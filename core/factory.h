@@ -16,6 +16,9 @@ struct TensorOptions {
   // What the bytes are for; most tensors start as TEMPORARY and are re-tagged where the
   // fact becomes known (parameter registration, SavedTensor, ...).
   MemoryCategory category = MemoryCategory::Temporary;
+  // CPU tensors only: take the bytes from page-locked (pinned) host memory, from which
+  // to(Device::cuda(), /*non_blocking=*/true) copies without waiting. Needs CUDA.
+  bool pin_memory = false;
 };
 
 Tensor empty(const Shape& sizes, const TensorOptions& options = {});
@@ -50,8 +53,9 @@ Tensor ones_like(const Tensor& like);
 Tensor full_like(const Tensor& like, double value);
 
 // Non-differentiable conversions used by kernels and autograd internals: a contiguous
-// copy, a copy converted to dtype and/or device.
+// copy, a copy converted to dtype and/or device. A copy between host and device with
+// `non_blocking` does not wait for the transfer when the host side is pinned.
 Tensor contiguous_copy(const Tensor& tensor);
-Tensor converted_copy(const Tensor& tensor, DType dtype, Device device);
+Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking = false);
 
 }  // namespace mg

@@ -31,7 +31,7 @@ const KernelTable& kernels(Device device) {
            "on a machine with the CUDA toolkit, or use the cpu device.");
 }
 
-void copy_across_devices(const Tensor& source, const Tensor& destination) {
+void copy_across_devices(const Tensor& source, const Tensor& destination, bool non_blocking) {
   MG_ASSERT(source.sizes() == destination.sizes() && source.dtype() == destination.dtype(),
             "copy_across_devices needs equal sizes and dtypes");
   if (source.device() == destination.device()) {
@@ -41,7 +41,7 @@ void copy_across_devices(const Tensor& source, const Tensor& destination) {
   // The simulated device holds no bytes: moving to or from it moves sizes only.
   if (source.device().is_simulated() || destination.device().is_simulated()) return;
 #ifdef MG_WITH_CUDA
-  cuda::copy_between_devices(source, destination, /*non_blocking=*/false);
+  cuda::copy_between_devices(source, destination, non_blocking);
   return;
 #endif
   MG_CHECK(false, "cannot copy from ", source.device(), " to ", destination.device(),

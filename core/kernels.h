@@ -105,7 +105,11 @@ struct KernelTable {
 // The kernel table of a device type; throws mg::Error when memgrad has none for it.
 const KernelTable& kernels(Device device);
 
-// Copies between devices (or within one); sizes must match, destination contiguous.
-void copy_across_devices(const Tensor& source, const Tensor& destination);
+// Copies between devices (or within one); sizes and dtypes must match. Between host and a
+// CUDA device the copy runs on the device's current stream and waits for it unless
+// `non_blocking` and the host side is pinned (the caller then synchronises before reading
+// a pinned destination).
+void copy_across_devices(const Tensor& source, const Tensor& destination,
+                         bool non_blocking = false);
 
 }  // namespace mg

@@ -2,16 +2,35 @@
 #include "core/storage.h"
 
 #include "core/allocator/registry.h"
+#include "core/cuda_hooks.h"
 #include "core/error.h"
 
 namespace mg {
 
+namespace {
+
+// The stream new bytes belong to: on CUDA the calling thread's current stream, so the
+// allocator reuses them only on the stream whose work is ordered after their last use.
+StreamId allocation_stream(Device device) {
+#ifdef MG_WITH_CUDA
+  if (device.is_cuda()) return cuda::current_stream_id(device);
+#endif
+  return 0;
+}
+
+}  // namespace
+
 Storage::Storage(size_t nbytes, Device device, MemoryCategory category)
-    : allocator_(&allocator_for(device)),
-      allocation_(allocator_->allocate(nbytes, category)),
+    : Storage(nbytes, allocator_for(device), category, allocation_stream(device)) {}
+
+Storage::Storage(size_t nbytes, CachingAllocator& allocator, MemoryCategory category,
+                 StreamId stream)
+    : allocator_(&allocator),
+      allocation_(allocator.allocate(nbytes, category, stream)),
       nbytes_(nbytes),
-      device_(device),
-      has_data_(allocator_->backend().has_storage()),
+      device_(allocator.device()),
+      has_data_(allocator.backend().has_storage()),
+      pinned_(allocator.backend().is_pinned()),
       category_(category) {}
 
 Storage::~Storage() { allocator_->free(allocation_.block); }
@@ -22,6 +41,8 @@ void Storage::set_category(MemoryCategory category) {
   tagged_as_activation_ = false;
   if (allocation_.block) allocator_->set_category(allocation_.block, category);
 }
+
+void Storage::record_stream(StreamId stream) { allocator_->record_stream(allocation_.block, stream); }
 
 void Storage::add_activation_reference() {
   if (activation_references_++ == 0 && category_ == MemoryCategory::Temporary) {

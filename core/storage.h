@@ -18,7 +18,11 @@ namespace mg {
 
 class Storage {
  public:
+  // Bytes from `device`'s allocator, on the calling thread's current stream of that device.
   Storage(size_t nbytes, Device device, MemoryCategory category);
+  // Bytes from a given allocator (pinned host memory comes from its own), on `stream`.
+  Storage(size_t nbytes, CachingAllocator& allocator, MemoryCategory category,
+          StreamId stream = 0);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -28,9 +32,15 @@ class Storage {
   Device device() const { return device_; }
   // False on the simulated device, whose blocks are addresses without memory.
   bool has_data() const { return has_data_; }
+  // True for page-locked host memory, which CUDA copies from and to asynchronously.
+  bool is_pinned() const { return pinned_; }
 
   MemoryCategory category() const { return category_; }
   void set_category(MemoryCategory category);
+
+  // Tells the allocator that work on `stream` uses these bytes, so that when the storage
+  // dies they are not handed out again before that work is done.
+  void record_stream(StreamId stream);
 
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
@@ -47,6 +57,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   bool has_data_;
+  bool pinned_;
   MemoryCategory category_;
   std::atomic<uint64_t> version_{0};
   int activation_references_ = 0;

@@ -46,6 +46,16 @@ const Tensor& Tensor::set_memory_category(MemoryCategory category) const {
   return *this;
 }
 
+Tensor Tensor::pin_memory() const {
+  if (is_pinned()) return *this;
+  MG_CHECK(device().is_cpu(), "pin_memory(): only CPU tensors can be pinned, this one is on ",
+           device(), ". Hint: pinned memory is host memory; copy to the CPU first.");
+  Tensor pinned = empty(sizes(), {.dtype = dtype(), .device = Device::cpu(),
+                                  .category = memory_category(), .pin_memory = true});
+  kernels(Device::cpu()).copy(*this, pinned);
+  return pinned;
+}
+
 void Tensor::set_data(const Tensor& other) const {
   MG_CHECK(is_leaf(), "set_data: only leaf tensors can have their data replaced");
   impl_->storage = other.storage();

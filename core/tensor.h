@@ -72,6 +72,12 @@ class Tensor {
   size_t element_size() const { return mg::element_size(impl_->dtype); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  // True when the bytes are page-locked host memory (see TensorOptions::pin_memory).
+  bool is_pinned() const { return impl_->storage->is_pinned(); }
+  // A contiguous copy in pinned host memory (this tensor itself when already pinned), so
+  // that to(Device::cuda(), /*non_blocking=*/true) need not wait. CPU tensors only; the
+  // copy keeps the memory category and, like detach(), has no autograd history.
+  Tensor pin_memory() const;
 
   // Address of the first element; throws if T does not match the dtype.
   template <class T>

@@ -8,6 +8,11 @@
 // can reject a handle it never gave out, and so that the destructor can find every
 // segment.
 //
+// A block that other streams used (record_stream) is, when freed, marked with one backend
+// event per such stream and parked in a pending list, still `allocated` so that no
+// neighbour merges with it; allocate() (cheaply: one emptiness check when nothing waits)
+// and empty_cache() (waiting) finish the free of those whose events are done.
+//
 // Statistics follow PyTorch's definitions. The subtle one is inactive_split: a free block
 // counts when its segment is split (it has a neighbour), i.e. free bytes that only the
 // blocks of the same segment can reuse. Every change to a pool goes through
@@ -33,8 +38,10 @@ struct Block {
   size_t requested = 0;    // bytes asked for (0 while free)
   StreamId stream = 0;     // the stream of the segment; blocks are reused on it only
   MemoryCategory category = MemoryCategory::Temporary;
-  bool allocated = false;
+  bool allocated = false;  // live, or freed and awaiting other streams' events
   bool in_small_pool = false;
+  int pending_events = 0;   // events still to complete before the free finishes
+  std::vector<StreamId> stream_uses;  // other streams that used the live block
   Block* prev = nullptr;   // neighbours inside the same segment
   Block* next = nullptr;
 
@@ -87,6 +94,12 @@ struct CachingAllocator::Pools {
   FreeBlockSet small;
   FreeBlockSet large;
   std::unordered_set<Block*> live;  // blocks handed out and not yet freed
+  // Blocks freed while other streams may still use them: one entry per outstanding event.
+  struct PendingEvent {
+    void* event;
+    Block* block;
+  };
+  std::vector<PendingEvent> pending;
 
   FreeBlockSet& pool_of(const Block* block) { return block->in_small_pool ? small : large; }
 
@@ -148,14 +161,19 @@ CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> ba
 
 CachingAllocator::~CachingAllocator() {
   // Live blocks at this point are the owner's leak; the segments go back regardless.
-  // Every segment has exactly one first block (prev == nullptr), live or free.
-  std::vector<Block*> segment_heads;
+  // Every segment has exactly one first block (prev == nullptr), live, free or pending (a
+  // set: a pending block appears once per event).
+  std::unordered_set<Block*> segment_heads;
   auto collect = [&](Block* block) {
-    if (block->prev == nullptr) segment_heads.push_back(block);
+    if (block->prev == nullptr) segment_heads.insert(block);
   };
   for (Block* block : pools_->small) collect(block);
   for (Block* block : pools_->large) collect(block);
   for (Block* block : pools_->live) collect(block);
+  for (const Pools::PendingEvent& entry : pools_->pending) {
+    collect(entry.block);
+    backend_->destroy_event(entry.event);
+  }
   for (Block* head : segment_heads) {
     size_t segment_bytes = 0;
     for (Block* block = head; block != nullptr;) {
@@ -175,6 +193,7 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
            ": the size is impossibly large. Hint: a negative size converted to an unsigned "
            "integer looks like this; check the shape that produced it.");
   std::lock_guard<std::mutex> lock(mutex_);
+  process_pending_frees(/*wait=*/false);
   const size_t rounded = round_size(bytes);
   const bool small = rounded <= kSmallRequestMax;
   FreeBlockSet& pool = small ? pools_->small : pools_->large;
@@ -193,7 +212,9 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
     void* base = backend_->allocate(segment_bytes);
     if (base == nullptr) {
-      // The backend is out of memory: give back every cached free segment and try once more.
+      // The backend is out of memory: wait for the blocks other streams still use, give back
+      // every cached free segment and try once more.
+      process_pending_frees(/*wait=*/true);
       pools_->release_free_segments(*backend_, stats_);
       stats_.num_alloc_retries += 1;
       base = backend_->allocate(segment_bytes);
@@ -253,22 +274,51 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
 void CachingAllocator::free(Block* block) {
   if (block == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  MG_CHECK(pools_->live.erase(block) == 1, "free() on ", device_,
+  auto live = pools_->live.find(block);
+  MG_CHECK(live != pools_->live.end(), "free() on ", device_,
            " got a block this allocator did not hand out or has already freed. Hint: "
            "each Allocation must be freed exactly once, by the allocator that made it.");
 
-  const auto block_bytes = static_cast<int64_t>(block->size);
+  // Mark what the other streams have enqueued so far; the block waits for those marks.
+  // Recorded before anything changes, so a failing backend leaves the block live.
+  const size_t first_event = pools_->pending.size();
+  if (!block->stream_uses.empty()) {
+    pools_->pending.reserve(first_event + block->stream_uses.size());
+    try {
+      for (StreamId use : block->stream_uses) {
+        if (void* event = backend_->record_event(use)) pools_->pending.push_back({event, block});
+      }
+    } catch (...) {
+      for (size_t i = first_event; i < pools_->pending.size(); ++i) {
+        backend_->destroy_event(pools_->pending[i].event);
+      }
+      pools_->pending.resize(first_event);
+      throw;
+    }
+    block->stream_uses.clear();
+  }
+  block->pending_events = static_cast<int>(pools_->pending.size() - first_event);
+  pools_->live.erase(live);
+
+  // The tensor is gone: it no longer counts as allocated, requested or in its category.
+  // NOTE: PyTorch keeps requested_bytes until the events complete; we drop it here, with
+  // allocated, so that requested <= allocated holds and the categories sum to requested.
+  // A block awaiting events still counts as active (release_block drops that).
   const auto requested_bytes = static_cast<int64_t>(block->requested);
-  stats_.allocated_bytes.decrease(block_bytes);
-  stats_.active_bytes.decrease(block_bytes);
+  stats_.allocated_bytes.decrease(static_cast<int64_t>(block->size));
   stats_.requested_bytes.decrease(requested_bytes);
   stats_.allocation_count.decrease(1);
-  stats_.active_count.decrease(1);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
-
-  block->allocated = false;
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
+
+  if (block->pending_events == 0) release_block(block);
+}
+
+void CachingAllocator::release_block(Block* block) {
+  stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
+  stats_.active_count.decrease(1);
+  block->allocated = false;
 
   // Merge with free neighbours; the freed block absorbs them and survives.
   InactiveSplitChange split_change;
@@ -290,6 +340,38 @@ void CachingAllocator::free(Block* block) {
   pools_->insert_free(block, split_change);
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
+}
+
+void CachingAllocator::process_pending_frees(bool wait) {
+  std::vector<Pools::PendingEvent>& pending = pools_->pending;
+  // NOTE: each entry leaves the list before its event is destroyed, so a backend error
+  // (thrown by event_done or synchronize_event) leaves the list consistent. The list is
+  // short (blocks freed while other streams were busy), so erasing from a vector is cheap.
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (wait) {
+      backend_->synchronize_event(it->event);
+    } else if (!backend_->event_done(it->event)) {
+      ++it;
+      continue;
+    }
+    const Pools::PendingEvent entry = *it;
+    it = pending.erase(it);
+    backend_->destroy_event(entry.event);
+    if (--entry.block->pending_events == 0) release_block(entry.block);
+  }
+}
+
+void CachingAllocator::record_stream(Block* block, StreamId stream) {
+  if (block == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(pools_->live.count(block) == 1, "record_stream on ", device_,
+           " got a block that is not live. Hint: record the stream while the tensor that "
+           "owns the memory is still alive.");
+  if (stream == block->stream && !device_.is_cpu()) return;
+  for (StreamId use : block->stream_uses) {
+    if (use == stream) return;
+  }
+  block->stream_uses.push_back(stream);
 }
 
 void CachingAllocator::set_category(Block* block, MemoryCategory category) {
@@ -323,6 +405,7 @@ size_t CachingAllocator::requested_size(const Block* block) const {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  process_pending_frees(/*wait=*/true);
   pools_->release_free_segments(*backend_, stats_);
 }
 

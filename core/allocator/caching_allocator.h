@@ -11,6 +11,12 @@
 // refuses a new segment, every cached free segment is returned and the request retried;
 // if that fails too, OutOfMemoryError explains the situation.
 //
+// Streams (CUDA): a block belongs to the stream it was allocated on and is reused only on
+// that stream, so work ordered on one stream never sees its memory handed to another. A
+// block that other streams also used (record_stream) is, when freed, held back until
+// events recorded on those streams at free time have completed; until then it counts in
+// active_bytes but no longer in allocated_bytes (PyTorch's semantics).
+//
 // Every live block carries a MemoryCategory so memory can be reported by purpose.
 // Thread-safe: one mutex guards the pools (the data loader allocates from its thread).
 #pragma once
@@ -29,10 +35,6 @@
 namespace mg {
 
 struct Block;  // defined in caching_allocator.cpp; opaque to everyone else
-
-// A CUDA stream's identity as seen by the allocator (0: the default stream; the CPU and the
-// simulated device only use 0).
-using StreamId = uintptr_t;
 
 struct Allocation {
   void* ptr = nullptr;     // start of the usable bytes (nullptr for zero-byte requests)
@@ -57,8 +59,15 @@ class CachingAllocator {
   // Allocation. Throws OutOfMemoryError when the backend has no memory even after the
   // cache was freed.
   Allocation allocate(size_t bytes, MemoryCategory category, StreamId stream = 0);
-  // Returns a block to its pool (nullptr is ignored).
+  // Returns a block to its pool (nullptr is ignored); a block used on other streams waits
+  // for them first (see record_stream).
   void free(Block* block);
+  // Notes that work on `stream` uses the live `block`, so that free() holds it back until
+  // that work is done. A use on the block's own stream needs no note: its next owner is
+  // ordered after it on that stream. NOTE: host memory (a CPU-device allocator, i.e. pinned
+  // memory) is the exception: its next owner is the CPU, which no stream orders, so every
+  // stream is noted. Ignores nullptr (zero-byte allocations).
+  void record_stream(Block* block, StreamId stream);
 
   // Re-tags a live block; category statistics move with it.
   void set_category(Block* block, MemoryCategory category);
@@ -67,7 +76,8 @@ class CachingAllocator {
   size_t block_size(const Block* block) const;
   size_t requested_size(const Block* block) const;
 
-  // Returns every free segment to the backend.
+  // Waits for the blocks held back for other streams, then returns every free segment to
+  // the backend.
   void empty_cache();
   MemoryStats stats() const;
   void reset_peak_stats();
@@ -89,6 +99,12 @@ class CachingAllocator {
 
  private:
   struct Pools;  // the small and large pools; defined in caching_allocator.cpp
+
+  // Finishes the free of every held-back block whose events are done (all of them, after
+  // waiting, when `wait`). Called with mutex_ held.
+  void process_pending_frees(bool wait);
+  // The second half of free(): the block goes back to its pool. Called with mutex_ held.
+  void release_block(Block* block);
 
   Device device_;
   std::unique_ptr<RawBackend> backend_;

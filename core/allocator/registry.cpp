@@ -2,7 +2,7 @@
 //
 // allocator_for() runs for every tensor that is made, so its common case is one atomic
 // load: allocators sit in fixed slots per device type and index, and the mutex is taken
-// only to create one, to replace a simulated one, or to register a backend factory.
+// only to create one or to replace a simulated one.
 #include "core/allocator/registry.h"
 
 #include <array>
@@ -12,6 +12,7 @@
 
 #include "core/allocator/host_backend.h"
 #include "core/allocator/simulated_backend.h"
+#include "core/cuda_hooks.h"
 #include "core/error.h"
 
 namespace mg {
@@ -24,9 +25,8 @@ constexpr size_t kDefaultSimulatedCapacity = size_t{80} << 30;       // 80 GiB, 
 using AllocatorSlots = std::array<std::atomic<CachingAllocator*>, kMaxDeviceIndex>;
 
 struct Registry {
-  std::mutex mutex;  // guards creation, replacement and the factories
+  std::mutex mutex;  // guards creation and replacement
   std::array<AllocatorSlots, kNumDeviceTypes> slots{};
-  std::array<BackendFactory, kNumDeviceTypes> factories;
   // Simulated allocators replaced by set_simulated_capacity. Kept, never deleted, so that a
   // reference someone took earlier stays valid (see set_simulated_capacity).
   std::vector<CachingAllocator*> retired;
@@ -52,19 +52,19 @@ std::atomic<CachingAllocator*>& slot_for(Device device) {
 }
 
 // Builds the backend for a device that has none yet. Called with the registry's mutex held.
-std::unique_ptr<RawBackend> make_backend(Registry& reg, Device device) {
+std::unique_ptr<RawBackend> make_backend(Device device) {
   switch (device.type) {
     case DeviceType::CPU: return std::make_unique<HostBackend>();
     case DeviceType::Simulated: return std::make_unique<SimulatedBackend>(kDefaultSimulatedCapacity);
     case DeviceType::CUDA: {
-      const BackendFactory& factory = reg.factories[static_cast<int>(DeviceType::CUDA)];
-      MG_CHECK(factory != nullptr, "memgrad was built without CUDA support (or no CUDA backend "
-               "registered); cannot use device ", device, ". Hint: rebuild with "
-               "-DMG_WITH_CUDA=ON or use --device cpu.");
-      std::unique_ptr<RawBackend> backend = factory(device);
-      MG_CHECK(backend != nullptr, "the registered CUDA backend factory returned no backend for ",
-               device, ". Hint: check that the device exists (nvidia-smi).");
+#ifdef MG_WITH_CUDA
+      std::unique_ptr<RawBackend> backend = cuda::make_allocator_backend(device);
+      MG_ASSERT(backend != nullptr, "the CUDA allocator backend for ", device, " is missing");
       return backend;
+#else
+      MG_CHECK(false, "memgrad was built without CUDA support; cannot use device ", device,
+               ". Hint: rebuild with -DMG_WITH_CUDA=ON or use --device cpu.");
+#endif
     }
   }
   MG_ASSERT(false, "unknown device type ", static_cast<int>(device.type));
@@ -80,7 +80,7 @@ CachingAllocator& allocator_for(Device device) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   if (CachingAllocator* allocator = slot.load(std::memory_order_acquire)) return *allocator;
-  auto allocator = std::make_unique<CachingAllocator>(device, make_backend(reg, device));
+  auto allocator = std::make_unique<CachingAllocator>(device, make_backend(device));
   slot.store(allocator.get(), std::memory_order_release);
   return *allocator.release();  // leaked on purpose: see the NOTE on registry()
 }
@@ -111,15 +111,6 @@ void set_simulated_capacity(int index, size_t capacity_bytes) {
     reg.retired.push_back(old_allocator);
   }
   slot.store(allocator.release(), std::memory_order_release);
-}
-
-void register_backend_factory(DeviceType type, BackendFactory factory) {
-  MG_CHECK(type == DeviceType::CUDA, "register_backend_factory: only CUDA backends can be "
-           "registered; the CPU and simulated devices have built-in backends.");
-  MG_CHECK(factory != nullptr, "register_backend_factory: the factory is empty.");
-  Registry& reg = registry();
-  std::lock_guard<std::mutex> lock(reg.mutex);
-  reg.factories[static_cast<int>(type)] = std::move(factory);
 }
 
 }  // namespace mg

@@ -3,6 +3,8 @@
 // launches on the current stream of the tensors' device and never synchronises.
 #pragma once
 
+#include <span>
+
 #include "core/kernels.h"
 #include "core/tensor.h"
 
@@ -27,6 +29,18 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
                const Tensor& max_exp_avg_sq, const Tensor& step, const AdamHyper& hyper);
 void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
                   const AdagradHyper& hyper);
+// Multi-tensor updates: the same arithmetic as sgd_step / adam_step for many parameters in
+// few launches (up to 48 tensors each, plus one launch per 256 step counters). The lists
+// run in parallel: element i of each belongs to params[i]. Every tensor contiguous; all
+// parameters share one dtype and device; a state tensor matches its parameter. An optional
+// list (momentum_buffers without momentum, max_exp_avg_sqs without amsgrad) is empty.
+// `steps` holds one distinct float32 counter per parameter: each is incremented once.
+// SGD's hyper.first_step applies to every parameter of the call.
+void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
+void adam_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+                     std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
+                     std::span<const Tensor> steps, const AdamHyper& hyper);
 
 // reduce.cu
 void reduce(ReduceOp op, const Tensor& input, const Tensor& output);

@@ -1,13 +1,19 @@
 // tests/data/test_dataloader.cpp — MnistDataset and DataLoader on a tiny IDX dataset with
 // known pixels: batch shapes and values, the last partial batch and drop_last, shuffling
 // (a permutation, reproducible from the seed, new each epoch), the exact INPUT bytes a
-// batch holds, and the error for image and label files that do not belong together.
+// batch holds, the error for image and label files that do not belong together, and
+// prefetching (the same batches in the same order, bounded memory, clean stops, errors
+// passed on).
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/allocator/registry.h"
@@ -20,6 +26,7 @@ using mg::DType;
 using mg::MemoryCategory;
 using mg::data::Batch;
 using mg::data::DataLoader;
+using mg::data::DataLoaderOptions;
 using mg::data::MnistDataset;
 using mg::data::Normalization;
 using mg::data::Split;
@@ -51,6 +58,24 @@ std::vector<int64_t> epoch_targets(DataLoader& loader) {
     for (int64_t target : batch.targets.to_vector<int64_t>()) targets.push_back(target);
   }
   return targets;
+}
+
+// Every value of every batch of one epoch, in order: what a loader serves.
+struct BatchValues {
+  std::vector<float> inputs;
+  std::vector<int64_t> targets;
+  friend bool operator==(const BatchValues&, const BatchValues&) = default;
+};
+std::vector<BatchValues> epoch_batches(DataLoader& loader) {
+  std::vector<BatchValues> batches;
+  for (const Batch& batch : loader) {
+    batches.push_back({batch.inputs.to_vector<float>(), batch.targets.to_vector<int64_t>()});
+  }
+  return batches;
+}
+
+int64_t input_bytes() {
+  return mg::allocator_for(mg::Device::cpu()).stats().category(MemoryCategory::Input).current;
 }
 
 std::vector<int64_t> sorted(std::vector<int64_t> values) {
@@ -217,4 +242,137 @@ TEST_CASE("MnistDataset refuses image and label files of different lengths", "[d
     CHECK_THAT(message, Catch::Contains("3 images"));
     CHECK_THAT(message, Catch::Contains("2 labels"));
   }
+}
+
+TEST_CASE("Prefetching serves the same batches in the same order as building on demand",
+          "[dataloader][prefetch]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+
+  const std::vector<DataLoaderOptions> settings = {
+      {.batch_size = 3, .shuffle = true, .seed = 42},                 // a partial last batch
+      {.batch_size = 4, .shuffle = true, .seed = 7, .drop_last = true},
+      {.batch_size = 1, .flatten = true},
+      {.batch_size = 64},                                             // one batch per epoch
+  };
+  for (const DataLoaderOptions& options : settings) {
+    for (int prefetch : {1, 2, 5}) {
+      INFO("batch_size " << options.batch_size << ", prefetch " << prefetch);
+      DataLoader plain(dataset, options);
+      DataLoaderOptions prefetching_options = options;
+      prefetching_options.prefetch = prefetch;
+      DataLoader prefetching(dataset, prefetching_options);
+      for (int epoch = 0; epoch < 3; ++epoch) {
+        const std::vector<BatchValues> expected = epoch_batches(plain);
+        REQUIRE(static_cast<int64_t>(expected.size()) == plain.num_batches());
+        CHECK(epoch_batches(prefetching) == expected);
+        CHECK(prefetching.epoch() == plain.epoch());
+      }
+    }
+  }
+
+  SECTION("with next() and reset() called by hand, mid-epoch too") {
+    DataLoader plain(dataset, {.batch_size = 3, .shuffle = true, .seed = 3});
+    DataLoader prefetching(dataset, {.batch_size = 3, .shuffle = true, .seed = 3, .prefetch = 2});
+    Batch expected, got;
+    REQUIRE(plain.next(expected));
+    REQUIRE(prefetching.next(got));
+    CHECK(got.targets.to_vector<int64_t>() == expected.targets.to_vector<int64_t>());
+    plain.reset();  // leaves epoch 0 after one batch
+    prefetching.reset();
+    CHECK(prefetching.epoch() == 1);
+    int64_t batches = 0;
+    while (plain.next(expected)) {
+      REQUIRE(prefetching.next(got));
+      CHECK(got.inputs.to_vector<float>() == expected.inputs.to_vector<float>());
+      CHECK(got.targets.to_vector<int64_t>() == expected.targets.to_vector<int64_t>());
+      ++batches;
+    }
+    CHECK(batches == 4);
+    CHECK_FALSE(prefetching.next(got));
+    CHECK_FALSE(got.inputs.defined());
+    CHECK_FALSE(prefetching.next(got));  // still over, until reset()
+  }
+}
+
+TEST_CASE("A prefetching loader holds at most prefetch batches ahead and frees them all",
+          "[dataloader][prefetch]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+  const int64_t batch_bytes = 2 * kPixels * sizeof(float) + 2 * sizeof(int64_t);
+  const int64_t before = input_bytes();
+
+  {
+    DataLoader loader(dataset, {.batch_size = 2, .prefetch = 2});
+    CHECK(input_bytes() == before);  // nothing is prepared before the first next()
+    Batch batch;
+    REQUIRE(loader.next(batch));
+    // The worker fills the queue in the background: wait (bounded) until it has, then
+    // check that it stops there: the batch in hand plus 2 ahead.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (input_bytes() - before < 3 * batch_bytes && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(input_bytes() - before == 3 * batch_bytes);
+  }  // destroyed mid-epoch, with the worker waiting for room
+  CHECK(input_bytes() == before);
+
+  SECTION("destroyed before the first batch, or after the epoch ended") {
+    { DataLoader idle(dataset, {.batch_size = 2, .prefetch = 3}); }
+    {
+      DataLoader finished(dataset, {.batch_size = 2, .prefetch = 3});
+      CHECK(epoch_targets(finished).size() == kImages);
+    }
+    CHECK(input_bytes() == before);
+  }
+  SECTION("destroyed at once, many times over (no hang, no leak)") {
+    for (int i = 0; i < 200; ++i) {
+      DataLoader loader(dataset, {.batch_size = 1, .shuffle = true, .seed = 5, .prefetch = 1 + i % 4});
+      Batch batch;
+      for (int j = 0; j < i % 5; ++j) REQUIRE(loader.next(batch));
+    }
+    CHECK(input_bytes() == before);
+  }
+  SECTION("a new epoch started mid-epoch drops the prepared batches") {
+    DataLoader loader(dataset, {.batch_size = 2, .prefetch = 4});
+    Batch batch;
+    REQUIRE(loader.next(batch));
+    batch = Batch{};
+    loader.reset();
+    CHECK(input_bytes() == before);
+    CHECK(epoch_targets(loader) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  }
+}
+
+TEST_CASE("An error met by the prefetching thread is thrown by next()", "[dataloader][prefetch]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  MnistDataset dataset(dir.path.string(), Split::Train);
+  // A device that cannot exist (indices stop at 63): copying a batch there fails.
+  const mg::Device missing = mg::Device::cuda(64);
+
+  std::string expected_message;
+  DataLoader plain(dataset, {.batch_size = 4, .device = missing});
+  Batch batch;
+  try {
+    plain.next(batch);
+    FAIL("no error for a batch sent to " << missing);
+  } catch (const mg::Error& error) {
+    expected_message = error.what();
+  }
+
+  DataLoader prefetching(dataset, {.batch_size = 4, .device = missing, .prefetch = 2});
+  for (int call = 0; call < 2; ++call) {  // the same error again until reset()
+    try {
+      prefetching.next(batch);
+      FAIL("no error from the prefetching thread");
+    } catch (const mg::Error& error) {
+      CHECK(std::string(error.what()) == expected_message);
+    }
+  }
+  prefetching.reset();
+  CHECK_THROWS_AS(prefetching.next(batch), mg::Error);
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""bench/summarize.py — the table of a benchmark run: reads the JSON lines that
+bench_train_step and bench/torch_reference.py printed (bench.jsonl) and compares memgrad
+with PyTorch per configuration: median step time of each run, their ratio, and peak
+allocated bytes (memgrad must not use more). Optionally also the test counts from a ctest
+log and the accuracy from the mnist example's --summary-json.
+
+  python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--mnist-json mnist.json]
+  python3 bench/summarize.py bench.jsonl --markdown     # rows for docs/benchmarks.md
+
+Lines that are not JSON objects (a crashed run's error text, say) are skipped with a note.
+The ratio uses each framework's best (lowest) median over its runs, which is the least
+disturbed by other work on the machine; every run's median is shown beside it.
+"""
+import argparse
+import json
+import re
+import sys
+from collections import OrderedDict
+
+
+def read_results(path):
+    results, skipped = [], 0
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                result = json.loads(line)
+            except json.JSONDecodeError:
+                skipped += 1
+                continue
+            if isinstance(result, dict) and "framework" in result:
+                results.append(result)
+            else:
+                skipped += 1
+    return results, skipped
+
+
+def mib(value):
+    return "-" if value is None else f"{value / 2**20:.2f} MiB"
+
+
+def ms(value):
+    return "-" if value is None else f"{value:.3f}"
+
+
+def ctest_counts(path):
+    """(passed, failed, skipped, total) from ctest's closing lines, or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as log:
+            text = log.read()
+    except OSError:
+        return None
+    match = re.search(r"tests passed, (\d+) tests? failed out of (\d+)", text)
+    if not match:
+        return None
+    failed, total = int(match.group(1)), int(match.group(2))
+    skipped = len(re.findall(r"\(Skipped\)\s*$", text, flags=re.MULTILINE))
+    return total - failed - skipped, failed, skipped, total
+
+
+def training_table(results):
+    """Rows per (model, batch, optim, device): memgrad vs pytorch."""
+    groups = OrderedDict()
+    for result in results:
+        if result.get("benchmark") == "host_overhead":
+            continue
+        key = (result.get("model"), result.get("batch"), result.get("optim"), result.get("device"))
+        groups.setdefault(key, {}).setdefault(result["framework"], []).append(result)
+    rows = []
+    for (model, batch, optim, device), by_framework in groups.items():
+        memgrad = by_framework.get("memgrad", [])
+        pytorch = by_framework.get("pytorch", [])
+        best = {name: min((r["step_ms_median"] for r in runs), default=None)
+                for name, runs in (("memgrad", memgrad), ("pytorch", pytorch))}
+        peak = {name: max((r["peak_allocated_bytes"] for r in runs
+                           if r.get("peak_allocated_bytes") is not None), default=None)
+                for name, runs in (("memgrad", memgrad), ("pytorch", pytorch))}
+        ratio = (best["memgrad"] / best["pytorch"]
+                 if best["memgrad"] is not None and best["pytorch"] else None)
+        if peak["memgrad"] is None or peak["pytorch"] is None:
+            memory_ok = "-"
+        else:
+            memory_ok = "yes" if peak["memgrad"] <= peak["pytorch"] else "NO"
+        rows.append({
+            "config": f"{model} b{batch} {optim} {device}",
+            "memgrad_runs": " / ".join(ms(r["step_ms_median"]) for r in memgrad) or "-",
+            "pytorch_runs": " / ".join(ms(r["step_ms_median"]) for r in pytorch) or "-",
+            "ratio": "-" if ratio is None else f"{ratio:.2f}x",
+            "faster": "-" if ratio is None else ("yes" if ratio < 1.0 else "NO"),
+            "memgrad_peak": mib(peak["memgrad"]),
+            "pytorch_peak": mib(peak["pytorch"]),
+            "memory_ok": memory_ok,
+        })
+    return rows
+
+
+def host_overhead_rows(results):
+    by_framework = OrderedDict()
+    for result in results:
+        if result.get("benchmark") == "host_overhead":
+            by_framework.setdefault((result["framework"], result.get("device")), []).append(result)
+    return [{"framework": framework, "device": device,
+             "us_per_op": " / ".join(f"{r['us_per_op']:.2f}" for r in runs),
+             "us_per_op_synced": " / ".join(f"{r['us_per_op_synced']:.2f}" for r in runs)}
+            for (framework, device), runs in by_framework.items()]
+
+
+def print_table(headers, rows, keys, markdown):
+    cells = [[str(row[key]) for key in keys] for row in rows]
+    if markdown:
+        print("| " + " | ".join(headers) + " |")
+        print("|" + "|".join(" --- " for _ in headers) + "|")
+        for line in cells:
+            print("| " + " | ".join(line) + " |")
+        return
+    widths = [max(len(h), *(len(line[i]) for line in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    for line in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description="Summarise bench.jsonl (memgrad vs PyTorch).")
+    parser.add_argument("jsonl", help="JSON lines from bench_train_step and torch_reference.py")
+    parser.add_argument("--ctest-log", help="ctest's output, for the test counts")
+    parser.add_argument("--mnist-json", help="the mnist example's --summary-json file")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    args = parser.parse_args(argv)
+
+    if args.ctest_log:
+        counts = ctest_counts(args.ctest_log)
+        if counts is None:
+            print(f"tests: no ctest summary in {args.ctest_log}")
+        else:
+            passed, failed, skipped, total = counts
+            print(f"tests: {passed} passed, {failed} failed, {skipped} skipped (of {total})")
+    if args.mnist_json:
+        try:
+            with open(args.mnist_json, encoding="utf-8") as file:
+                mnist = json.load(file)
+            print(f"mnist: test accuracy {100 * mnist['test_accuracy']:.2f}% after "
+                  f"{mnist['epochs']} epochs on {mnist['device']}, {mnist['seconds']:.1f} s, "
+                  f"{mnist['samples_per_s']:.0f} samples/s")
+        except (OSError, ValueError, KeyError) as error:
+            print(f"mnist: no summary ({args.mnist_json}: {error})")
+
+    try:
+        results, skipped = read_results(args.jsonl)
+    except OSError as error:
+        print(f"benchmarks: cannot read {args.jsonl}: {error}")
+        return 1
+    if skipped:
+        print(f"({skipped} line(s) of {args.jsonl} were not benchmark results)")
+    rows = training_table(results)
+    if rows:
+        print("\nTraining step (median ms of each run; ratio = memgrad / pytorch, best runs; "
+              "peak = allocated bytes during one step):")
+        print_table(["config", "memgrad ms", "pytorch ms", "ratio", "faster", "memgrad peak",
+                     "pytorch peak", "mem <= torch"], rows,
+                    ["config", "memgrad_runs", "pytorch_runs", "ratio", "faster", "memgrad_peak",
+                     "pytorch_peak", "memory_ok"], args.markdown)
+    overhead = host_overhead_rows(results)
+    if overhead:
+        print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")
+        print_table(["framework", "device", "µs/op issued", "µs/op synced"], overhead,
+                    ["framework", "device", "us_per_op", "us_per_op_synced"], args.markdown)
+    if not rows and not overhead:
+        print(f"benchmarks: no results in {args.jsonl}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,33 @@
+// cuda/kernel_table.cpp — the CUDA kernel table: core/kernels.h's entries, in its order,
+// filled with the implementations declared in cuda/kernels/cuda_kernels.h.
+#include "core/cuda_hooks.h"
+#include "cuda/kernels/cuda_kernels.h"
+
+namespace mg::cuda {
+
+const KernelTable& kernel_table() {
+  static const KernelTable table{
+      .copy = copy,
+      .fill = fill,
+      .unary = unary,
+      .binary = binary,
+      .binary_scalar = binary_scalar,
+      .reduce = reduce,
+      .argmax = argmax,
+      .matmul = matmul,
+      .softmax = softmax,
+      .softmax_backward = softmax_backward,
+      .nll_forward = nll_forward,
+      .nll_backward = nll_backward,
+      .dropout = dropout,
+      .masked_scale = masked_scale,
+      .fill_uniform = fill_uniform,
+      .fill_normal = fill_normal,
+      .sgd_step = sgd_step,
+      .adam_step = adam_step,
+      .adagrad_step = adagrad_step,
+  };
+  return table;
+}
+
+}  // namespace mg::cuda

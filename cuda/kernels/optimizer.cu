@@ -1,0 +1,409 @@
+// cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, one
+// parameter per call (the kernel table) or many per launch (sgd_step_multi,
+// adam_step_multi, in the manner of PyTorch's multi_tensor_apply).
+//
+// The per-element arithmetic is core/cpu/optimizer_kernels.cpp's, term by term, in the
+// element's compute type; per-step scalars (bias corrections, decayed learning rate) are
+// computed in double, as there.
+//
+// NOTE: the step counter (a float32 on the device) must be incremented once and then read
+// by every block, without a host sync. One kernel cannot do both race-free — blocks run in
+// no fixed order, so a block that increments could do so before another block reads. So
+// each update is two launches on the same stream: increment_steps_kernel adds 1 to every
+// counter of the call (one thread per counter), then the update kernel, ordered after it
+// by the stream, reads the new value. In the update kernel thread 0 of each block reads the
+// counter and computes the block's per-step scalars (two pow() in double) into shared
+// memory, so they cost once per block, not once per element.
+//
+// Work layout: a launch covers up to kTensorsPerLaunch tensors, each cut into chunks of
+// kChunk elements, one block per chunk. The tensors' pointers, sizes and first blocks
+// travel in the kernel's argument (a struct of arrays, under the 4 KiB argument limit); a
+// block finds its tensor by scanning first_block.
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "cuda/kernels/cuda_kernels.h"
+#include "cuda/kernels/strided_indexer.cuh"
+
+namespace mg::cuda {
+
+namespace {
+
+inline constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
+inline constexpr int kTensorsPerLaunch = 48;
+inline constexpr int kStepsPerLaunch = 256;
+
+// Pointers of up to kTensors tensors: kLists per tensor (param, grad, states...).
+template <int kLists, int kTensors>
+struct TensorLists {
+  void* data[kLists][kTensors];
+  const float* step[kTensors];       // null for optimizers without a counter
+  int64_t numel[kTensors];
+  int32_t first_block[kTensors + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
+  int count;
+};
+static_assert(sizeof(TensorLists<5, kTensorsPerLaunch>) <= 3584, "kernel arguments must stay under 4 KiB");
+
+struct StepList {
+  float* step[kStepsPerLaunch];
+  int count;
+};
+
+__global__ void increment_steps_kernel(StepList list) {
+  int t = static_cast<int>(threadIdx.x);
+  if (t < list.count) *list.step[t] += 1.0f;
+}
+
+// Adds 1 to every counter in `steps` (each tensor is a distinct one-element float32).
+void increment_steps(std::span<const Tensor> steps, cudaStream_t stream) {
+  for (size_t begin = 0; begin < steps.size(); begin += kStepsPerLaunch) {
+    StepList list{};
+    list.count = static_cast<int>(std::min<size_t>(kStepsPerLaunch, steps.size() - begin));
+    for (int t = 0; t < list.count; ++t) list.step[t] = steps[begin + t].data_ptr<float>();
+    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list);
+    MG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// The tensor of this block and the element range of its chunk.
+struct BlockWork {
+  int tensor;
+  int64_t begin;
+  int64_t end;
+};
+
+template <int kLists, int kTensors>
+__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists, kTensors>& lists) {
+  auto block = static_cast<int32_t>(blockIdx.x);
+  int t = 0;
+  if constexpr (kTensors > 1) {
+    while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
+  }
+  int64_t begin = static_cast<int64_t>(block - lists.first_block[t]) * kChunk;
+  return {t, begin, std::min(begin + kChunk, lists.numel[t])};
+}
+
+// Launches launch(lists, blocks) for every group of up to kTensors tensors; pointers(i, data)
+// fills tensor i's kLists pointers. Empty tensors are skipped (their counters, if any,
+// were still incremented, as on the CPU).
+template <int kLists, int kTensors, class Pointers, class Launch>
+void for_each_launch(size_t count, std::span<const Tensor> params, std::span<const Tensor> steps, Pointers pointers,
+                     Launch launch) {
+  TensorLists<kLists, kTensors> lists;
+  lists.count = 0;
+  int64_t blocks = 0;
+  auto flush = [&] {
+    if (lists.count == 0) return;
+    lists.first_block[lists.count] = static_cast<int32_t>(blocks);
+    launch(lists, blocks);
+    lists.count = 0;
+    blocks = 0;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    int64_t numel = params[i].numel();
+    if (numel == 0) continue;
+    int slot = lists.count;
+    void* data[kLists];
+    pointers(i, data);
+    for (int k = 0; k < kLists; ++k) lists.data[k][slot] = data[k];
+    lists.step[slot] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
+    lists.numel[slot] = numel;
+    lists.first_block[slot] = static_cast<int32_t>(blocks);
+    blocks += (numel + kChunk - 1) / kChunk;
+    MG_ASSERT(blocks <= INT32_MAX, "too many blocks for one optimizer launch");
+    ++lists.count;
+    if (lists.count == kTensors) flush();
+  }
+  flush();
+}
+
+// Checks the multi-tensor lists: same length, one dtype and device, contiguous, sizes match.
+void check_lists(const char* op, std::span<const Tensor> params, std::initializer_list<std::span<const Tensor>> lists) {
+  for (std::span<const Tensor> list : lists) {
+    MG_CHECK(list.empty() || list.size() == params.size(), op, ": got ", params.size(), " parameters but a list of ",
+             list.size(), " tensors");
+  }
+  if (params.empty()) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    MG_CHECK(params[i].dtype() == params[0].dtype() && params[i].device() == params[0].device(), op,
+             ": every parameter must share one dtype and device; parameter ", i, " is ", params[i].dtype(), " on ",
+             params[i].device(), ", parameter 0 is ", params[0].dtype(), " on ", params[0].device());
+    for (std::span<const Tensor> list : lists) {
+      if (list.empty()) continue;
+      MG_CHECK(list[i].numel() == params[i].numel() && list[i].dtype() == params[i].dtype() &&
+                   list[i].device() == params[i].device() && list[i].is_contiguous() && params[i].is_contiguous(),
+               op, ": the tensors of parameter ", i, " must be contiguous, of its dtype (", params[i].dtype(),
+               "), device and ", params[i].numel(), " elements");
+    }
+  }
+}
+
+__host__ __device__ __forceinline__ float square_root(float x) { return sqrtf(x); }
+__host__ __device__ __forceinline__ double square_root(double x) { return sqrt(x); }
+
+// ---- SGD ----
+
+struct SgdConstants {
+  double lr, momentum, weight_decay, undampened;
+  bool nesterov, first_step;
+};
+
+// One element of the update, in the compute type C, as the CPU computes it.
+template <class T, class C>
+__host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, int64_t i, const SgdConstants& k) {
+  const C lr = k.lr, momentum = k.momentum, weight_decay = k.weight_decay, undampened = k.undampened;
+  C param_value = to_compute<C>(p[i]);
+  C d_p = to_compute<C>(g[i]);
+  if (weight_decay != C(0)) d_p += weight_decay * param_value;
+  if (buf != nullptr) {
+    // The first step starts the buffer at d_p itself, undampened (as PyTorch does).
+    C buffer = k.first_step ? d_p : momentum * to_compute<C>(buf[i]) + undampened * d_p;
+    buf[i] = from_compute<T>(buffer);
+    d_p = k.nesterov ? d_p + momentum * buffer : buffer;
+  }
+  p[i] = from_compute<T>(param_value - lr * d_p);
+}
+
+template <class T, int kTensors>
+__global__ void __launch_bounds__(kThreadsPerBlock) sgd_kernel(TensorLists<3, kTensors> lists, SgdConstants constants) {
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* buf = static_cast<T*>(lists.data[2][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) sgd_update<T, C>(p, g, buf, i, constants);
+}
+
+// ---- Adam / AdamW ----
+
+struct AdamConstants {
+  double lr, beta1, beta2, eps;
+  double beta1_complement, beta2_complement;
+  double param_scale;  // AdamW shrinks the parameter: 1 - lr * weight_decay
+  double grad_decay;   // Adam adds weight_decay * param to the gradient
+};
+
+// The per-step scalars from the (already incremented) step count, in double as on the CPU.
+struct AdamStepScalars {
+  double step_size;         // lr / (1 - beta1^step)
+  double correction2_sqrt;  // sqrt(1 - beta2^step)
+};
+
+__host__ __device__ __forceinline__ AdamStepScalars adam_step_scalars(const AdamConstants& k, double step_count) {
+  return {k.lr / (1.0 - pow(k.beta1, step_count)), sqrt(1.0 - pow(k.beta2, step_count))};
+}
+
+template <class T, class C>
+__host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, int64_t i,
+                                                     const AdamConstants& k, const AdamStepScalars& scalars) {
+  const C step_size = scalars.step_size, correction2_sqrt = scalars.correction2_sqrt;
+  const C beta1_complement = k.beta1_complement, beta2 = k.beta2, beta2_complement = k.beta2_complement,
+          eps = k.eps, param_scale = k.param_scale, grad_decay = k.grad_decay;
+  C param_value = to_compute<C>(p[i]) * param_scale;
+  C gradient = to_compute<C>(g[i]);
+  if (grad_decay != C(0)) gradient += grad_decay * to_compute<C>(p[i]);
+  // NOTE: m + (1 - beta1) (g - m) is torch's lerp_, not beta1 m + (1 - beta1) g.
+  C first = to_compute<C>(m[i]);
+  first += beta1_complement * (gradient - first);
+  C second = beta2 * to_compute<C>(v[i]) + beta2_complement * gradient * gradient;
+  m[i] = from_compute<T>(first);
+  v[i] = from_compute<T>(second);
+  if (v_max != nullptr) {
+    C previous = to_compute<C>(v_max[i]);
+    second = previous < second ? second : previous;  // std::max(previous, second)
+    v_max[i] = from_compute<T>(second);
+  }
+  C denom = square_root(second) / correction2_sqrt + eps;
+  p[i] = from_compute<T>(param_value - step_size * (first / denom));
+}
+
+template <class T, int kTensors>
+__global__ void __launch_bounds__(kThreadsPerBlock) adam_kernel(TensorLists<5, kTensors> lists, AdamConstants constants) {
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  __shared__ AdamStepScalars scalars;
+  if (threadIdx.x == 0) scalars = adam_step_scalars(constants, *lists.step[work.tensor]);
+  __syncthreads();
+  AdamStepScalars block_scalars = scalars;
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* m = static_cast<T*>(lists.data[2][work.tensor]);
+  T* v = static_cast<T*>(lists.data[3][work.tensor]);
+  T* v_max = static_cast<T*>(lists.data[4][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    adam_update<T, C>(p, g, m, v, v_max, i, constants, block_scalars);
+  }
+}
+
+// ---- Adagrad ----
+
+struct AdagradConstants {
+  double lr, lr_decay, weight_decay, eps;
+};
+
+// The decayed learning rate from the (already incremented) step count, in double.
+__host__ __device__ __forceinline__ double adagrad_clr(const AdagradConstants& k, double step_count) {
+  return k.lr / (1.0 + (step_count - 1.0) * k.lr_decay);
+}
+
+template <class T, class C>
+__host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum, int64_t i, const AdagradConstants& k,
+                                                        double decayed_lr) {
+  const C clr = decayed_lr, weight_decay = k.weight_decay, eps = k.eps;
+  C param_value = to_compute<C>(p[i]);
+  C gradient = to_compute<C>(g[i]);
+  if (weight_decay != C(0)) gradient += weight_decay * param_value;
+  C accumulated = to_compute<C>(sum[i]) + gradient * gradient;
+  sum[i] = from_compute<T>(accumulated);
+  p[i] = from_compute<T>(param_value - clr * (gradient / (square_root(accumulated) + eps)));
+}
+
+template <class T, int kTensors>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    adagrad_kernel(TensorLists<3, kTensors> lists, AdagradConstants constants) {
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  double decayed_lr = adagrad_clr(constants, *lists.step[work.tensor]);  // one cached load per thread
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* sum = static_cast<T*>(lists.data[2][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    adagrad_update<T, C>(p, g, sum, i, constants, decayed_lr);
+  }
+}
+
+void* data_or_null(const Tensor& tensor) { return tensor.defined() ? tensor.raw_data() : nullptr; }
+
+// The span of one tensor, or an empty span for an undefined one.
+std::span<const Tensor> one_or_none(const Tensor& tensor) {
+  return tensor.defined() ? std::span<const Tensor>(&tensor, 1) : std::span<const Tensor>();
+}
+
+template <int kTensors>
+void sgd_launches(std::span<const Tensor> params, std::span<const Tensor> grads,
+                  std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  if (params.empty()) return;
+  SgdConstants constants{.lr = hyper.lr,
+                         .momentum = hyper.momentum,
+                         .weight_decay = hyper.weight_decay,
+                         .undampened = 1.0 - hyper.dampening,
+                         .nesterov = hyper.nesterov,
+                         .first_step = hyper.first_step};
+  cudaStream_t stream = current_stream(params[0].device());
+  dispatch_floating(params[0].dtype(), "sgd_step", [&]<class HostT>() {
+    for_each_launch<3, kTensors>(
+        params.size(), params, {},
+        [&](size_t i, void* (&data)[3]) {
+          data[0] = params[i].raw_data();
+          data[1] = grads[i].raw_data();
+          data[2] = momentum_buffers.empty() ? nullptr : data_or_null(momentum_buffers[i]);
+        },
+        [&](const TensorLists<3, kTensors>& lists, int64_t blocks) {
+          sgd_kernel<device_t<HostT>, kTensors>
+              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
+          MG_CUDA_CHECK_LAUNCH();
+        });
+  });
+}
+
+template <int kTensors>
+void adam_launches(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+                   std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
+                   std::span<const Tensor> steps, const AdamHyper& hyper) {
+  if (params.empty()) return;
+  AdamConstants constants{
+      .lr = hyper.lr,
+      .beta1 = hyper.beta1,
+      .beta2 = hyper.beta2,
+      .eps = hyper.eps,
+      .beta1_complement = 1.0 - hyper.beta1,
+      .beta2_complement = 1.0 - hyper.beta2,
+      .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
+      .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay};
+  cudaStream_t stream = current_stream(params[0].device());
+  increment_steps(steps, stream);
+  dispatch_floating(params[0].dtype(), "adam_step", [&]<class HostT>() {
+    for_each_launch<5, kTensors>(
+        params.size(), params, steps,
+        [&](size_t i, void* (&data)[5]) {
+          data[0] = params[i].raw_data();
+          data[1] = grads[i].raw_data();
+          data[2] = exp_avgs[i].raw_data();
+          data[3] = exp_avg_sqs[i].raw_data();
+          data[4] = max_exp_avg_sqs.empty() ? nullptr : data_or_null(max_exp_avg_sqs[i]);
+        },
+        [&](const TensorLists<5, kTensors>& lists, int64_t blocks) {
+          adam_kernel<device_t<HostT>, kTensors>
+              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
+          MG_CUDA_CHECK_LAUNCH();
+        });
+  });
+}
+
+}  // namespace
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& hyper) {
+  DeviceGuard guard(param.device());  // kernels launch on the current device
+  sgd_launches<1>(std::span<const Tensor>(&param, 1), std::span<const Tensor>(&grad, 1),
+                  one_or_none(momentum_buffer), hyper);
+}
+
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const Tensor& step, const AdamHyper& hyper) {
+  DeviceGuard guard(param.device());  // kernels launch on the current device
+  adam_launches<1>(std::span<const Tensor>(&param, 1), std::span<const Tensor>(&grad, 1),
+                   std::span<const Tensor>(&exp_avg, 1), std::span<const Tensor>(&exp_avg_sq, 1),
+                   one_or_none(max_exp_avg_sq), std::span<const Tensor>(&step, 1), hyper);
+}
+
+void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
+                  const AdagradHyper& hyper) {
+  DeviceGuard guard(param.device());  // kernels launch on the current device
+  cudaStream_t stream = current_stream(param.device());
+  std::span<const Tensor> steps(&step, 1);
+  increment_steps(steps, stream);
+  AdagradConstants constants{
+      .lr = hyper.lr, .lr_decay = hyper.lr_decay, .weight_decay = hyper.weight_decay, .eps = hyper.eps};
+  dispatch_floating(param.dtype(), "adagrad_step", [&]<class HostT>() {
+    for_each_launch<3, 1>(
+        1, std::span<const Tensor>(&param, 1), steps,
+        [&](size_t, void* (&data)[3]) {
+          data[0] = param.raw_data();
+          data[1] = grad.raw_data();
+          data[2] = state_sum.raw_data();
+        },
+        [&](const TensorLists<3, 1>& lists, int64_t blocks) {
+          adagrad_kernel<device_t<HostT>, 1>
+              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
+          MG_CUDA_CHECK_LAUNCH();
+        });
+  });
+}
+
+void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  check_lists("sgd_step_multi", params, {grads, momentum_buffers});
+  MG_CHECK(grads.size() == params.size(), "sgd_step_multi: every parameter needs a gradient");
+  if (params.empty()) return;
+  DeviceGuard guard(params[0].device());  // kernels launch on the current device
+  sgd_launches<kTensorsPerLaunch>(params, grads, momentum_buffers, hyper);
+}
+
+void adam_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+                     std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
+                     std::span<const Tensor> steps, const AdamHyper& hyper) {
+  check_lists("adam_step_multi", params, {grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs});
+  MG_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
+               exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
+           "adam_step_multi: every parameter needs a gradient, exp_avg, exp_avg_sq and step");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
+             "adam_step_multi: step ", i, " must be a one-element float32 tensor on ", params[i].device());
+  }
+  if (params.empty()) return;
+  DeviceGuard guard(params[0].device());  // kernels launch on the current device
+  adam_launches<kTensorsPerLaunch>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper);
+}
+
+}  // namespace mg::cuda

@@ -1,0 +1,818 @@
+// tests/cuda/test_cuda_elementwise.cpp — the CUDA copy/fill, random, elementwise, dropout
+// and optimizer kernels against the CPU kernels, on fresh random inputs (never zeros).
+//
+// Each check runs the same kernel on the CPU and on the GPU over the same values in the
+// same layout (contiguous, broadcast, transposed, sliced with a step, at a misaligned
+// offset), then compares the whole underlying buffers, so a kernel that writes outside its
+// view fails too. Tolerance: |cuda - cpu| <= rtol * max(|cpu|, 1), with rtol 1e-6 for
+// float32 and 1e-12 for float64 (the GPU's math functions differ from glibc's by a few
+// ulps, and either compiler may fuse a multiply-add); about one unit in the last place for
+// float16 / bfloat16 (a few-ulp difference in float can round to the neighbouring 16-bit
+// value); exact for integers, bools, conversions, masks and uniform random numbers.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels/cuda_kernels.h"
+#include "memgrad.h"
+
+using namespace mg;
+
+namespace {
+
+const Device kCuda = Device::cuda();
+
+const KernelTable& cpu_kernels() { return kernels(Device::cpu()); }
+const KernelTable& gpu_kernels() { return kernels(kCuda); }
+
+const DType kFloatTypes[] = {DType::Float32, DType::Float64};
+const DType kHalfTypes[] = {DType::Float16, DType::BFloat16};
+const DType kIntegerTypes[] = {DType::Int64, DType::Int32, DType::UInt8, DType::Bool};
+const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                           DType::Int64,   DType::Int32,   DType::UInt8,   DType::Bool};
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return 1e-6;
+    case DType::Float64: return 1e-12;
+    case DType::Float16: return 2e-3;    // 2^-10 relative is one ulp
+    case DType::BFloat16: return 1.6e-2;  // 2^-7
+    default: return 0.0;
+  }
+}
+
+bool is_integral(DType dtype) { return !is_floating(dtype); }
+
+// The values of a tensor on either device, converted to double on the host (the
+// conversion runs on the CPU, so it does not depend on the kernels under test).
+std::vector<double> host_values(const Tensor& tensor) {
+  Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+  return converted_copy(host, DType::Float64, Device::cpu()).to_vector<double>();
+}
+
+// |actual - expected| <= rtol * max(|expected|, 1) everywhere (NaN matches NaN).
+void check_close(const Tensor& actual, const Tensor& expected, double rtol, const std::string& what) {
+  INFO(what);
+  REQUIRE(actual.sizes() == expected.sizes());
+  REQUIRE(actual.dtype() == expected.dtype());
+  std::vector<double> a = host_values(actual);
+  std::vector<double> e = host_values(expected);
+  int64_t mismatches = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool same = a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i])) ||
+                std::abs(a[i] - e[i]) <= rtol * std::max(std::abs(e[i]), 1.0);
+    if (!same && mismatches++ == 0) first = i;
+  }
+  std::ostringstream detail;
+  if (mismatches > 0) {
+    detail << std::setprecision(17) << mismatches << " of " << a.size() << " elements differ; first at " << first
+           << ": cuda " << a[first] << " vs cpu " << e[first];
+  }
+  INFO(detail.str());
+  CHECK(mismatches == 0);
+}
+
+void check_equal(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  check_close(actual, expected, 0.0, what);
+}
+
+// What kind of random values a test needs.
+enum class Values {
+  Normal,         // floating: standard normal; integers: trunc(10 n)
+  Positive,       // floating: 0.5 + |n| (safe for log, sqrt, fractional powers); integers: 1 + trunc(5 |n|)
+  SmallIntegers,  // trunc(2.5 n): many ties, for comparisons, maximum and minimum
+};
+
+// Fresh random values of `dtype` on the CPU (drawn in float64 from `seed`, then converted).
+Tensor random_values(const Shape& sizes, DType dtype, uint64_t seed, Values kind = Values::Normal) {
+  Generator generator(seed);
+  std::vector<double> values =
+      randn(sizes.empty() ? Shape{1} : sizes, {.dtype = DType::Float64}, &generator).to_vector<double>();
+  for (double& value : values) {
+    switch (kind) {
+      case Values::Normal: value = is_integral(dtype) ? std::trunc(10 * value) : value; break;
+      case Values::Positive: value = is_integral(dtype) ? 1 + std::trunc(5 * std::abs(value)) : 0.5 + std::abs(value); break;
+      case Values::SmallIntegers: value = std::trunc(2.5 * value); break;
+    }
+  }
+  if (sizes.empty()) return full({}, values[0], {.dtype = dtype});
+  return converted_copy(from_vector(values, sizes), dtype, Device::cpu());
+}
+
+enum class Layout { Contiguous, Transposed, Strided, Offset };
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::Contiguous: return "contiguous";
+    case Layout::Transposed: return "transposed";
+    case Layout::Strided: return "strided";
+    case Layout::Offset: return "offset";
+  }
+  return "?";
+}
+
+// The same values in the same layout on both devices: a view of a base buffer (random
+// values too, so elements outside the view are checked to stay untouched).
+struct Pair {
+  Tensor cpu, cuda;            // the views
+  Tensor cpu_base, cuda_base;  // their buffers
+};
+
+Tensor view_of(const Tensor& base, const Shape& sizes, Layout layout) {
+  int last = sizes.size() - 1;
+  switch (layout) {
+    case Layout::Contiguous: return base;
+    case Layout::Transposed: return transpose(base, last - 1, last);
+    case Layout::Strided: return slice(base, last, 1, base.size(last), 2);
+    case Layout::Offset: return reshape(narrow(base, 0, 1, sizes.numel()), sizes);
+  }
+  return base;
+}
+
+Pair random_pair(const Shape& sizes, DType dtype, uint64_t seed, Layout layout = Layout::Contiguous,
+                 Values kind = Values::Normal) {
+  Shape base_sizes = sizes;
+  int last = sizes.size() - 1;
+  switch (layout) {
+    case Layout::Contiguous: break;
+    case Layout::Transposed:
+      REQUIRE(sizes.size() >= 2);
+      std::swap(base_sizes[last - 1], base_sizes[last]);
+      break;
+    case Layout::Strided:
+      REQUIRE(sizes.size() >= 1);
+      base_sizes[last] = 2 * sizes[last] + 1;
+      break;
+    case Layout::Offset: base_sizes = {sizes.numel() + 1}; break;
+  }
+  Pair pair;
+  pair.cpu_base = random_values(base_sizes, dtype, seed, kind);
+  pair.cuda_base = pair.cpu_base.to(kCuda);
+  pair.cpu = view_of(pair.cpu_base, sizes, layout);
+  pair.cuda = view_of(pair.cuda_base, sizes, layout);
+  REQUIRE(pair.cpu.sizes() == sizes);
+  REQUIRE(pair.cuda.strides() == pair.cpu.strides());
+  return pair;
+}
+
+template <class Op>
+struct Named {
+  Op op;
+  const char* name;
+};
+
+const Named<UnaryOp> kUnaryOps[] = {
+    {UnaryOp::Neg, "neg"},   {UnaryOp::Exp, "exp"},         {UnaryOp::Log, "log"},   {UnaryOp::Sqrt, "sqrt"},
+    {UnaryOp::Abs, "abs"},   {UnaryOp::Relu, "relu"},       {UnaryOp::Sigmoid, "sigmoid"},
+    {UnaryOp::Tanh, "tanh"}, {UnaryOp::Gelu, "gelu"},       {UnaryOp::Sign, "sign"}};
+
+const Named<BinaryOp> kArithmeticOps[] = {{BinaryOp::Add, "add"},         {BinaryOp::Sub, "sub"},
+                                          {BinaryOp::Mul, "mul"},         {BinaryOp::Div, "div"},
+                                          {BinaryOp::Maximum, "maximum"}, {BinaryOp::Minimum, "minimum"}};
+const Named<BinaryOp> kFusedBackwardOps[] = {{BinaryOp::ReluBackward, "relu_backward"},
+                                             {BinaryOp::SigmoidBackward, "sigmoid_backward"},
+                                             {BinaryOp::TanhBackward, "tanh_backward"},
+                                             {BinaryOp::GeluBackward, "gelu_backward"}};
+const Named<BinaryOp> kComparisonOps[] = {{BinaryOp::Eq, "eq"}, {BinaryOp::Ne, "ne"}, {BinaryOp::Lt, "lt"},
+                                          {BinaryOp::Le, "le"}, {BinaryOp::Gt, "gt"}, {BinaryOp::Ge, "ge"}};
+
+Values unary_values(UnaryOp op) {
+  return op == UnaryOp::Log || op == UnaryOp::Sqrt ? Values::Positive : Values::Normal;
+}
+
+void check_unary(UnaryOp op, const char* name, DType dtype, const Shape& sizes, Layout in_layout, Layout out_layout,
+                 uint64_t seed) {
+  Pair input = random_pair(sizes, dtype, seed, in_layout, unary_values(op));
+  Pair output = random_pair(sizes, dtype, seed + 1, out_layout);
+  cpu_kernels().unary(op, input.cpu, output.cpu);
+  gpu_kernels().unary(op, input.cuda, output.cuda);
+  check_close(output.cuda_base, output.cpu_base, tolerance(dtype),
+              std::string("unary ") + name + " " + dtype_name(dtype) + " " + layout_name(in_layout) + " -> " +
+                  layout_name(out_layout));
+}
+
+struct BinaryCase {
+  Shape a_sizes;
+  Layout a_layout;
+  Shape b_sizes;
+  Layout b_layout;
+  Layout out_layout;
+};
+
+const BinaryCase kBinaryCases[] = {
+    {{17, 33}, Layout::Contiguous, {17, 33}, Layout::Contiguous, Layout::Contiguous},
+    {{3, 1}, Layout::Contiguous, {1, 4}, Layout::Contiguous, Layout::Contiguous},
+    {{2, 3, 4}, Layout::Contiguous, {4}, Layout::Contiguous, Layout::Contiguous},
+    {{17, 33}, Layout::Transposed, {17, 33}, Layout::Strided, Layout::Contiguous},
+    {{17, 33}, Layout::Contiguous, {17, 33}, Layout::Contiguous, Layout::Transposed},
+    {{17, 33}, Layout::Offset, {17, 33}, Layout::Offset, Layout::Offset},
+    {{}, Layout::Contiguous, {5, 6}, Layout::Contiguous, Layout::Strided},  // a 0-d tensor, as rsub sends
+    {{4, 1, 5}, Layout::Strided, {3, 1}, Layout::Contiguous, Layout::Contiguous},
+};
+
+void check_binary(BinaryOp op, const char* name, DType dtype, const BinaryCase& shape, Values a_kind, Values b_kind,
+                  uint64_t seed) {
+  Shape out_sizes = broadcast_shapes(shape.a_sizes, shape.b_sizes);
+  DType out_dtype = is_comparison(op) ? DType::Bool : dtype;
+  Pair a = random_pair(shape.a_sizes, dtype, seed, shape.a_layout, a_kind);
+  Pair b = random_pair(shape.b_sizes, dtype, seed + 1, shape.b_layout, b_kind);
+  Pair output = random_pair(out_sizes, out_dtype, seed + 2, shape.out_layout);
+  cpu_kernels().binary(op, a.cpu, b.cpu, output.cpu);
+  gpu_kernels().binary(op, a.cuda, b.cuda, output.cuda);
+  check_close(output.cuda_base, output.cpu_base, tolerance(out_dtype),
+              std::string("binary ") + name + " " + dtype_name(dtype) + " " + shape.a_sizes.str() + " " +
+                  layout_name(shape.a_layout) + " with " + shape.b_sizes.str() + " " + layout_name(shape.b_layout) +
+                  " -> " + layout_name(shape.out_layout));
+}
+
+void check_scalar(BinaryOp op, const char* name, double scalar, DType dtype, Layout in_layout, Layout out_layout,
+                  Values kind, uint64_t seed) {
+  Shape sizes{17, 33};
+  DType out_dtype = is_comparison(op) ? DType::Bool : dtype;
+  Pair input = random_pair(sizes, dtype, seed, in_layout, kind);
+  Pair output = random_pair(sizes, out_dtype, seed + 1, out_layout);
+  cpu_kernels().binary_scalar(op, input.cpu, scalar, output.cpu);
+  gpu_kernels().binary_scalar(op, input.cuda, scalar, output.cuda);
+  check_close(output.cuda_base, output.cpu_base, tolerance(out_dtype),
+              std::string("binary_scalar ") + name + " " + std::to_string(scalar) + " " + dtype_name(dtype) + " " +
+                  layout_name(in_layout) + " -> " + layout_name(out_layout));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// unary, binary, binary_scalar
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA unary ops match the CPU for every op, dtype and layout", "[cuda]") {
+  uint64_t seed = 100;
+  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
+                                               {Layout::Transposed, Layout::Contiguous},
+                                               {Layout::Contiguous, Layout::Strided},
+                                               {Layout::Offset, Layout::Offset}};
+  for (const auto& [op, name] : kUnaryOps) {
+    for (DType dtype : kFloatTypes) {
+      for (const auto& [in_layout, out_layout] : layouts) {
+        check_unary(op, name, dtype, {17, 33}, in_layout, out_layout, seed += 3);
+      }
+    }
+    for (DType dtype : kHalfTypes) {
+      check_unary(op, name, dtype, {17, 33}, Layout::Contiguous, Layout::Contiguous, seed += 3);
+      check_unary(op, name, dtype, {17, 33}, Layout::Transposed, Layout::Strided, seed += 3);
+    }
+  }
+  // Integer tensors: the ops autograd lets through (neg, abs, relu, and sign for abs's gradient).
+  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Sign}) {
+    for (DType dtype : kIntegerTypes) {
+      // uint8 computes in double like every integer type; -x out of its range is undefined
+      // behaviour in C++ (the CPU's result depends on how the loop was vectorised).
+      if (dtype == DType::UInt8 && op == UnaryOp::Neg) continue;
+      check_unary(op, "integer op", dtype, {17, 33}, Layout::Contiguous, Layout::Contiguous, seed += 3);
+      check_unary(op, "integer op", dtype, {17, 33}, Layout::Transposed, Layout::Strided, seed += 3);
+    }
+  }
+}
+
+TEST_CASE("CUDA binary arithmetic and fused gradients match the CPU with broadcasting and strides", "[cuda]") {
+  uint64_t seed = 1000;
+  for (const BinaryCase& shape : kBinaryCases) {
+    for (DType dtype : kFloatTypes) {
+      for (const auto& [op, name] : kArithmeticOps) check_binary(op, name, dtype, shape, Values::Normal, Values::Normal, seed += 3);
+      for (const auto& [op, name] : kFusedBackwardOps) check_binary(op, name, dtype, shape, Values::Normal, Values::Normal, seed += 3);
+      // Ties matter for maximum and minimum.
+      check_binary(BinaryOp::Maximum, "maximum (ties)", dtype, shape, Values::SmallIntegers, Values::SmallIntegers, seed += 3);
+      check_binary(BinaryOp::Minimum, "minimum (ties)", dtype, shape, Values::SmallIntegers, Values::SmallIntegers, seed += 3);
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    for (DType dtype : kHalfTypes) {
+      for (const auto& [op, name] : kArithmeticOps) check_binary(op, name, dtype, kBinaryCases[c], Values::Normal, Values::Normal, seed += 3);
+      for (const auto& [op, name] : kFusedBackwardOps) check_binary(op, name, dtype, kBinaryCases[c], Values::Normal, Values::Normal, seed += 3);
+    }
+  }
+  for (int c : {0, 1, 3, 4, 6}) {
+    for (DType dtype : kIntegerTypes) {
+      for (const auto& [op, name] : kArithmeticOps) {
+        // Division by a non-zero integer only (the CPU traps on zero).
+        Values b_kind = op == BinaryOp::Div ? Values::Positive : Values::Normal;
+        check_binary(op, name, dtype, kBinaryCases[c], Values::Normal, b_kind, seed += 3);
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA comparisons write the CPU's bools for every dtype", "[cuda]") {
+  uint64_t seed = 2000;
+  for (const BinaryCase& shape : kBinaryCases) {
+    for (DType dtype : kAllTypes) {
+      for (const auto& [op, name] : kComparisonOps) {
+        check_binary(op, name, dtype, shape, Values::SmallIntegers, Values::SmallIntegers, seed += 3);
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA ops with a scalar match the CPU", "[cuda]") {
+  uint64_t seed = 3000;
+  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
+                                               {Layout::Transposed, Layout::Contiguous},
+                                               {Layout::Contiguous, Layout::Strided},
+                                               {Layout::Offset, Layout::Offset}};
+  for (DType dtype : kFloatTypes) {
+    for (const auto& [in_layout, out_layout] : layouts) {
+      for (double scalar : {2.5, -1.25}) {
+        for (const auto& [op, name] : kArithmeticOps) {
+          check_scalar(op, name, scalar, dtype, in_layout, out_layout, Values::Normal, seed += 2);
+        }
+      }
+      for (double exponent : {2.0, 0.5, -1.5, 3.0}) {
+        check_scalar(BinaryOp::Pow, "pow", exponent, dtype, in_layout, out_layout, Values::Positive, seed += 2);
+      }
+      for (double scalar : {0.0, 1.0}) {
+        for (const auto& [op, name] : kComparisonOps) {
+          check_scalar(op, name, scalar, dtype, in_layout, out_layout, Values::SmallIntegers, seed += 2);
+        }
+      }
+    }
+  }
+  for (DType dtype : kHalfTypes) {
+    for (Layout layout : {Layout::Contiguous, Layout::Transposed}) {
+      check_scalar(BinaryOp::Add, "add", 2.5, dtype, layout, Layout::Contiguous, Values::Normal, seed += 2);
+      check_scalar(BinaryOp::Sub, "sub", 0.75, dtype, layout, Layout::Contiguous, Values::Normal, seed += 2);
+      check_scalar(BinaryOp::Mul, "mul", -1.25, dtype, layout, Layout::Contiguous, Values::Normal, seed += 2);
+      check_scalar(BinaryOp::Div, "div", 3.0, dtype, layout, Layout::Contiguous, Values::Normal, seed += 2);
+      check_scalar(BinaryOp::Pow, "pow", 2.0, dtype, layout, Layout::Contiguous, Values::Positive, seed += 2);
+      check_scalar(BinaryOp::Gt, "gt", 0.0, dtype, layout, Layout::Contiguous, Values::SmallIntegers, seed += 2);
+    }
+  }
+  // Integer and bool tensors compute with the scalar in double, then truncate. (For uint8
+  // the values are positive and the results stay in range: a double out of uint8's range
+  // converts with undefined behaviour in C++.)
+  const std::pair<Named<BinaryOp>, double> integer_cases[] = {
+      {{BinaryOp::Add, "add"}, 3.0},         {{BinaryOp::Sub, "sub"}, 1.0},
+      {{BinaryOp::Mul, "mul"}, 2.5},         {{BinaryOp::Div, "div"}, 2.0},
+      {{BinaryOp::Maximum, "maximum"}, 0.0}, {{BinaryOp::Minimum, "minimum"}, 1.0},
+      {{BinaryOp::Pow, "pow"}, 2.0},         {{BinaryOp::Eq, "eq"}, 1.0},
+      {{BinaryOp::Ne, "ne"}, 0.0},           {{BinaryOp::Lt, "lt"}, 1.0},
+      {{BinaryOp::Le, "le"}, 0.0},           {{BinaryOp::Gt, "gt"}, 0.0},
+      {{BinaryOp::Ge, "ge"}, 1.0}};
+  for (DType dtype : kIntegerTypes) {
+    for (const auto& [named, scalar] : integer_cases) {
+      if (dtype == DType::UInt8 && named.op == BinaryOp::Pow) continue;  // 17^2 > 255
+      Values kind = is_comparison(named.op) ? Values::SmallIntegers
+                    : dtype == DType::UInt8 ? Values::Positive
+                                            : Values::Normal;
+      check_scalar(named.op, named.name, scalar, dtype, Layout::Contiguous, Layout::Contiguous, kind, seed += 2);
+      check_scalar(named.op, named.name, scalar, dtype, Layout::Transposed, Layout::Strided, kind, seed += 2);
+    }
+  }
+}
+
+TEST_CASE("CUDA elementwise kernels reject what they do not support, with a clear error", "[cuda]") {
+  Tensor a = random_values({3, 4}, DType::Float32, 1).to(kCuda);
+  Tensor out = empty({3, 4}, {.device = kCuda});
+  CHECK_THROWS_AS(gpu_kernels().binary(BinaryOp::Pow, a, a, out), Error);
+  Tensor integers = random_values({3, 4}, DType::Int64, 2).to(kCuda);
+  Tensor integer_out = empty({3, 4}, {.dtype = DType::Int64, .device = kCuda});
+  CHECK_THROWS_AS(gpu_kernels().unary(UnaryOp::Exp, integers, integer_out), Error);
+}
+
+TEST_CASE("CUDA elementwise ops through the public API, forward and backward, match the CPU", "[cuda]") {
+  Tensor x_cpu = random_values({17, 33}, DType::Float32, 11);
+  Tensor y_cpu = random_values({17, 33}, DType::Float32, 12);
+  Tensor x_cuda = x_cpu.to(kCuda);
+  Tensor y_cuda = y_cpu.to(kCuda);
+  for (const Tensor& t : {x_cpu, y_cpu, x_cuda, y_cuda}) t.requires_grad_();
+
+  auto compute = [](const Tensor& x, const Tensor& y) {
+    Tensor smooth = gelu(x) * sigmoid(y) + tanh(x) * relu(y);
+    Tensor positive = sqrt(abs(x) + 1.0) * log(exp(-y) + 2.0);
+    Tensor mixed = maximum(x, y) - minimum(x, y) / (abs(y) + 0.5) + pow(x, 2.0) * 0.25 - (1.0 - x) / 3.0;
+    return smooth + positive * mixed - neg(y);
+  };
+  Tensor z_cpu = compute(x_cpu, y_cpu);
+  Tensor z_cuda = compute(x_cuda, y_cuda);
+  REQUIRE(z_cuda.device() == kCuda);
+  check_close(z_cuda, z_cpu, 1e-5, "forward");  // a chain of ~20 float32 ops
+
+  Tensor seed_gradient = random_values({17, 33}, DType::Float32, 13);
+  z_cpu.backward(seed_gradient);
+  z_cuda.backward(seed_gradient.to(kCuda));
+  check_close(x_cuda.grad(), x_cpu.grad(), 1e-5, "x.grad");
+  check_close(y_cuda.grad(), y_cpu.grad(), 1e-5, "y.grad");
+
+  // Broadcasting, comparisons and type promotion, forward only.
+  Tensor row_cpu = random_values({1, 33}, DType::Float64, 14);
+  Tensor column_cpu = random_values({17, 1}, DType::Float32, 15);
+  check_close(add(row_cpu.to(kCuda), column_cpu.to(kCuda)), add(row_cpu, column_cpu), 1e-12, "float64 row + float32 column");
+  check_equal(gt(x_cuda.detach(), y_cuda.detach()), gt(x_cpu.detach(), y_cpu.detach()), "x > y");
+  check_equal(le(x_cuda.detach(), 0.25), le(x_cpu.detach(), 0.25), "x <= 0.25");
+}
+
+// ---------------------------------------------------------------------------------------
+// copy, fill, random numbers
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA copies convert between every pair of dtypes as the CPU does", "[cuda]") {
+  uint64_t seed = 4000;
+  for (DType from : kAllTypes) {
+    for (DType to : kAllTypes) {
+      // randn * 10 in the source dtype; a float's conversion to uint8 is defined in C++
+      // only for values in range, so those sources are non-negative.
+      bool non_negative = to == DType::UInt8 && is_floating(from);
+      for (auto [in_layout, out_layout] : {std::pair{Layout::Contiguous, Layout::Contiguous},
+                                           std::pair{Layout::Transposed, Layout::Contiguous},
+                                           std::pair{Layout::Contiguous, Layout::Strided}}) {
+        Pair source = random_pair({13, 29}, from, seed += 2, in_layout, non_negative ? Values::Positive : Values::Normal);
+        if (is_floating(from)) {
+          // Scale floats to randn * 10 on the CPU: fractional values of both signs.
+          cpu_kernels().binary_scalar(BinaryOp::Mul, source.cpu_base, 10.0, source.cpu_base);
+          source.cuda_base = source.cpu_base.to(kCuda);
+          source.cuda = view_of(source.cuda_base, {13, 29}, in_layout);
+        }
+        Pair destination = random_pair({13, 29}, to, seed += 2, out_layout);
+        cpu_kernels().copy(source.cpu, destination.cpu);
+        gpu_kernels().copy(source.cuda, destination.cuda);
+        check_equal(destination.cuda_base, destination.cpu_base,
+                    std::string("copy ") + dtype_name(from) + " -> " + dtype_name(to) + " " + layout_name(in_layout) +
+                        " -> " + layout_name(out_layout));
+      }
+    }
+  }
+  // A broadcast source (stride 0), as copy_ with a smaller source sends.
+  Pair row = random_pair({1, 29}, DType::Float32, seed += 2);
+  Pair destination = random_pair({13, 29}, DType::Float16, seed += 2);
+  cpu_kernels().copy(expand(row.cpu, {13, 29}), destination.cpu);
+  gpu_kernels().copy(expand(row.cuda, {13, 29}), destination.cuda);
+  check_equal(destination.cuda_base, destination.cpu_base, "copy of an expanded row");
+}
+
+TEST_CASE("CUDA fill writes the CPU's values into any view", "[cuda]") {
+  uint64_t seed = 5000;
+  for (DType dtype : kAllTypes) {
+    for (double value : {0.0, -0.0, 1.0, 3.5, -2.25}) {
+      for (Layout layout : {Layout::Contiguous, Layout::Offset, Layout::Strided, Layout::Transposed}) {
+        Pair target = random_pair({9, 31}, dtype, seed += 2, layout, Values::Positive);
+        cpu_kernels().fill(target.cpu, value);
+        gpu_kernels().fill(target.cuda, value);
+        check_equal(target.cuda_base, target.cpu_base,
+                    std::string("fill ") + std::to_string(value) + " " + dtype_name(dtype) + " " + layout_name(layout));
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA rand and randn give the CPU's numbers for the same generator seed", "[cuda]") {
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (uint64_t seed : {0ull, 1234ull}) {
+      Generator cpu_generator(seed), cuda_generator(seed);
+      // A first draw moves the offset, so the second starts mid-stream.
+      Tensor first_cpu = rand({5, 7}, {.dtype = dtype}, &cpu_generator);
+      Tensor first_cuda = rand({5, 7}, {.dtype = dtype, .device = kCuda}, &cuda_generator);
+      check_equal(first_cuda, first_cpu, std::string("rand ") + dtype_name(dtype));
+      Tensor uniform_cpu = rand({301, 17}, {.dtype = dtype}, &cpu_generator);
+      Tensor uniform_cuda = rand({301, 17}, {.dtype = dtype, .device = kCuda}, &cuda_generator);
+      check_equal(uniform_cuda, uniform_cpu, std::string("rand after an offset ") + dtype_name(dtype));
+      Tensor normal_cpu = randn({301, 17}, {.dtype = dtype}, &cpu_generator);
+      Tensor normal_cuda = randn({301, 17}, {.dtype = dtype, .device = kCuda}, &cuda_generator);
+      check_close(normal_cuda, normal_cpu, tolerance(dtype), std::string("randn ") + dtype_name(dtype));
+      // Other ranges, and a strided destination (filled through a contiguous temporary).
+      Pair target = random_pair({23, 19}, dtype, seed + 7, Layout::Strided);
+      uniform_(target.cpu, -2.0, 3.0, &cpu_generator);
+      uniform_(target.cuda, -2.0, 3.0, &cuda_generator);
+      check_close(target.cuda_base, target.cpu_base, tolerance(dtype), std::string("uniform_(-2, 3) ") + dtype_name(dtype));
+      Pair normal_target = random_pair({23, 19}, dtype, seed + 8, Layout::Transposed);
+      normal_(normal_target.cpu, 0.5, 2.0, &cpu_generator);
+      normal_(normal_target.cuda, 0.5, 2.0, &cuda_generator);
+      check_close(normal_target.cuda_base, normal_target.cpu_base, tolerance(dtype),
+                  std::string("normal_(0.5, 2) ") + dtype_name(dtype));
+    }
+  }
+  // randint draws uniform doubles and truncates them.
+  Generator cpu_generator(99), cuda_generator(99);
+  check_equal(randint(-5, 17, {40, 9}, {.dtype = DType::Int64, .device = kCuda}, &cuda_generator),
+              randint(-5, 17, {40, 9}, {.dtype = DType::Int64}, &cpu_generator), "randint");
+}
+
+// ---------------------------------------------------------------------------------------
+// dropout
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA dropout draws the CPU's mask for the same seed and scales the same way", "[cuda]") {
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (double p : {0.1, 0.5, 0.9}) {
+      Pair input = random_pair({1000, 37}, dtype, 6000);
+      PhiloxState rng{.seed = 77, .offset = 12345};
+      Tensor mask_cpu = empty({1000, 37}, {.dtype = DType::Bool});
+      Tensor mask_cuda = empty({1000, 37}, {.dtype = DType::Bool, .device = kCuda});
+      Tensor out_cpu = empty({1000, 37}, {.dtype = dtype});
+      Tensor out_cuda = empty({1000, 37}, {.dtype = dtype, .device = kCuda});
+      cpu_kernels().dropout(input.cpu, p, rng, mask_cpu, out_cpu);
+      gpu_kernels().dropout(input.cuda, p, rng, mask_cuda, out_cuda);
+      std::string what = std::string("dropout ") + dtype_name(dtype) + " p=" + std::to_string(p);
+      check_equal(mask_cuda, mask_cpu, what + " mask");
+      check_equal(out_cuda, out_cpu, what + " output");
+      // The mask is not degenerate: about 1 - p of it is kept.
+      std::vector<double> kept = host_values(mask_cuda);
+      double fraction = 0;
+      for (double k : kept) fraction += k;
+      fraction /= static_cast<double>(kept.size());
+      CHECK(std::abs(fraction - (1 - p)) < 0.02);
+    }
+  }
+  // Through the public API, with the backward pass (masked_scale).
+  Tensor x_cpu = random_values({64, 129}, DType::Float32, 6100);
+  Tensor x_cuda = x_cpu.to(kCuda);
+  x_cpu.requires_grad_();
+  x_cuda.requires_grad_();
+  Generator cpu_generator(5), cuda_generator(5);
+  Tensor y_cpu = dropout(x_cpu, 0.3, true, &cpu_generator);
+  Tensor y_cuda = dropout(x_cuda, 0.3, true, &cuda_generator);
+  check_equal(y_cuda, y_cpu, "mg::dropout forward");
+  Tensor gradient = random_values({64, 129}, DType::Float32, 6101);
+  y_cpu.backward(gradient);
+  y_cuda.backward(gradient.to(kCuda));
+  check_equal(x_cuda.grad(), x_cpu.grad(), "mg::dropout backward");
+}
+
+TEST_CASE("CUDA masked_scale matches the CPU, also with a broadcast mask and strided views", "[cuda]") {
+  uint64_t seed = 6200;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (auto [mask_sizes, grad_layout] : {std::pair{Shape{21, 35}, Layout::Contiguous},
+                                           std::pair{Shape{1, 35}, Layout::Transposed},
+                                           std::pair{Shape{21, 35}, Layout::Offset}}) {
+      Pair grad = random_pair({21, 35}, dtype, seed += 3, grad_layout);
+      Pair mask = random_pair(mask_sizes, DType::Bool, seed += 3, Layout::Contiguous, Values::SmallIntegers);
+      Pair output = random_pair({21, 35}, dtype, seed += 3);
+      cpu_kernels().masked_scale(grad.cpu, mask.cpu, 1.0 / 0.7, output.cpu);
+      gpu_kernels().masked_scale(grad.cuda, mask.cuda, 1.0 / 0.7, output.cuda);
+      check_equal(output.cuda_base, output.cpu_base,
+                  std::string("masked_scale ") + dtype_name(dtype) + " mask " + mask_sizes.str());
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// optimizers
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+void check_state(const optim::ParamState* cuda_state, const optim::ParamState* cpu_state, double rtol,
+                 const std::string& what) {
+  REQUIRE((cuda_state == nullptr) == (cpu_state == nullptr));
+  if (cpu_state == nullptr) return;  // a stateless update (SGD without momentum)
+  auto check = [&](const Tensor& cuda_tensor, const Tensor& cpu_tensor, const char* name) {
+    REQUIRE(cuda_tensor.defined() == cpu_tensor.defined());
+    if (cpu_tensor.defined()) check_close(cuda_tensor, cpu_tensor, rtol, what + " " + name);
+  };
+  check(cuda_state->step, cpu_state->step, "step");
+  check(cuda_state->momentum_buffer, cpu_state->momentum_buffer, "momentum_buffer");
+  check(cuda_state->exp_avg, cpu_state->exp_avg, "exp_avg");
+  check(cuda_state->exp_avg_sq, cpu_state->exp_avg_sq, "exp_avg_sq");
+  check(cuda_state->max_exp_avg_sq, cpu_state->max_exp_avg_sq, "max_exp_avg_sq");
+  check(cuda_state->sum, cpu_state->sum, "sum");
+}
+
+// Three steps of the same optimizer on a CPU parameter and its CUDA copy, with the same
+// fresh random gradients; parameters and state must agree.
+template <class Optimizer, class Options>
+void check_optimizer(const std::string& name, const Options& options, DType dtype, const Shape& sizes, uint64_t seed) {
+  Tensor param_cpu = random_values(sizes, dtype, seed);
+  Tensor param_cuda = param_cpu.to(kCuda);
+  param_cpu.requires_grad_();
+  param_cuda.requires_grad_();
+  Optimizer optimizer_cpu({param_cpu}, options);
+  Optimizer optimizer_cuda({param_cuda}, options);
+  for (int step = 0; step < 3; ++step) {
+    Tensor gradient = random_values(sizes, dtype, seed + 1 + step);
+    param_cpu.set_grad(gradient);
+    param_cuda.set_grad(gradient.to(kCuda));
+    optimizer_cpu.step();
+    optimizer_cuda.step();
+  }
+  std::string what = name + " " + dtype_name(dtype) + " " + sizes.str();
+  double rtol = dtype == DType::Float64 ? 1e-12 : 1e-6;
+  check_close(param_cuda.detach(), param_cpu.detach(), rtol, what + " param");
+  check_state(optimizer_cuda.state(param_cuda), optimizer_cpu.state(param_cpu), rtol, what);
+  const optim::ParamState* state = optimizer_cuda.state(param_cuda);
+  if (state != nullptr && state->step.defined()) CHECK(state->step.template item<float>() == 3.0f);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA optimizer steps match the CPU for every configuration", "[cuda]") {
+  uint64_t seed = 7000;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Shape& sizes : {Shape{37, 53}, Shape{(1 << 20) + 3}}) {
+      check_optimizer<optim::SGD>("sgd", optim::SGDOptions{.lr = 0.1}, dtype, sizes, seed += 10);
+      check_optimizer<optim::SGD>("sgd momentum", optim::SGDOptions{.lr = 0.1, .momentum = 0.9}, dtype, sizes, seed += 10);
+      check_optimizer<optim::SGD>("sgd dampening weight_decay",
+                                  optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01},
+                                  dtype, sizes, seed += 10);
+      check_optimizer<optim::SGD>("sgd nesterov",
+                                  optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true},
+                                  dtype, sizes, seed += 10);
+      check_optimizer<optim::Adam>("adam", optim::AdamOptions{.lr = 0.01}, dtype, sizes, seed += 10);
+      check_optimizer<optim::Adam>("adam weight_decay", optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}, dtype, sizes,
+                                   seed += 10);
+      check_optimizer<optim::Adam>("adam amsgrad", optim::AdamOptions{.lr = 0.01, .amsgrad = true}, dtype, sizes,
+                                   seed += 10);
+      check_optimizer<optim::AdamW>("adamw", optim::AdamWOptions{.lr = 0.01}, dtype, sizes, seed += 10);
+      check_optimizer<optim::AdamW>("adamw amsgrad", optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05, .amsgrad = true},
+                                    dtype, sizes, seed += 10);
+      check_optimizer<optim::Adagrad>("adagrad", optim::AdagradOptions{}, dtype, sizes, seed += 10);
+      check_optimizer<optim::Adagrad>(
+          "adagrad decay",
+          optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.1, .initial_accumulator_value = 0.1},
+          dtype, sizes, seed += 10);
+    }
+  }
+  // 16-bit parameters compute in float and round each stored value, as on the CPU.
+  for (DType dtype : kHalfTypes) {
+    Tensor param_cpu = random_values({33, 65}, dtype, 7900);
+    Tensor param_cuda = param_cpu.to(kCuda);
+    param_cpu.requires_grad_();
+    param_cuda.requires_grad_();
+    optim::Adam adam_cpu({param_cpu}, {.lr = 0.01});
+    optim::Adam adam_cuda({param_cuda}, {.lr = 0.01});
+    Tensor gradient = random_values({33, 65}, dtype, 7901);
+    param_cpu.set_grad(gradient);
+    param_cuda.set_grad(gradient.to(kCuda));
+    adam_cpu.step();
+    adam_cuda.step();
+    check_close(param_cuda.detach(), param_cpu.detach(), tolerance(dtype), std::string("adam ") + dtype_name(dtype));
+  }
+}
+
+TEST_CASE("CUDA multi-tensor Adam and SGD match one CPU update per parameter", "[cuda]") {
+  // Sizes around the chunk (4096 elements), a large tensor, an empty one, and enough small
+  // ones to need several launches (48 tensors each) and two step-counter launches (256 each).
+  std::vector<Shape> sizes = {{1}, {3}, {4096}, {4097}, {0}, {70001}, {(1 << 20) + 3}, {37, 53}};
+  for (int i = 0; i < 300; ++i) sizes.push_back({i % 7 + 1, 5});
+  const size_t count = sizes.size();
+
+  for (bool amsgrad : {false, true}) {
+    AdamHyper hyper{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.05,
+                    .decoupled_weight_decay = amsgrad, .amsgrad = amsgrad};
+    std::vector<Tensor> params_cpu, params_cuda, exp_avg_cpu, exp_avg_cuda, exp_avg_sq_cpu, exp_avg_sq_cuda,
+        max_cpu, max_cuda, steps_cpu, steps_cuda;
+    for (size_t i = 0; i < count; ++i) {
+      params_cpu.push_back(random_values(sizes[i], DType::Float32, 8000 + i));
+      params_cuda.push_back(params_cpu.back().to(kCuda));
+      exp_avg_cpu.push_back(zeros(sizes[i]));
+      exp_avg_cuda.push_back(zeros(sizes[i], {.device = kCuda}));
+      exp_avg_sq_cpu.push_back(zeros(sizes[i]));
+      exp_avg_sq_cuda.push_back(zeros(sizes[i], {.device = kCuda}));
+      if (amsgrad) {
+        max_cpu.push_back(zeros(sizes[i]));
+        max_cuda.push_back(zeros(sizes[i], {.device = kCuda}));
+      }
+      steps_cpu.push_back(zeros({}));
+      steps_cuda.push_back(zeros({}, {.device = kCuda}));
+    }
+    for (int step = 0; step < 3; ++step) {
+      std::vector<Tensor> grads_cpu, grads_cuda;
+      for (size_t i = 0; i < count; ++i) {
+        grads_cpu.push_back(random_values(sizes[i], DType::Float32, 9000 + 1000 * step + i));
+        grads_cuda.push_back(grads_cpu.back().to(kCuda));
+        cpu_kernels().adam_step(params_cpu[i], grads_cpu[i], exp_avg_cpu[i], exp_avg_sq_cpu[i],
+                                amsgrad ? max_cpu[i] : Tensor(), steps_cpu[i], hyper);
+      }
+      cuda::adam_step_multi(params_cuda, grads_cuda, exp_avg_cuda, exp_avg_sq_cuda, max_cuda, steps_cuda, hyper);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      std::string what = "adam_step_multi tensor " + std::to_string(i) + " " + sizes[i].str() +
+                         (amsgrad ? " amsgrad" : "");
+      check_close(params_cuda[i], params_cpu[i], 1e-6, what + " param");
+      check_close(exp_avg_cuda[i], exp_avg_cpu[i], 1e-6, what + " exp_avg");
+      check_close(exp_avg_sq_cuda[i], exp_avg_sq_cpu[i], 1e-6, what + " exp_avg_sq");
+      if (amsgrad) check_close(max_cuda[i], max_cpu[i], 1e-6, what + " max_exp_avg_sq");
+      CHECK(steps_cuda[i].item<float>() == 3.0f);
+    }
+  }
+
+  for (bool momentum : {false, true}) {
+    std::vector<Tensor> params_cpu, params_cuda, buffers_cpu, buffers_cuda;
+    for (size_t i = 0; i < count; ++i) {
+      params_cpu.push_back(random_values(sizes[i], DType::Float32, 10000 + i));
+      params_cuda.push_back(params_cpu.back().to(kCuda));
+      if (momentum) {
+        buffers_cpu.push_back(zeros(sizes[i]));
+        buffers_cuda.push_back(zeros(sizes[i], {.device = kCuda}));
+      }
+    }
+    for (int step = 0; step < 3; ++step) {
+      SgdHyper hyper{.lr = 0.05, .momentum = momentum ? 0.9 : 0.0, .dampening = 0.1, .weight_decay = 0.01,
+                     .nesterov = momentum, .first_step = step == 0};
+      std::vector<Tensor> grads_cpu, grads_cuda;
+      for (size_t i = 0; i < count; ++i) {
+        grads_cpu.push_back(random_values(sizes[i], DType::Float32, 11000 + 1000 * step + i));
+        grads_cuda.push_back(grads_cpu.back().to(kCuda));
+        cpu_kernels().sgd_step(params_cpu[i], grads_cpu[i], momentum ? buffers_cpu[i] : Tensor(), hyper);
+      }
+      cuda::sgd_step_multi(params_cuda, grads_cuda, buffers_cuda, hyper);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      std::string what = "sgd_step_multi tensor " + std::to_string(i) + (momentum ? " momentum" : "");
+      check_close(params_cuda[i], params_cpu[i], 1e-6, what + " param");
+      if (momentum) check_close(buffers_cuda[i], buffers_cpu[i], 1e-6, what + " momentum_buffer");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// large tensors: vectorised bodies and tails, misaligned views, grid-stride loops, and
+// 64-bit indexing
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA elementwise kernels on large tensors: vector paths, tails and misaligned views", "[cuda]") {
+  // (1 << 20) + 3 leaves a tail after every vector width (2, 4, 8 and 16 elements); the
+  // offset views start 1 element in, so no 16-byte vector access is aligned.
+  const int64_t n = (1 << 20) + 3;
+  uint64_t seed = 12000;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16}) {
+    for (Layout layout : {Layout::Contiguous, Layout::Offset}) {
+      std::string what = std::string(dtype_name(dtype)) + " " + layout_name(layout);
+      Pair a = random_pair({n}, dtype, seed += 4, layout);
+      Pair b = random_pair({n}, dtype, seed += 4, layout);
+      Pair out = random_pair({n}, dtype, seed += 4, layout);
+      cpu_kernels().binary(BinaryOp::Mul, a.cpu, b.cpu, out.cpu);
+      gpu_kernels().binary(BinaryOp::Mul, a.cuda, b.cuda, out.cuda);
+      check_close(out.cuda_base, out.cpu_base, tolerance(dtype), "mul " + what);
+
+      Pair mask = random_pair({n}, DType::Bool, seed += 4, layout);
+      cpu_kernels().binary(BinaryOp::Lt, a.cpu, b.cpu, mask.cpu);
+      gpu_kernels().binary(BinaryOp::Lt, a.cuda, b.cuda, mask.cuda);
+      check_equal(mask.cuda_base, mask.cpu_base, "lt " + what);
+
+      cpu_kernels().unary(UnaryOp::Exp, a.cpu, out.cpu);
+      gpu_kernels().unary(UnaryOp::Exp, a.cuda, out.cuda);
+      check_close(out.cuda_base, out.cpu_base, tolerance(dtype), "exp " + what);
+
+      Pair converted = random_pair({n}, DType::BFloat16, seed += 4, layout);
+      cpu_kernels().copy(a.cpu, converted.cpu);
+      gpu_kernels().copy(a.cuda, converted.cuda);
+      check_equal(converted.cuda_base, converted.cpu_base, "copy to bfloat16 " + what);
+
+      cpu_kernels().copy(b.cpu, out.cpu);
+      gpu_kernels().copy(b.cuda, out.cuda);
+      check_equal(out.cuda_base, out.cpu_base, "copy same dtype " + what);
+
+      cpu_kernels().fill(out.cpu, 2.5);
+      gpu_kernels().fill(out.cuda, 2.5);
+      check_equal(out.cuda_base, out.cpu_base, "fill " + what);
+
+      cpu_kernels().binary_scalar(BinaryOp::Add, a.cpu, -0.75, out.cpu);
+      gpu_kernels().binary_scalar(BinaryOp::Add, a.cuda, -0.75, out.cuda);
+      check_close(out.cuda_base, out.cpu_base, tolerance(dtype), "add scalar " + what);
+    }
+  }
+}
+
+TEST_CASE("CUDA elementwise kernels loop over grids larger than one launch covers", "[cuda]") {
+  // 8192 blocks x 256 threads is the most one launch uses: 9'000'003 elements make every
+  // thread of the strided kernel loop, and every thread of the float32 vector kernel
+  // (4 elements per access) loop once more.
+  const int64_t n = 9'000'003;
+  Pair a = random_pair({n}, DType::Float32, 13000);
+  Pair out = random_pair({n}, DType::Float32, 13001);
+  cpu_kernels().unary(UnaryOp::Tanh, a.cpu, out.cpu);
+  gpu_kernels().unary(UnaryOp::Tanh, a.cuda, out.cuda);
+  check_close(out.cuda_base, out.cpu_base, 1e-6, "tanh, vectorised");
+
+  Pair strided_in = random_pair({3000, 3001}, DType::Float32, 13002, Layout::Transposed);
+  Pair strided_out = random_pair({3000, 3001}, DType::Float32, 13003);
+  cpu_kernels().unary(UnaryOp::Sigmoid, strided_in.cpu, strided_out.cpu);
+  gpu_kernels().unary(UnaryOp::Sigmoid, strided_in.cuda, strided_out.cuda);
+  check_close(strided_out.cuda_base, strided_out.cpu_base, 1e-6, "sigmoid, strided");
+
+  Pair uniform_cpu_cuda = random_pair({n}, DType::Float32, 13004);
+  PhiloxState rng{.seed = 3, .offset = 1ull << 40};
+  cpu_kernels().fill_uniform(uniform_cpu_cuda.cpu, 0.0, 1.0, rng);
+  gpu_kernels().fill_uniform(uniform_cpu_cuda.cuda, 0.0, 1.0, rng);
+  check_equal(uniform_cpu_cuda.cuda_base, uniform_cpu_cuda.cpu_base, "uniform");
+}
+
+TEST_CASE("CUDA elementwise kernels index tensors of more than 2^31 elements", "[cuda]") {
+  // column (65537, 1) + row (1, 32771) -> 2'147'713'... elements of uint8 (2 GiB): past
+  // the 32-bit index range, so the indexer divides in 64 bits. Checked on a few rows and
+  // on the last elements, against the CPU's modular uint8 sums.
+  const int64_t rows = 65537, columns = 32771;
+  REQUIRE(rows * columns > (int64_t{1} << 31));
+  Tensor column_cpu = random_values({rows, 1}, DType::UInt8, 14000);
+  Tensor row_cpu = random_values({1, columns}, DType::UInt8, 14001);
+  Tensor sum_cuda = empty({rows, columns}, {.dtype = DType::UInt8, .device = kCuda});
+  gpu_kernels().binary(BinaryOp::Add, column_cpu.to(kCuda), row_cpu.to(kCuda), sum_cuda);
+  for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{40000}, rows - 1}) {
+    Tensor expected = empty({1, columns}, {.dtype = DType::UInt8});
+    cpu_kernels().binary(BinaryOp::Add, narrow(column_cpu, 0, r, 1), row_cpu, expected);
+    check_equal(narrow(sum_cuda, 0, r, 1), expected, "row " + std::to_string(r));
+  }
+  sum_cuda = Tensor();  // give the 2 GiB back before other tests run
+}
