@@ -53,10 +53,11 @@ def ctest_counts(path):
             text = log.read()
     except OSError:
         return None
-    match = re.search(r"tests passed, (\d+) tests? failed out of (\d+)", text)
+    # Older ctest: "100% tests passed, 0 tests failed out of N"; CMake 4: "... passed out of N".
+    match = re.search(r"tests passed(?:, (\d+) tests? failed)? out of (\d+)", text)
     if not match:
         return None
-    failed, total = int(match.group(1)), int(match.group(2))
+    failed, total = int(match.group(1) or 0), int(match.group(2))
     skipped = len(re.findall(r"\(Skipped\)\s*$", text, flags=re.MULTILINE))
     return total - failed - skipped, failed, skipped, total
 

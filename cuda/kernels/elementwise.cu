@@ -5,6 +5,8 @@
 // instantiation, so no kernel switches on the op per element. The computation follows
 // core/cpu/elementwise.cpp term by term: 16-bit floats compute in float, integer tensors
 // compute unary ops and ops with a scalar in double, bool computes binary ops in int.
+// The functors are __host__ __device__, so their arithmetic can also be run on the host
+// next to the CPU kernels (which is how their term-by-term parity was checked).
 // NOTE: to keep compile times reasonable, integer and bool tensors get only the ops that
 // autograd can send them (no transcendental functions, no fused gradients) and run the
 // strided kernel only (no vectorised variant): they are rare in a training step.

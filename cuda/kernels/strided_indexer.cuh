@@ -12,6 +12,9 @@
 //   * map1 / map2: out = fn(in) / fn(a, b) over broadcast views — a flat kernel with 16-byte
 //     vector loads when every operand is contiguous and aligned, the indexer otherwise.
 //
+// Everything here is a header because kernels are templates over the functor; the
+// functors live in the .cu files that use them (elementwise.cu, copy_fill.cu).
+//
 // Usage in a kernel:
 //   auto indexer = make_strided_indexer(output.sizes(), output, input);  // operand 0 = output
 //   ... in device code: Offsets<2> at = indexer.offsets(i); out[at[0]] = f(in[at[1]]);
@@ -225,28 +228,28 @@ struct StridedIndexer {
 
   __host__ __device__ __forceinline__ Offsets<N> offsets(int64_t linear) const {
     Offsets<N> result;
-MG_DEVICE_UNROLL
+    MG_DEVICE_UNROLL
     for (int k = 0; k < N; ++k) result.value[k] = 0;
     if (narrow) {
       auto remaining = static_cast<uint32_t>(linear);
-MG_DEVICE_UNROLL
+      MG_DEVICE_UNROLL
       for (int d = 0; d < kMaxDims; ++d) {
         if (d == dims) break;
         uint32_t quotient = divider[d].divide(remaining);
         auto index = static_cast<int64_t>(remaining - quotient * divider[d].divisor);
         remaining = quotient;
-MG_DEVICE_UNROLL
+        MG_DEVICE_UNROLL
         for (int k = 0; k < N; ++k) result.value[k] += index * stride[d][k];
       }
     } else {
       int64_t remaining = linear;
-MG_DEVICE_UNROLL
+      MG_DEVICE_UNROLL
       for (int d = 0; d < kMaxDims; ++d) {
         if (d == dims) break;
         int64_t quotient = remaining / size[d];
         int64_t index = remaining - quotient * size[d];
         remaining = quotient;
-MG_DEVICE_UNROLL
+        MG_DEVICE_UNROLL
         for (int k = 0; k < N; ++k) result.value[k] += index * stride[d][k];
       }
     }
@@ -380,8 +383,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 // output[i] = fn(input[i]) over output's sizes, input broadcast to them. Out and In are
-// device types (device_t<T>); fn is a device functor In -> Out. On the output's current
-// stream; output must not overlap input except exactly (in place). kVectorize = false
+// device types (device_t<T>); fn is a device functor In -> Out. Launches on the output
+// device's current stream; the caller makes that device current (DeviceGuard). Output must
+// not overlap input except exactly (in place). kVectorize = false
 // instantiates only the strided kernel (for rarely used types: less to compile).
 template <class Out, class In, bool kVectorize = true, class Fn>
 void map1(const Tensor& input, const Tensor& output, Fn fn) {
