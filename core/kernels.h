@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/device.h"
 #include "core/shape.h"
@@ -89,14 +90,19 @@ struct KernelTable {
   // Fills with uniform [low, high) or normal(mean, std) numbers from Philox.
   void (*fill_uniform)(const Tensor& destination, double low, double high, PhiloxState rng);
   void (*fill_normal)(const Tensor& destination, double mean, double std, PhiloxState rng);
-  // Fused optimizer updates of one parameter in place, as torch.optim computes them. All
-  // tensors contiguous, of the parameter's dtype and numel; `step` is a one-element float32
-  // counter that the kernel increments and reads on the device (no host sync). Optional
-  // state (momentum_buffer without momentum, max_exp_avg_sq without amsgrad) is undefined.
-  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                   const SgdHyper& hyper);
-  void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
+  // Fused optimizer updates in place, as torch.optim computes them. SGD and Adam take
+  // lists (element i of each belongs to params[i]; all of one device and dtype) so that a
+  // device can update every parameter in a few launches (multi-tensor); Adagrad updates one
+  // parameter. All tensors contiguous, a state tensor of its parameter's dtype and numel;
+  // each `step` is a distinct one-element float32 counter that the kernel increments and
+  // reads on the device (no host sync). An optional list (momentum_buffers without
+  // momentum, max_exp_avg_sqs without amsgrad) is empty; SGD's hyper.first_step applies to
+  // every parameter of the call.
+  void (*sgd_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                   std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
+  void (*adam_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                    std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                     const AdamHyper& hyper);
   void (*adagrad_step)(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
                        const Tensor& step, const AdagradHyper& hyper);

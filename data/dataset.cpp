@@ -27,7 +27,10 @@ SplitFiles split_files(Split split) {
 
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string text;
-  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "x" : "") + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) text += 'x';
+    text += std::to_string(dims[i]);
+  }
   return text;
 }
 

@@ -19,18 +19,20 @@ void Adagrad::add_param_group(std::vector<Tensor> params, AdagradOptions options
 }
 
 void Adagrad::step() {
-  for_each_update([&](size_t group_index, const Tensor& param, const Tensor& grad) {
+  for_each_update([&](size_t group_index, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     const AdagradOptions& options = options_[group_index];
-    ParamState& state = state_for(param);
-    if (!state.step.defined()) {
-      state.step = new_step_counter(param);
-      state.sum = new_state(param, options.initial_accumulator_value);
-    }
     AdagradHyper hyper{.lr = param_groups()[group_index].lr,
                        .lr_decay = options.lr_decay,
                        .weight_decay = options.weight_decay,
                        .eps = options.eps};
-    kernels(param.device()).adagrad_step(param, grad, state.sum, state.step, hyper);
+    for (size_t i = 0; i < params.size(); ++i) {
+      ParamState& state = state_for(params[i]);
+      if (!state.step.defined()) {
+        state.step = new_step_counter(params[i]);
+        state.sum = new_state(params[i], options.initial_accumulator_value);
+      }
+      kernels(params[i].device()).adagrad_step(params[i], grads[i], state.sum, state.step, hyper);
+    }
   });
 }
 

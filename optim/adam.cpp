@@ -20,14 +20,21 @@ void Adam::add_param_group(std::vector<Tensor> params, AdamOptions options) {
 }
 
 void Adam::step() {
-  for_each_update([&](size_t group_index, const Tensor& param, const Tensor& grad) {
+  for_each_update([&](size_t group_index, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     const AdamOptions& options = options_[group_index];
-    ParamState& state = state_for(param);
-    if (!state.step.defined()) {
-      state.step = new_step_counter(param);
-      state.exp_avg = new_state(param, 0);
-      state.exp_avg_sq = new_state(param, 0);
-      if (options.amsgrad) state.max_exp_avg_sq = new_state(param, 0);
+    std::vector<Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+    for (const Tensor& param : params) {
+      ParamState& state = state_for(param);
+      if (!state.step.defined()) {
+        state.step = new_step_counter(param);
+        state.exp_avg = new_state(param, 0);
+        state.exp_avg_sq = new_state(param, 0);
+        if (options.amsgrad) state.max_exp_avg_sq = new_state(param, 0);
+      }
+      exp_avgs.push_back(state.exp_avg);
+      exp_avg_sqs.push_back(state.exp_avg_sq);
+      if (options.amsgrad) max_exp_avg_sqs.push_back(state.max_exp_avg_sq);
+      steps.push_back(state.step);
     }
     AdamHyper hyper{.lr = param_groups()[group_index].lr,
                     .beta1 = options.beta1,
@@ -36,8 +43,7 @@ void Adam::step() {
                     .weight_decay = options.weight_decay,
                     .decoupled_weight_decay = decoupled_weight_decay_,
                     .amsgrad = options.amsgrad};
-    kernels(param.device()).adam_step(param, grad, state.exp_avg, state.exp_avg_sq,
-                                      state.max_exp_avg_sq, state.step, hyper);
+    kernels(params[0].device()).adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper);
   });
 }
 

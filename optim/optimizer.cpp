@@ -2,6 +2,8 @@
 // bookkeeping shared by every optimizer.
 #include "optim/optimizer.h"
 
+#include <algorithm>
+
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
@@ -95,6 +97,8 @@ void Optimizer::for_each_update(const Update& update) {
   NoGradGuard no_grad;
   for (size_t group_index = 0; group_index < groups_.size(); ++group_index) {
     const std::vector<Tensor>& params = groups_[group_index].params;
+    // One list pair per (device, dtype) in the group, in parameter order.
+    std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> lists;
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& param = params[i];
       Tensor grad = param.grad();
@@ -109,8 +113,17 @@ void Optimizer::for_each_update(const Update& update) {
                group_index, " (shape ", param.sizes(), ") is not contiguous; the fused ",
                "updates need contiguous parameters. Hint: optimize a contiguous leaf.");
       if (!grad.is_contiguous()) grad = contiguous_copy(grad);
-      update(group_index, param, grad);
-      param.bump_version();
+      auto same_kind = [&](const auto& list) {
+        return list.first[0].device() == param.device() && list.first[0].dtype() == param.dtype();
+      };
+      auto list = std::find_if(lists.begin(), lists.end(), same_kind);
+      if (list == lists.end()) list = lists.emplace(lists.end());
+      list->first.push_back(param);
+      list->second.push_back(grad);
+    }
+    for (const auto& [list_params, list_grads] : lists) {
+      update(group_index, list_params, list_grads);
+      for (const Tensor& param : list_params) param.bump_version();
     }
   }
 }

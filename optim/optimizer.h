@@ -70,7 +70,10 @@ class Optimizer {
   void add_group(std::vector<Tensor> params, double lr);
   // Calls update(group_index, param, grad) for every parameter with a gradient, with grad
   // mode off, after checking that the gradient matches; then bumps the param's version.
-  using Update = std::function<void(size_t group_index, const Tensor& param, const Tensor& grad)>;
+  // update(group_index, params, grads) receives the parameters of a group that have a
+  // gradient, in lists of one device and dtype (what one fused multi-tensor call takes).
+  using Update = std::function<void(size_t group_index, const std::vector<Tensor>& params,
+                                    const std::vector<Tensor>& grads)>;
   void for_each_update(const Update& update);
 
   // `param`'s state, empty at its first step.

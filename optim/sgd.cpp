@@ -20,7 +20,7 @@ void SGD::add_param_group(std::vector<Tensor> params, SGDOptions options) {
 }
 
 void SGD::step() {
-  for_each_update([&](size_t group_index, const Tensor& param, const Tensor& grad) {
+  for_each_update([&](size_t group_index, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     const SGDOptions& options = options_[group_index];
     SgdHyper hyper{.lr = param_groups()[group_index].lr,
                    .momentum = options.momentum,
@@ -28,14 +28,28 @@ void SGD::step() {
                    .weight_decay = options.weight_decay,
                    .nesterov = options.nesterov,
                    .first_step = false};
-    Tensor momentum_buffer;
-    if (options.momentum != 0) {
-      ParamState& state = state_for(param);
-      hyper.first_step = !state.momentum_buffer.defined();
-      if (hyper.first_step) state.momentum_buffer = new_state(param, 0);
-      momentum_buffer = state.momentum_buffer;
+    const KernelTable& device_kernels = kernels(params[0].device());
+    if (options.momentum == 0) {
+      device_kernels.sgd_step(params, grads, {}, hyper);
+      return;
     }
-    kernels(param.device()).sgd_step(param, grad, momentum_buffer, hyper);
+    // A parameter's first step starts its buffer differently (PyTorch's rule), so the
+    // parameters without a buffer yet and those with one are updated in two calls.
+    std::vector<bool> has_buffer;
+    for (const Tensor& param : params) has_buffer.push_back(state_for(param).momentum_buffer.defined());
+    for (bool first_step : {true, false}) {
+      std::vector<Tensor> step_params, step_grads, buffers;
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (has_buffer[i] == first_step) continue;
+        ParamState& state = state_for(params[i]);
+        if (first_step) state.momentum_buffer = new_state(params[i], 0);
+        step_params.push_back(params[i]);
+        step_grads.push_back(grads[i]);
+        buffers.push_back(state.momentum_buffer);
+      }
+      hyper.first_step = first_step;
+      if (!step_params.empty()) device_kernels.sgd_step(step_params, step_grads, buffers, hyper);
+    }
   });
 }
 

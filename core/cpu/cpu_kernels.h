@@ -36,10 +36,11 @@ void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_
                   const Tensor& grad_input);
 
 // optimizer_kernels.cpp
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-              const SgdHyper& hyper);
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+               std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                const AdamHyper& hyper);
 void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
                   const Tensor& step, const AdagradHyper& hyper);

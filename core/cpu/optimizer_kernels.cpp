@@ -27,9 +27,10 @@ T* data_or_null(const Tensor& tensor) {
   return tensor.defined() ? static_cast<T*>(tensor.raw_data()) : nullptr;
 }
 
-}  // namespace
+// Element i of an optional list, or an undefined tensor when the list is empty.
+Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty() ? Tensor() : list[i]; }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdHyper& hyper) {
   dispatch_floating(param.dtype(), "sgd_step", [&]<class T>() {
     using C = compute_t<T>;
@@ -55,7 +56,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   });
 }
 
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
                const AdamHyper& hyper) {
   const double step_count = increment_step(step);
@@ -95,6 +96,23 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
       p[i] = static_cast<T>(param_value - step_size * (first / denom));
     }
   });
+}
+
+}  // namespace
+
+// On the CPU a list is updated one parameter after another: there is no launch to save.
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
+}
+
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+               std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
+               const AdamHyper& hyper) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
+  }
 }
 
 void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum,

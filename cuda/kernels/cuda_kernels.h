@@ -24,21 +24,14 @@ void dropout(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
 void masked_scale(const Tensor& grad, const Tensor& mask, double scale, const Tensor& output);
 
 // optimizer.cu
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& hyper);
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const Tensor& step, const AdamHyper& hyper);
 void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
                   const AdagradHyper& hyper);
-// Multi-tensor updates: the same arithmetic as sgd_step / adam_step for many parameters in
-// few launches (up to 48 tensors each, plus one launch per 256 step counters). The lists
-// run in parallel: element i of each belongs to params[i]. Every tensor contiguous; all
-// parameters share one dtype and device; a state tensor matches its parameter. An optional
-// list (momentum_buffers without momentum, max_exp_avg_sqs without amsgrad) is empty.
-// `steps` holds one distinct float32 counter per parameter: each is incremented once.
-// SGD's hyper.first_step applies to every parameter of the call.
-void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
-                    std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
-void adam_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+// Multi-tensor updates (the table's list contract): many parameters in few launches (up
+// to 48 tensors each, plus one launch per 256 step counters), like PyTorch's
+// multi_tensor_apply.
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
                      std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
                      std::span<const Tensor> steps, const AdamHyper& hyper);
 

@@ -1,6 +1,6 @@
 // cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, one
-// parameter per call (the kernel table) or many per launch (sgd_step_multi,
-// adam_step_multi, in the manner of PyTorch's multi_tensor_apply).
+// parameter per call (the kernel table) or many per launch (sgd_step,
+// adam_step, in the manner of PyTorch's multi_tensor_apply).
 //
 // The per-element arithmetic is core/cpu/optimizer_kernels.cpp's, term by term, in the
 // element's compute type; per-step scalars (bias corrections, decayed learning rate) are
@@ -275,11 +275,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 void* data_or_null(const Tensor& tensor) { return tensor.defined() ? tensor.raw_data() : nullptr; }
 
-// The span of one tensor, or an empty span for an undefined one.
-std::span<const Tensor> one_or_none(const Tensor& tensor) {
-  return tensor.defined() ? std::span<const Tensor>(&tensor, 1) : std::span<const Tensor>();
-}
-
 template <int kTensors>
 void sgd_launches(std::span<const Tensor> params, std::span<const Tensor> grads,
                   std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
@@ -343,20 +338,6 @@ void adam_launches(std::span<const Tensor> params, std::span<const Tensor> grads
 
 }  // namespace
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& hyper) {
-  DeviceGuard guard(param.device());  // kernels launch on the current device
-  sgd_launches<1>(std::span<const Tensor>(&param, 1), std::span<const Tensor>(&grad, 1),
-                  one_or_none(momentum_buffer), hyper);
-}
-
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const Tensor& step, const AdamHyper& hyper) {
-  DeviceGuard guard(param.device());  // kernels launch on the current device
-  adam_launches<1>(std::span<const Tensor>(&param, 1), std::span<const Tensor>(&grad, 1),
-                   std::span<const Tensor>(&exp_avg, 1), std::span<const Tensor>(&exp_avg_sq, 1),
-                   one_or_none(max_exp_avg_sq), std::span<const Tensor>(&step, 1), hyper);
-}
-
 void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
                   const AdagradHyper& hyper) {
   DeviceGuard guard(param.device());  // kernels launch on the current device
@@ -381,25 +362,25 @@ void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_s
   });
 }
 
-void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                     std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
-  check_lists("sgd_step_multi", params, {grads, momentum_buffers});
-  MG_CHECK(grads.size() == params.size(), "sgd_step_multi: every parameter needs a gradient");
+  check_lists("sgd_step", params, {grads, momentum_buffers});
+  MG_CHECK(grads.size() == params.size(), "sgd_step: every parameter needs a gradient");
   if (params.empty()) return;
   DeviceGuard guard(params[0].device());  // kernels launch on the current device
   sgd_launches<kTensorsPerLaunch>(params, grads, momentum_buffers, hyper);
 }
 
-void adam_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
                      std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
                      std::span<const Tensor> steps, const AdamHyper& hyper) {
-  check_lists("adam_step_multi", params, {grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs});
+  check_lists("adam_step", params, {grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs});
   MG_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
                exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
-           "adam_step_multi: every parameter needs a gradient, exp_avg, exp_avg_sq and step");
+           "adam_step: every parameter needs a gradient, exp_avg, exp_avg_sq and step");
   for (size_t i = 0; i < steps.size(); ++i) {
     MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
-             "adam_step_multi: step ", i, " must be a one-element float32 tensor on ", params[i].device());
+             "adam_step: step ", i, " must be a one-element float32 tensor on ", params[i].device());
   }
   if (params.empty()) return;
   DeviceGuard guard(params[0].device());  // kernels launch on the current device

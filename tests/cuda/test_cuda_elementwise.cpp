@@ -681,13 +681,12 @@ TEST_CASE("CUDA multi-tensor Adam and SGD match one CPU update per parameter", "
       for (size_t i = 0; i < count; ++i) {
         grads_cpu.push_back(random_values(sizes[i], DType::Float32, 9000 + 1000 * step + i));
         grads_cuda.push_back(grads_cpu.back().to(kCuda));
-        cpu_kernels().adam_step(params_cpu[i], grads_cpu[i], exp_avg_cpu[i], exp_avg_sq_cpu[i],
-                                amsgrad ? max_cpu[i] : Tensor(), steps_cpu[i], hyper);
       }
-      cuda::adam_step_multi(params_cuda, grads_cuda, exp_avg_cuda, exp_avg_sq_cuda, max_cuda, steps_cuda, hyper);
+      cpu_kernels().adam_step(params_cpu, grads_cpu, exp_avg_cpu, exp_avg_sq_cpu, max_cpu, steps_cpu, hyper);
+      cuda::adam_step(params_cuda, grads_cuda, exp_avg_cuda, exp_avg_sq_cuda, max_cuda, steps_cuda, hyper);
     }
     for (size_t i = 0; i < count; ++i) {
-      std::string what = "adam_step_multi tensor " + std::to_string(i) + " " + sizes[i].str() +
+      std::string what = "adam_step tensor " + std::to_string(i) + " " + sizes[i].str() +
                          (amsgrad ? " amsgrad" : "");
       check_close(params_cuda[i], params_cpu[i], 1e-6, what + " param");
       check_close(exp_avg_cuda[i], exp_avg_cpu[i], 1e-6, what + " exp_avg");
@@ -714,12 +713,12 @@ TEST_CASE("CUDA multi-tensor Adam and SGD match one CPU update per parameter", "
       for (size_t i = 0; i < count; ++i) {
         grads_cpu.push_back(random_values(sizes[i], DType::Float32, 11000 + 1000 * step + i));
         grads_cuda.push_back(grads_cpu.back().to(kCuda));
-        cpu_kernels().sgd_step(params_cpu[i], grads_cpu[i], momentum ? buffers_cpu[i] : Tensor(), hyper);
       }
-      cuda::sgd_step_multi(params_cuda, grads_cuda, buffers_cuda, hyper);
+      cpu_kernels().sgd_step(params_cpu, grads_cpu, buffers_cpu, hyper);
+      cuda::sgd_step(params_cuda, grads_cuda, buffers_cuda, hyper);
     }
     for (size_t i = 0; i < count; ++i) {
-      std::string what = "sgd_step_multi tensor " + std::to_string(i) + (momentum ? " momentum" : "");
+      std::string what = "sgd_step tensor " + std::to_string(i) + (momentum ? " momentum" : "");
       check_close(params_cuda[i], params_cpu[i], 1e-6, what + " param");
       if (momentum) check_close(buffers_cuda[i], buffers_cpu[i], 1e-6, what + " momentum_buffer");
     }
