@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/allocator/memory_report.h"
 #include "core/allocator/registry.h"
 #include "core/json.h"
 
@@ -36,18 +37,6 @@ Snapshot snapshot(Device device) {
 void reset_peak_stats(Device device) { allocator_for(device).reset_peak_stats(); }
 
 namespace {
-
-void append_line(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
-
-void append_line(std::string& out, const char* format, ...) {
-  char line[256];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  out += line;
-  out += '\n';
-}
 
 // "PARAMETER   1.50 KiB   1536   3.00 KiB   3072": readable and exact, current then peak.
 void append_bytes_row(std::string& out, const char* label, int64_t current, int64_t peak) {

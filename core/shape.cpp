@@ -38,6 +38,14 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return result;
 }
 
+LinesAlong lines_along(const Shape& sizes, int dim) {
+  LinesAlong lines;
+  lines.extent = sizes[dim];
+  for (int d = 0; d < dim; ++d) lines.outer *= sizes[d];
+  for (int d = dim + 1; d < sizes.size(); ++d) lines.inner *= sizes[d];
+  return lines;
+}
+
 int wrap_dim(int64_t dim, int ndim) {
   int64_t extent = std::max(ndim, 1);
   MG_CHECK(dim >= -extent && dim < extent, "dimension ", dim, " is out of range for a tensor with ",

@@ -85,6 +85,14 @@ inline std::ostream& operator<<(std::ostream& out, const Shape& shape) { return 
 Shape contiguous_strides(const Shape& sizes);
 // NumPy broadcasting of two shapes; throws naming both shapes when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
+// A contiguous tensor seen along `dim` as (outer, extent, inner): element (o, k, i) sits at
+// (o * extent + k) * inner + i, and each (o, i) line along dim is independent (softmax,
+// argmax and friends work line by line, on the CPU and the GPU alike).
+struct LinesAlong {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+LinesAlong lines_along(const Shape& sizes, int dim);
+
 // Wraps a possibly negative dimension index into [0, ndim); `ndim` 0 accepts 0 and -1.
 int wrap_dim(int64_t dim, int ndim);
 

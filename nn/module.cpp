@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/safetensors.h"
 
 namespace mg::nn {
 
@@ -304,6 +305,24 @@ std::string Module::str() const {
   if (single_line) return result + (lines.empty() ? "" : lines.front()) + ")";
   for (const std::string& line : lines) result += "\n  " + line;
   return result + "\n)";
+}
+
+// ---- checkpoints ----
+
+void save(const Module& module, const std::string& path) {
+  save_safetensors(path, module.state_dict(), {{"format", "pt"}});
+}
+
+void load(Module& module, const std::string& path, bool strict) {
+  NamedTensors model_state = module.state_dict();
+  // Read straight onto the model's device, so the copy into the parameters stays there.
+  Device device = model_state.empty() ? Device::cpu() : model_state.front().second.device();
+  NamedTensors state = load_safetensors(path, device);
+  try {
+    module.load_state_dict(state, strict);
+  } catch (const Error& error) {
+    throw Error(detail::str_cat("loading '", path, "' into ", module.type_name(), ": ", error.what()));
+  }
 }
 
 }  // namespace mg::nn

@@ -122,4 +122,12 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// Writes the module's state_dict() to a safetensors file (atomically: an earlier file at
+// `path` survives a failed save), tagged {"format": "pt"} so that PyTorch's
+// safetensors.torch.load_file reads it too.
+void save(const Module& module, const std::string& path);
+// Reads a safetensors file and load_state_dict()s it into `module` (see there for `strict`);
+// a file that does not fit the model changes nothing.
+void load(Module& module, const std::string& path, bool strict = true);
+
 }  // namespace mg::nn

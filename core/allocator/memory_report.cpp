@@ -92,17 +92,6 @@ namespace {
 // Rows are "| label | c1 | c2 | c3 | c4 |", 86 characters wide.
 constexpr int kTableInner = 82;  // width between "| " and " |"
 
-void append_line(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
-
-void append_line(std::string& out, const char* format, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  out += line;
-  out += '\n';
-}
 
 void append_rule(std::string& out, char fill) {
   out += '|';
@@ -169,6 +158,16 @@ std::string format_memory_summary(Device device, const RawBackend& backend,
   }
   append_rule(out, '=');
   return out;
+}
+
+void append_line(std::string& out, const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  out += line;
+  out += '\n';
 }
 
 }  // namespace mg

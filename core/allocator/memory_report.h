@@ -19,6 +19,10 @@ std::string out_of_memory_message(Device device, const RawBackend& backend,
                                   const MemoryStats& stats, size_t requested_bytes,
                                   size_t rounded_bytes, size_t segment_bytes);
 
+// Appends one printf-formatted line (and a newline) to `out`; the report tables are built
+// from such lines (also by core/memory.cpp).
+void append_line(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
 // The table behind CachingAllocator::memory_summary().
 std::string format_memory_summary(Device device, const RawBackend& backend,
                                   const MemoryStats& stats);

@@ -12,24 +12,8 @@
 
 namespace mg::cpu {
 
-namespace {
-
-struct Lines {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-
-Lines lines_along(const Tensor& tensor, int dim) {
-  Lines lines;
-  lines.extent = tensor.sizes()[dim];
-  for (int d = 0; d < dim; ++d) lines.outer *= tensor.sizes()[d];
-  for (int d = dim + 1; d < tensor.dim(); ++d) lines.inner *= tensor.sizes()[d];
-  return lines;
-}
-
-}  // namespace
-
 void softmax(const Tensor& input, int dim, bool log, const Tensor& output) {
-  Lines lines = lines_along(input, dim);
+  LinesAlong lines = lines_along(input.sizes(), dim);
   dispatch_floating(input.dtype(), "softmax", [&]<class T>() {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const T* in = input.data_ptr<T>();
@@ -56,7 +40,7 @@ void softmax(const Tensor& input, int dim, bool log, const Tensor& output) {
 
 void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, bool log,
                       const Tensor& grad_input) {
-  Lines lines = lines_along(output, dim);
+  LinesAlong lines = lines_along(output.sizes(), dim);
   dispatch_floating(output.dtype(), "softmax backward", [&]<class T>() {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const T* grad = grad_output.data_ptr<T>();

@@ -36,6 +36,7 @@
 #include "core/factory.h"
 #include "cuda/check.h"
 #include "cuda/kernels/cuda_kernels.h"
+#include "cuda/kernels/row_reduce.cuh"
 #include "cuda/kernels/strided_indexer.cuh"
 #include "cuda/runtime.h"
 
@@ -108,32 +109,13 @@ __device__ __forceinline__ Candidate<C> better(Candidate<C> a, Candidate<C> b) {
 
 // ---- cooperative reductions ----
 
-template <class T>
-__device__ __forceinline__ T shuffle_xor(T value, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, value, lane_mask);
-}
+// argmax's candidates cross lanes as their two fields (see cuda/kernels/row_reduce.cuh).
 template <class C>
 __device__ __forceinline__ Candidate<C> shuffle_xor(Candidate<C> candidate, int lane_mask) {
   return {__shfl_xor_sync(0xffffffffu, candidate.value, lane_mask),
           __shfl_xor_sync(0xffffffffu, candidate.index, lane_mask)};
 }
 
-// Combines `value` over the blockDim.x threads that share a row (threadIdx.y); every
-// one of them gets the result. blockDim.x is 32 (a warp per row, any blockDim.y) or a
-// multiple of 32 up to 1024 with blockDim.y == 1 (a block per row).
-template <class T, class Fn>
-__device__ __forceinline__ T reduce_across_row(T value, Fn combine) {
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) value = combine(value, shuffle_xor(value, lane_mask));
-  if (blockDim.x == 32) return value;
-  __shared__ T warp_totals[32];
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane == 0) warp_totals[warp] = value;
-  __syncthreads();
-  value = warp_totals[0];
-  for (int w = 1; w < warps; ++w) value = combine(value, warp_totals[w]);
-  __syncthreads();  // the totals may be rewritten by a next call
-  return value;
-}
 
 // ---- the (outer, reduced, inner) reduction ----
 

@@ -22,6 +22,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/cuda_kernels.h"
+#include "cuda/kernels/row_reduce.cuh"
 #include "cuda/kernels/strided_indexer.cuh"
 #include "cuda/runtime.h"
 
@@ -53,25 +54,6 @@ struct SumOf {
   template <class C>
   __device__ __forceinline__ C operator()(C total, C value) const { return total + value; }
 };
-
-// Combines `value` over the blockDim.x threads of a line (threadIdx.y); all of them get
-// the result. blockDim.x is 32 (any blockDim.y) or a multiple of 32 with blockDim.y == 1.
-// NOTE: the same helper as in reduce.cu; each .cu keeps its own copy to stay one file.
-template <class T, class Fn>
-__device__ __forceinline__ T reduce_across_row(T value, Fn combine) {
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) {
-    value = combine(value, __shfl_xor_sync(0xffffffffu, value, lane_mask));
-  }
-  if (blockDim.x == 32) return value;
-  __shared__ T warp_totals[32];
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane == 0) warp_totals[warp] = value;
-  __syncthreads();
-  value = warp_totals[0];
-  for (int w = 1; w < warps; ++w) value = combine(value, warp_totals[w]);
-  __syncthreads();  // the totals may be rewritten by a next call
-  return value;
-}
 
 constexpr int kLinesPerBlock = 32;    // inner > 1: consecutive lines per block (threadIdx.x)
 constexpr int kThreadsPerLine = 8;    // inner > 1: threads splitting a line's extent (threadIdx.y)
@@ -206,18 +188,6 @@ __global__ void softmax_backward_lines_kernel(const T* grad_output, const T* out
 
 // ---- launching ----
 
-struct Lines {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-
-Lines lines_along(const Tensor& tensor, int dim) {
-  Lines lines;
-  lines.extent = tensor.sizes()[dim];
-  for (int d = 0; d < dim; ++d) lines.outer *= tensor.sizes()[d];
-  for (int d = dim + 1; d < tensor.dim(); ++d) lines.inner *= tensor.sizes()[d];
-  return lines;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Grid and block of a *_rows_kernel: a warp per line when lines are short, else a block.
@@ -232,7 +202,7 @@ RowLaunch row_launch(const char* op, int64_t rows, int64_t extent) {
   return {dim3(static_cast<unsigned>(blocks)), dim3(threads_x, rows_per_block)};
 }
 // Grid and block of a *_lines_kernel.
-RowLaunch line_launch(const char* op, const Lines& lines) {
+RowLaunch line_launch(const char* op, const LinesAlong& lines) {
   int64_t blocks = lines.outer * ceil_div(lines.inner, kLinesPerBlock);
   MG_CHECK(blocks <= std::numeric_limits<int32_t>::max(), op, ": ", lines.outer * lines.inner,
            " lines are too many for one launch");
@@ -253,7 +223,7 @@ void softmax(const Tensor& input, int dim, bool log, const Tensor& output) {
   Device device = input.device();
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  Lines lines = lines_along(input, dim);
+  LinesAlong lines = lines_along(input.sizes(), dim);
   dispatch_floating(input.dtype(), "softmax", [&]<class Element>() {
     using T = device_t<Element>;
     using C = line_compute_t<Element>;
@@ -277,7 +247,7 @@ void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, 
   Device device = output.device();
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  Lines lines = lines_along(output, dim);
+  LinesAlong lines = lines_along(output.sizes(), dim);
   dispatch_floating(output.dtype(), "softmax backward", [&]<class Element>() {
     using T = device_t<Element>;
     using C = line_compute_t<Element>;
