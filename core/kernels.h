@@ -33,6 +33,17 @@ bool is_comparison(BinaryOp op);
 
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 
+// Geometry of a 2-D convolution or pooling window (NCHW tensors).
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;  // pooling only: convolution takes them from the weight
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;              // convolution only
+  bool ceil_mode = false;          // pooling only
+  bool count_include_pad = true;   // avg pooling only
+};
+
 // Random number state handed to kernels: Philox4x32-10 key and the counter to start at.
 struct PhiloxState {
   uint64_t seed = 0;
@@ -106,6 +117,38 @@ struct KernelTable {
                     const AdamHyper& hyper);
   void (*adagrad_step)(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
                        const Tensor& step, const AdagradHyper& hyper);
+  // 2-D convolution, NCHW: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) or
+  // undefined, output (N, K, P, Q); all contiguous. The backward entries overwrite.
+  void (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                 const Window2d& window, const Tensor& output);
+  void (*conv2d_backward_input)(const Tensor& grad_output, const Tensor& weight,
+                                const Window2d& window, const Tensor& grad_input);
+  void (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
+                                 const Window2d& window, const Tensor& grad_weight);
+  // Pooling, NCHW, contiguous. max_pool2d keeps, per output, the position of the maximum
+  // inside its window as one uint8 (kernel_h * kernel_w <= 256): 1 byte instead of 8.
+  void (*max_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output,
+                     const Tensor& window_indices);
+  void (*max_pool2d_backward)(const Tensor& grad_output, const Tensor& window_indices,
+                              const Window2d& window, const Tensor& grad_input);
+  void (*avg_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output);
+  void (*avg_pool2d_backward)(const Tensor& grad_output, const Window2d& window,
+                              const Tensor& grad_input);
+  // Batch normalisation over (N, H, W) per channel of an NCHW (or (N, C)) input. Training:
+  // normalise with the batch statistics, write save_mean / save_invstd (C, float32 for
+  // 16-bit inputs, else the input's dtype) and update running_mean / running_var in place
+  // (unbiased variance, momentum as PyTorch); eval: normalise with the running statistics.
+  // weight and bias (C) may be undefined (affine=false).
+  void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                     const Tensor& running_mean, const Tensor& running_var, bool training,
+                     double momentum, double eps, const Tensor& output, const Tensor& save_mean,
+                     const Tensor& save_invstd);
+  // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
+  // undefined when not needed.
+  void (*batch_norm_backward)(const Tensor& grad_output, const Tensor& input,
+                              const Tensor& weight, const Tensor& save_mean,
+                              const Tensor& save_invstd, const Tensor& grad_input,
+                              const Tensor& grad_weight, const Tensor& grad_bias);
 };
 
 // The kernel table of a device type; throws mg::Error when memgrad has none for it.

@@ -37,6 +37,15 @@ const KernelTable& simulated_kernel_table() {
       .sgd_step = ignore<&KernelTable::sgd_step>,
       .adam_step = ignore<&KernelTable::adam_step>,
       .adagrad_step = ignore<&KernelTable::adagrad_step>,
+      .conv2d = ignore<&KernelTable::conv2d>,
+      .conv2d_backward_input = ignore<&KernelTable::conv2d_backward_input>,
+      .conv2d_backward_weight = ignore<&KernelTable::conv2d_backward_weight>,
+      .max_pool2d = ignore<&KernelTable::max_pool2d>,
+      .max_pool2d_backward = ignore<&KernelTable::max_pool2d_backward>,
+      .avg_pool2d = ignore<&KernelTable::avg_pool2d>,
+      .avg_pool2d_backward = ignore<&KernelTable::avg_pool2d_backward>,
+      .batch_norm = ignore<&KernelTable::batch_norm>,
+      .batch_norm_backward = ignore<&KernelTable::batch_norm_backward>,
   };
   return table;
 }

@@ -26,6 +26,15 @@ const KernelTable& kernel_table() {
       .sgd_step = sgd_step,
       .adam_step = adam_step,
       .adagrad_step = adagrad_step,
+      .conv2d = conv2d,
+      .conv2d_backward_input = conv2d_backward_input,
+      .conv2d_backward_weight = conv2d_backward_weight,
+      .max_pool2d = max_pool2d,
+      .max_pool2d_backward = max_pool2d_backward,
+      .avg_pool2d = avg_pool2d,
+      .avg_pool2d_backward = avg_pool2d_backward,
+      .batch_norm = batch_norm,
+      .batch_norm_backward = batch_norm_backward,
   };
   return table;
 }

@@ -50,4 +50,27 @@ void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_i
 void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
                   const Tensor& grad_input);
 
+// conv.cpp / conv.cu
+void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
+            const Tensor& output);
+void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                           const Tensor& grad_input);
+void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
+                            const Tensor& grad_weight);
+
+// pool.cpp / pool.cu
+void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& output, const Tensor& window_indices);
+void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices, const Window2d& window,
+                         const Tensor& grad_input);
+void avg_pool2d(const Tensor& input, const Window2d& window, const Tensor& output);
+void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, const Tensor& grad_input);
+
+// batch_norm.cpp / batch_norm.cu
+void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd);
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+                         const Tensor& grad_weight, const Tensor& grad_bias);
+
 }  // namespace mg::cuda
