@@ -26,6 +26,14 @@ const Tensor& kaiming_uniform_(const Tensor& tensor, double a, Generator* genera
   return init::uniform_(tensor, -bound, bound, generator);
 }
 
+const Tensor& kaiming_normal_(const Tensor& tensor, double a, FanMode mode, Generator* generator) {
+  if (tensor.numel() == 0) return tensor;  // nothing to fill, and a zero fan has no std
+  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(tensor);
+  int64_t fan = mode == FanMode::FanIn ? fan_in : fan_out;
+  double gain = std::sqrt(2.0 / (1.0 + a * a));
+  return init::normal_(tensor, 0.0, gain / std::sqrt(static_cast<double>(fan)), generator);
+}
+
 const Tensor& uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
   NoGradGuard no_grad;
   mg::uniform_(tensor, low, high, generator);

@@ -2,8 +2,13 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/container.h"
+#include "nn/conv.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/pooling.h"
+#include "nn/resnet.h"
 #include "nn/sequential.h"

@@ -1,0 +1,113 @@
+// autograd/conv.cpp — conv2d (NCHW), forward and backward side by side.
+//
+// The device kernels (core/cpu/conv.cpp, cuda/kernels/conv.cu) do the arithmetic on
+// contiguous tensors; this file checks the arguments, sizes the output, and records one
+// Conv2dBackward node. The node saves only what the requested gradients need: grad_input
+// needs the weight, grad_weight needs the input, grad_bias needs neither.
+#include "autograd/conv.h"
+
+#include "autograd/function.h"
+#include "autograd/op_support.h"
+#include "autograd/reduce.h"
+
+namespace mg {
+
+using autograd::needs_grad;
+using autograd::new_output;
+using autograd::Node;
+
+namespace {
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
+void check_arguments(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  autograd::check_defined("conv2d", input);
+  autograd::check_defined("conv2d", weight);
+  autograd::check_floating("conv2d", input);
+  autograd::check_same_device("conv2d", input, weight);
+  MG_CHECK(input.dtype() == weight.dtype(), "conv2d: input has dtype ", input.dtype(), " but weight has ",
+           weight.dtype(), ". Hint: convert the weight with weight.to(input.dtype()).");
+  MG_CHECK(input.dim() == 4, "conv2d: input must be 4-D (N, C, H, W), got shape ", input.sizes(),
+           ". Hint: add a batch dim with unsqueeze(x, 0).");
+  MG_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D (K, C/groups, R, S), got shape ", weight.sizes());
+  for (int i = 0; i < 2; ++i) {
+    MG_CHECK(options.stride[i] >= 1 && options.dilation[i] >= 1 && options.padding[i] >= 0,
+             "conv2d: stride and dilation must be >= 1 and padding >= 0, got stride (", options.stride[0], ", ",
+             options.stride[1], "), dilation (", options.dilation[0], ", ", options.dilation[1], "), padding (",
+             options.padding[0], ", ", options.padding[1], ")");
+  }
+  int64_t groups = options.groups;
+  int64_t channels = input.sizes()[1], out_channels = weight.sizes()[0];
+  MG_CHECK(groups >= 1, "conv2d: groups must be >= 1, got ", groups);
+  MG_CHECK(channels % groups == 0, "conv2d: input ", input.sizes(), " has ", channels,
+           " channels, not divisible by groups = ", groups);
+  MG_CHECK(out_channels % groups == 0, "conv2d: weight ", weight.sizes(), " has ", out_channels,
+           " output channels, not divisible by groups = ", groups);
+  MG_CHECK(weight.sizes()[1] == channels / groups, "conv2d: weight ", weight.sizes(), " expects ",
+           weight.sizes()[1], " input channels per group, but input ", input.sizes(), " has ", channels,
+           " channels in ", groups, " group(s), i.e. ", channels / groups,
+           " per group. Hint: weight's dim 1 must be C / groups.");
+  if (bias.defined()) {
+    autograd::check_same_device("conv2d", input, bias);
+    MG_CHECK(bias.dtype() == input.dtype(), "conv2d: bias has dtype ", bias.dtype(), " but input has ",
+             input.dtype(), ". Hint: convert it with bias.to(input.dtype()).");
+    MG_CHECK(bias.dim() == 1 && bias.sizes()[0] == out_channels, "conv2d: bias has shape ", bias.sizes(),
+             " but weight ", weight.sizes(), " has ", out_channels, " output channels; expected [",
+             out_channels, "]");
+  }
+}
+
+// One output size: (size + 2*pad - dilation*(kernel-1) - 1)/stride + 1, checked positive.
+int64_t output_size(const Tensor& input, const Tensor& weight, const Conv2dOptions& options, int i) {
+  int64_t size = input.sizes()[2 + i], kernel = weight.sizes()[2 + i];
+  int64_t span = options.dilation[i] * (kernel - 1) + 1;
+  int64_t padded = size + 2 * options.padding[i];
+  MG_CHECK(padded >= span, "conv2d: input ", input.sizes(), " is smaller than the dilated kernel ",
+           options.dilation[0] * (weight.sizes()[2] - 1) + 1, "x", options.dilation[1] * (weight.sizes()[3] - 1) + 1,
+           " with padding ", options.padding[i], ". Hint: pad the input or use a smaller kernel or dilation.");
+  return (padded - span) / options.stride[i] + 1;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  check_arguments(input, weight, bias, options);
+  int64_t out_h = output_size(input, weight, options, 0), out_w = output_size(input, weight, options, 1);
+  Window2d window;
+  window.stride_h = options.stride[0];
+  window.stride_w = options.stride[1];
+  window.pad_h = options.padding[0];
+  window.pad_w = options.padding[1];
+  window.dilation_h = options.dilation[0];
+  window.dilation_w = options.dilation[1];
+  window.groups = options.groups;
+
+  Tensor out = new_output({input.sizes()[0], weight.sizes()[0], out_h, out_w}, input.dtype(), input);
+  kernels(input.device()).conv2d(contiguous(input), contiguous(weight), bias.defined() ? contiguous(bias) : Tensor(),
+                                 window, out);
+
+  if (needs_grad(input, weight, bias)) {
+    autograd::record(
+        "Conv2dBackward", out, {input, weight, bias},
+        autograd::saved(needs_grad(weight) ? input : Tensor(), needs_grad(input) ? weight : Tensor()),
+        [window, input_sizes = input.sizes(), weight_sizes = weight.sizes()](
+            const Node& node, const Tensor& grad, const Tensor& saved_input, const Tensor& saved_weight) {
+          const KernelTable& kernel = kernels(grad.device());
+          Tensor grad_output = contiguous(grad);  // (N, K, P, Q)
+          Tensor grad_input, grad_weight, grad_bias;
+          if (node.needs_input_grad(0)) {
+            grad_input = new_output(input_sizes, grad.dtype(), grad);
+            kernel.conv2d_backward_input(grad_output, contiguous(saved_weight), window, grad_input);
+          }
+          if (node.needs_input_grad(1)) {
+            grad_weight = new_output(weight_sizes, grad.dtype(), grad);
+            kernel.conv2d_backward_weight(grad_output, contiguous(saved_input), window, grad_weight);
+          }
+          if (node.needs_input_grad(2)) grad_bias = sum(grad_output, {0, 2, 3});
+          return std::vector<Tensor>{grad_input, grad_weight, grad_bias};
+        });
+  }
+  return out;
+}
+
+}  // namespace mg

@@ -1,0 +1,170 @@
+// core/cpu/batch_norm.cpp — CPU batch normalisation, forward (training and evaluation) and
+// the training-mode backward, over contiguous (N, C) or (N, C, H, W) inputs.
+//
+// A contiguous input is seen as (N, C, inner) with inner = H * W (1 for (N, C)): element
+// (n, c, i) sits at (n * C + c) * inner + i. Channels are independent, so OpenMP splits
+// them. Per-channel tensors (weight, bias, statistics) may have a dtype other than the
+// input's (float32 statistics for 16-bit inputs), so they are read into and written from
+// double vectors; a channel's sums are always carried in double.
+#include <cmath>
+#include <vector>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/strided_loop.h"
+
+namespace mg::cpu {
+
+namespace {
+
+struct ChannelLayout {
+  int64_t batch = 0, channels = 0, inner = 1;
+  int64_t per_channel() const { return batch * inner; }
+};
+
+ChannelLayout layout_of(const Tensor& input) {
+  ChannelLayout layout;
+  layout.batch = input.sizes()[0];
+  layout.channels = input.sizes()[1];
+  for (int d = 2; d < input.dim(); ++d) layout.inner *= input.sizes()[d];
+  return layout;
+}
+
+// The C values of a per-channel tensor as double; `fallback` everywhere when it is
+// undefined (no weight means 1, no bias means 0).
+std::vector<double> read_channels(const Tensor& values, int64_t channels, double fallback) {
+  std::vector<double> result(channels, fallback);
+  if (!values.defined()) return result;
+  dispatch_floating(values.dtype(), "batch_norm", [&]<class T>() {
+    const T* data = values.data_ptr<T>();
+    for (int64_t c = 0; c < channels; ++c) result[c] = static_cast<double>(static_cast<compute_t<T>>(data[c]));
+  });
+  return result;
+}
+
+void write_channels(const std::vector<double>& source, const Tensor& destination) {
+  if (!destination.defined()) return;
+  dispatch_floating(destination.dtype(), "batch_norm", [&]<class T>() {
+    T* data = destination.data_ptr<T>();
+    for (size_t c = 0; c < source.size(); ++c) data[c] = static_cast<T>(static_cast<compute_t<T>>(source[c]));
+  });
+}
+
+}  // namespace
+
+void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd) {
+  ChannelLayout layout = layout_of(input);
+  const int64_t channels = layout.channels, count = layout.per_channel();
+  std::vector<double> scale = read_channels(weight, channels, 1.0);
+  std::vector<double> shift = read_channels(bias, channels, 0.0);
+  std::vector<double> mean(channels), invstd(channels);
+
+  dispatch_floating(input.dtype(), "batch_norm", [&]<class T>() {
+    const T* in = input.data_ptr<T>();
+    T* out = output.data_ptr<T>();
+    auto at = [&](int64_t n, int64_t c, int64_t i) { return (n * channels + c) * layout.inner + i; };
+
+    if (training) {
+      std::vector<double> unbiased_var(channels);
+#pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
+      for (int64_t c = 0; c < channels; ++c) {
+        // Two passes (mean, then squared deviations): no cancellation when |mean| >> std.
+        double total = 0;
+        for (int64_t n = 0; n < layout.batch; ++n)
+          for (int64_t i = 0; i < layout.inner; ++i) total += static_cast<double>(static_cast<compute_t<T>>(in[at(n, c, i)]));
+        double channel_mean = count > 0 ? total / count : 0.0;
+        double squares = 0;
+        for (int64_t n = 0; n < layout.batch; ++n) {
+          for (int64_t i = 0; i < layout.inner; ++i) {
+            double deviation = static_cast<double>(static_cast<compute_t<T>>(in[at(n, c, i)])) - channel_mean;
+            squares += deviation * deviation;
+          }
+        }
+        double biased_var = count > 0 ? squares / count : 0.0;
+        mean[c] = channel_mean;
+        invstd[c] = 1.0 / std::sqrt(biased_var + eps);
+        // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
+        unbiased_var[c] = count > 1 ? squares / (count - 1) : biased_var;
+      }
+      write_channels(mean, save_mean);
+      write_channels(invstd, save_invstd);
+      if (running_mean.defined()) {
+        std::vector<double> running = read_channels(running_mean, channels, 0.0);
+        for (int64_t c = 0; c < channels; ++c) running[c] = (1 - momentum) * running[c] + momentum * mean[c];
+        write_channels(running, running_mean);
+      }
+      if (running_var.defined()) {
+        std::vector<double> running = read_channels(running_var, channels, 1.0);
+        for (int64_t c = 0; c < channels; ++c) running[c] = (1 - momentum) * running[c] + momentum * unbiased_var[c];
+        write_channels(running, running_var);
+      }
+    } else {
+      mean = read_channels(running_mean, channels, 0.0);
+      std::vector<double> var = read_channels(running_var, channels, 1.0);
+      for (int64_t c = 0; c < channels; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    }
+
+#pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < channels; ++c) {
+      // y = (x - mean) * invstd * w + b, folded into one multiply-add per element.
+      double a = invstd[c] * scale[c], b = shift[c] - mean[c] * a;
+      for (int64_t n = 0; n < layout.batch; ++n) {
+        for (int64_t i = 0; i < layout.inner; ++i) {
+          int64_t index = at(n, c, i);
+          out[index] = static_cast<T>(static_cast<compute_t<T>>(static_cast<double>(static_cast<compute_t<T>>(in[index])) * a + b));
+        }
+      }
+    }
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+                         const Tensor& grad_weight, const Tensor& grad_bias) {
+  ChannelLayout layout = layout_of(input);
+  const int64_t channels = layout.channels, count = layout.per_channel();
+  std::vector<double> scale = read_channels(weight, channels, 1.0);
+  std::vector<double> mean = read_channels(save_mean, channels, 0.0);
+  std::vector<double> invstd = read_channels(save_invstd, channels, 1.0);
+  std::vector<double> sum_grad(channels), sum_grad_xhat(channels);
+
+  dispatch_floating(input.dtype(), "batch_norm backward", [&]<class T>() {
+    const T* in = input.data_ptr<T>();
+    const T* grad = grad_output.data_ptr<T>();
+    T* result = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
+    auto at = [&](int64_t n, int64_t c, int64_t i) { return (n * channels + c) * layout.inner + i; };
+    auto value = [](T x) { return static_cast<double>(static_cast<compute_t<T>>(x)); };
+
+#pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < channels; ++c) {
+      double total = 0, dot = 0;
+      for (int64_t n = 0; n < layout.batch; ++n) {
+        for (int64_t i = 0; i < layout.inner; ++i) {
+          int64_t index = at(n, c, i);
+          double g = value(grad[index]);
+          total += g;
+          dot += g * (value(in[index]) - mean[c]) * invstd[c];
+        }
+      }
+      sum_grad[c] = total;
+      sum_grad_xhat[c] = dot;
+      if (result == nullptr || count == 0) continue;
+      // dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat)): the batch
+      // statistics depend on every x of the channel, hence the two correction terms.
+      double factor = scale[c] * invstd[c] / count;
+      for (int64_t n = 0; n < layout.batch; ++n) {
+        for (int64_t i = 0; i < layout.inner; ++i) {
+          int64_t index = at(n, c, i);
+          double xhat = (value(in[index]) - mean[c]) * invstd[c];
+          double dx = factor * (count * value(grad[index]) - total - xhat * dot);
+          result[index] = static_cast<T>(static_cast<compute_t<T>>(dx));
+        }
+      }
+    }
+  });
+  write_channels(sum_grad_xhat, grad_weight);
+  write_channels(sum_grad, grad_bias);
+}
+
+}  // namespace mg::cpu

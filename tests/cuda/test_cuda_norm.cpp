@@ -1,0 +1,114 @@
+// tests/cuda/test_cuda_norm.cpp — the CUDA batch_norm kernels against the CPU ones on fresh
+// random inputs: training forward, the running statistics it updates on the device,
+// evaluation forward, and the backward (grad_input, grad_weight, grad_bias), for (N, C)
+// and (N, C, H, W) shapes, including channels larger than a block's worth of values.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "autograd/elementwise.h"
+#include "autograd/norm.h"
+#include "autograd/reduce.h"
+#include "core/factory.h"
+
+using namespace mg;
+
+namespace {
+
+Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
+  Generator generator(seed);
+  Tensor values = randn(sizes, {.dtype = DType::Float64}, &generator);
+  std::vector<double> data = values.to_vector<double>();
+  for (double& value : data) value = value * scale + offset;
+  return converted_copy(from_vector<double>(data, sizes), dtype, Device::cpu());
+}
+
+// The same bytes on the GPU (no conversion on either side).
+Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
+
+std::vector<double> host_values(const Tensor& tensor) {
+  return converted_copy(tensor, tensor.dtype(), Device::cpu()).to_vector<double>();
+}
+
+// Every value within `relative` of the largest |value| of the CPU result (at least 1).
+void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative) {
+  REQUIRE(cuda_result.device().is_cuda());
+  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
+  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
+  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
+  double scale = 1.0;
+  for (double value : expected) scale = std::max(scale, std::abs(value));
+  double worst = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
+  INFO("largest difference " << worst << " against scale " << scale);
+  CHECK(worst <= relative * scale);
+}
+
+struct Case {
+  Shape sizes;
+  DType dtype;
+};
+
+}  // namespace
+
+TEST_CASE("CUDA batch_norm training matches the CPU (forward, running stats, backward)", "[cuda]") {
+  auto [sizes, dtype] = GENERATE(Case{{8, 3}, DType::Float32}, Case{{4, 5, 7, 9}, DType::Float32},
+                                 Case{{3, 2, 33, 31}, DType::Float32}, Case{{16, 4, 1, 1}, DType::Float32},
+                                 Case{{5, 3, 6, 4}, DType::Float64}, Case{{64, 7}, DType::Float64});
+  const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
+  int64_t channels = sizes[1];
+  // An offset well above the spread: the two-pass variance must not cancel.
+  Tensor x = normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
+  Tensor weight = normal({channels}, dtype, 2).requires_grad_();
+  Tensor bias = normal({channels}, dtype, 3).requires_grad_();
+  Tensor cpu_running_mean = normal({channels}, dtype, 4), cpu_running_var = ones({channels}, {.dtype = dtype});
+  Tensor cuda_x = on_cuda(x.detach()).requires_grad_(), cuda_weight = on_cuda(weight.detach()).requires_grad_();
+  Tensor cuda_bias = on_cuda(bias.detach()).requires_grad_();
+  Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
+
+  Tensor grad_output = normal(sizes, dtype, 5);
+  for (int step = 0; step < 2; ++step) {
+    Tensor cpu_out = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
+    Tensor cuda_out = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
+    check_matches(cuda_out, cpu_out, relative);
+    if (step == 0) {
+      sum(mul(cpu_out, grad_output)).backward();
+      sum(mul(cuda_out, on_cuda(grad_output))).backward();
+    }
+  }
+  check_matches(cuda_running_mean, cpu_running_mean, relative);
+  check_matches(cuda_running_var, cpu_running_var, relative);
+  check_matches(cuda_x.grad(), x.grad(), relative);
+  check_matches(cuda_weight.grad(), weight.grad(), relative);
+  check_matches(cuda_bias.grad(), bias.grad(), relative);
+}
+
+TEST_CASE("CUDA batch_norm evaluation matches the CPU", "[cuda]") {
+  auto [sizes, dtype] = GENERATE(Case{{8, 3}, DType::Float32}, Case{{2, 5, 7, 9}, DType::Float32},
+                                 Case{{3, 4, 5, 6}, DType::Float64});
+  const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
+  int64_t channels = sizes[1];
+  Tensor x = normal(sizes, dtype, 11);
+  Tensor weight = normal({channels}, dtype, 12), bias = normal({channels}, dtype, 13);
+  Tensor running_mean = normal({channels}, dtype, 14);
+  Tensor running_var = converted_copy(
+      from_vector<double>(std::vector<double>(channels, 0.5), {channels}), dtype, Device::cpu());
+  Tensor cpu_out = batch_norm(x, running_mean, running_var, weight, bias, false, 0.1, 1e-5);
+  Tensor cuda_out = batch_norm(on_cuda(x), on_cuda(running_mean), on_cuda(running_var), on_cuda(weight),
+                               on_cuda(bias), false, 0.1, 1e-5);
+  check_matches(cuda_out, cpu_out, relative);
+}
+
+TEST_CASE("CUDA batch_norm without weight, bias or running statistics", "[cuda]") {
+  Tensor x = normal({6, 3, 4, 4}, DType::Float32, 21).requires_grad_();
+  Tensor cuda_x = on_cuda(x.detach()).requires_grad_();
+  Tensor cpu_out = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  Tensor cuda_out = batch_norm(cuda_x, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  check_matches(cuda_out, cpu_out, 1e-5);
+  Tensor grad_output = normal({6, 3, 4, 4}, DType::Float32, 22);
+  sum(mul(cpu_out, grad_output)).backward();
+  sum(mul(cuda_out, on_cuda(grad_output))).backward();
+  check_matches(cuda_x.grad(), x.grad(), 1e-5);
+}

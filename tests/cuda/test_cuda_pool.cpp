@@ -1,0 +1,154 @@
+// tests/cuda/test_cuda_pool.cpp — the CUDA pooling kernels against the CPU kernels on
+// random inputs: max (overlapping windows, padding, dilation, ceil_mode; window positions
+// must be identical) and average (count_include_pad on and off, ceil_mode), forward and
+// backward, float32 and float64, plus float16 max pooling (exact: it only selects).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/pool.h"
+#include "core/factory.h"
+#include "core/kernels.h"
+
+using namespace mg;
+
+namespace {
+
+struct PoolCase {
+  Shape input_sizes;
+  Pool2dOptions options;
+};
+
+Pool2dOptions make_options(std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                           std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode,
+                           bool count_include_pad) {
+  Pool2dOptions options;
+  options.kernel_size = kernel;
+  options.stride = stride;
+  options.padding = padding;
+  options.dilation = dilation;
+  options.ceil_mode = ceil_mode;
+  options.count_include_pad = count_include_pad;
+  return options;
+}
+
+std::vector<PoolCase> cases() {
+  return {
+      {{2, 3, 8, 8}, make_options({2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true)},
+      {{2, 3, 9, 11}, make_options({3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true)},   // overlapping
+      {{1, 4, 13, 10}, make_options({3, 2}, {2, 3}, {1, 1}, {2, 2}, true, false)},  // dilation + ceil
+      {{3, 2, 7, 7}, make_options({2, 2}, {2, 2}, {1, 1}, {1, 1}, true, false)},
+      {{2, 2, 7, 9}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true)},
+      {{1, 1, 64, 80}, make_options({5, 4}, {3, 2}, {2, 1}, {1, 3}, false, true)},
+  };
+}
+
+// The kernels' geometry for `options` (as autograd/pool.cpp builds it).
+Window2d window_of(const Pool2dOptions& options, bool is_max) {
+  Window2d window;
+  window.kernel_h = options.kernel_size[0];
+  window.kernel_w = options.kernel_size[1];
+  window.stride_h = options.stride[0];
+  window.stride_w = options.stride[1];
+  window.pad_h = options.padding[0];
+  window.pad_w = options.padding[1];
+  window.dilation_h = is_max ? options.dilation[0] : 1;
+  window.dilation_w = is_max ? options.dilation[1] : 1;
+  window.ceil_mode = options.ceil_mode;
+  window.count_include_pad = options.count_include_pad;
+  return window;
+}
+
+Tensor random_input(const Shape& sizes, DType dtype, uint64_t seed) {
+  Generator generator(seed);
+  return randn(sizes, {.dtype = dtype}, &generator);
+}
+
+Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
+Tensor on_cpu(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cpu()); }
+
+Tensor empty_on(const Shape& sizes, DType dtype, Device device) { return empty(sizes, {.dtype = dtype, .device = device}); }
+
+void check_close(const Tensor& cuda_result, const Tensor& cpu_result, double relative) {
+  std::vector<double> actual = on_cpu(cuda_result).to_vector<double>();
+  std::vector<double> expected = cpu_result.to_vector<double>();
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element " << i);
+    CHECK(actual[i] == Approx(expected[i]).epsilon(relative).margin(relative));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA max_pool2d matches the CPU, window positions included", "[cuda]") {
+  uint64_t seed = 1;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const PoolCase& test : cases()) {
+      INFO("input " << test.input_sizes << ", dtype " << dtype);
+      Shape out_sizes = max_pool2d(zeros(test.input_sizes), test.options).sizes();
+      Window2d window = window_of(test.options, true);
+      Tensor input = random_input(test.input_sizes, dtype, seed++);
+      Tensor grad_output = random_input(out_sizes, dtype, seed++);
+
+      Tensor cpu_out = empty_on(out_sizes, dtype, Device::cpu());
+      Tensor cpu_indices = empty_on(out_sizes, DType::UInt8, Device::cpu());
+      kernels(Device::cpu()).max_pool2d(input, window, cpu_out, cpu_indices);
+      Tensor cuda_out = empty_on(out_sizes, dtype, Device::cuda());
+      Tensor cuda_indices = empty_on(out_sizes, DType::UInt8, Device::cuda());
+      kernels(Device::cuda()).max_pool2d(on_cuda(input), window, cuda_out, cuda_indices);
+      check_close(cuda_out, cpu_out, 0.0);
+      CHECK(on_cpu(cuda_indices).to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
+
+      Tensor cpu_grad = empty_on(test.input_sizes, dtype, Device::cpu());
+      kernels(Device::cpu()).max_pool2d_backward(grad_output, cpu_indices, window, cpu_grad);
+      Tensor cuda_grad = empty_on(test.input_sizes, dtype, Device::cuda());
+      kernels(Device::cuda()).max_pool2d_backward(on_cuda(grad_output), cuda_indices, window, cuda_grad);
+      check_close(cuda_grad, cpu_grad, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("CUDA avg_pool2d matches the CPU", "[cuda]") {
+  uint64_t seed = 100;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const PoolCase& test : cases()) {
+      INFO("input " << test.input_sizes << ", dtype " << dtype);
+      Shape out_sizes = avg_pool2d(zeros(test.input_sizes), test.options).sizes();
+      Window2d window = window_of(test.options, false);
+      Tensor input = random_input(test.input_sizes, dtype, seed++);
+      Tensor grad_output = random_input(out_sizes, dtype, seed++);
+
+      Tensor cpu_out = empty_on(out_sizes, dtype, Device::cpu());
+      kernels(Device::cpu()).avg_pool2d(input, window, cpu_out);
+      Tensor cuda_out = empty_on(out_sizes, dtype, Device::cuda());
+      kernels(Device::cuda()).avg_pool2d(on_cuda(input), window, cuda_out);
+      check_close(cuda_out, cpu_out, 1e-6);
+
+      Tensor cpu_grad = empty_on(test.input_sizes, dtype, Device::cpu());
+      kernels(Device::cpu()).avg_pool2d_backward(grad_output, window, cpu_grad);
+      Tensor cuda_grad = empty_on(test.input_sizes, dtype, Device::cuda());
+      kernels(Device::cuda()).avg_pool2d_backward(on_cuda(grad_output), window, cuda_grad);
+      check_close(cuda_grad, cpu_grad, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("CUDA pooling ops: float16 max pooling and autograd on the GPU", "[cuda]") {
+  Pool2dOptions options = make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true);
+  Tensor input = converted_copy(random_input({2, 3, 9, 9}, DType::Float32, 7), DType::Float16, Device::cpu());
+  check_close(max_pool2d(on_cuda(input), options), max_pool2d(input, options), 0.0);
+
+  // Through autograd: the gradient of the sum agrees with the CPU's.
+  Tensor cpu_x = random_input({2, 3, 9, 9}, DType::Float32, 8);
+  Tensor cuda_x = on_cuda(cpu_x);
+  cpu_x.requires_grad_(true);
+  cuda_x.requires_grad_(true);
+  Tensor cpu_y = avg_pool2d(max_pool2d(cpu_x, options), make_options({2, 2}, {1, 1}, {0, 0}, {1, 1}, false, true));
+  Tensor cuda_y = avg_pool2d(max_pool2d(cuda_x, options), make_options({2, 2}, {1, 1}, {0, 0}, {1, 1}, false, true));
+  check_close(cuda_y, cpu_y, 1e-6);
+  cpu_y.backward(ones_like(cpu_y));
+  cuda_y.backward(ones_like(cuda_y));
+  check_close(cuda_x.grad(), cpu_x.grad(), 1e-6);
+}

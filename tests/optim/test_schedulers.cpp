@@ -1,0 +1,259 @@
+// tests/optim/test_schedulers.cpp — StepLR, CosineAnnealingLR and OneCycleLR against
+// hand-written transcriptions of PyTorch's formulas (every epoch, not just a few), their
+// validation errors, and clip_grad_norm_ / clip_grad_value_ against norms computed by hand.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "optim/optim.h"
+
+using namespace mg;
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+using Values = std::vector<double>;
+
+namespace {
+
+Tensor make_param(const Values& values) {
+  Tensor param = from_vector(values, {static_cast<int64_t>(values.size())},
+                             {.category = MemoryCategory::Parameter});
+  param.requires_grad_();
+  return param;
+}
+
+void set_grad(const Tensor& param, const Values& values) {
+  param.set_grad(from_vector(values, param.sizes(), {.category = MemoryCategory::Gradient}));
+}
+
+// The lr after construction (epoch 0), then after each of `steps` steps.
+Values lr_sequence(optim::Optimizer& optimizer, optim::LRScheduler& scheduler, int steps) {
+  Values lrs = {optimizer.lr()};
+  REQUIRE(scheduler.last_lr() == optimizer.lr());
+  for (int i = 0; i < steps; ++i) {
+    scheduler.step();
+    REQUIRE(scheduler.last_lr() == optimizer.lr());
+    lrs.push_back(optimizer.lr());
+  }
+  REQUIRE(scheduler.last_epoch() == steps);
+  return lrs;
+}
+
+void require_close(const Values& actual, const Values& expected, double tolerance = 1e-12) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("epoch " << i);
+    REQUIRE_THAT(actual[i], WithinAbs(expected[i], tolerance));
+  }
+}
+
+// torch.optim.lr_scheduler.OneCycleLR.get_lr with anneal_strategy='cos', written out
+// independently of the library's phase table.
+double one_cycle_reference(int64_t step, double max_lr, int64_t total, double pct_start, double div,
+                           double final_div, bool three_phase) {
+  auto cos_anneal = [](double start, double end, double pct) {
+    return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+  };
+  double initial = max_lr / div;
+  double min_lr = initial / final_div;
+  double up_end = pct_start * total - 1;
+  if (!three_phase) {
+    if (step <= up_end) return cos_anneal(initial, max_lr, step / up_end);
+    return cos_anneal(max_lr, min_lr, (step - up_end) / (total - 1 - up_end));
+  }
+  double down_end = 2 * pct_start * total - 2;
+  if (step <= up_end) return cos_anneal(initial, max_lr, step / up_end);
+  if (step <= down_end) return cos_anneal(max_lr, initial, (step - up_end) / (down_end - up_end));
+  return cos_anneal(initial, min_lr, (step - down_end) / (total - 1 - down_end));
+}
+
+}  // namespace
+
+TEST_CASE("StepLR decays by gamma every step_size epochs", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  optim::SGD sgd({param}, {.lr = 1.0});
+  optim::StepLR scheduler(sgd, /*step_size=*/3, /*gamma=*/0.1);
+  require_close(lr_sequence(sgd, scheduler, 6), {1, 1, 1, 0.1, 0.1, 0.1, 0.01});
+}
+
+TEST_CASE("CosineAnnealingLR follows PyTorch's closed form", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  optim::SGD sgd({param}, {.lr = 0.1});
+  const double eta_min = 0.001;
+  optim::CosineAnnealingLR scheduler(sgd, /*t_max=*/10, eta_min);
+  Values expected;
+  for (int epoch = 0; epoch <= 10; ++epoch) {
+    expected.push_back(eta_min + (0.1 - eta_min) * (1 + std::cos(std::numbers::pi * epoch / 10)) / 2);
+  }
+  Values actual = lr_sequence(sgd, scheduler, 10);
+  require_close(actual, expected);
+  REQUIRE_THAT(actual.front(), WithinAbs(0.1, 1e-15));
+  REQUIRE_THAT(actual.back(), WithinAbs(eta_min, 1e-15));
+}
+
+TEST_CASE("OneCycleLR: initial, peak and final lrs and every step between", "[scheduler]") {
+  const double max_lr = 0.5, div = 25, final_div = 1e4;
+  const int64_t total = 100;
+  const double initial = max_lr / div;
+  const double min_lr = initial / final_div;
+
+  SECTION("two phases") {
+    for (double pct_start : {0.25, 0.3}) {
+      INFO("pct_start " << pct_start);
+      Tensor param = make_param({1.0});
+      optim::SGD sgd({param}, {.lr = 123.0});  // replaced by the schedule
+      optim::OneCycleLR scheduler(sgd, max_lr, total, pct_start, div, final_div);
+      Values actual = lr_sequence(sgd, scheduler, total - 1);
+      Values expected;
+      for (int64_t step = 0; step < total; ++step) {
+        expected.push_back(one_cycle_reference(step, max_lr, total, pct_start, div, final_div, false));
+      }
+      require_close(actual, expected);
+      REQUIRE_THAT(actual.front(), WithinRel(initial, 1e-12));
+      REQUIRE_THAT(actual[static_cast<size_t>(pct_start * total) - 1], WithinRel(max_lr, 1e-12));
+      REQUIRE_THAT(actual.back(), WithinRel(min_lr, 1e-9));
+    }
+  }
+  SECTION("three phases") {
+    Tensor param = make_param({1.0});
+    optim::SGD sgd({param}, {.lr = 1.0});
+    optim::OneCycleLR scheduler(sgd, max_lr, total, 0.25, div, final_div, /*three_phase=*/true);
+    Values actual = lr_sequence(sgd, scheduler, total - 1);
+    Values expected;
+    for (int64_t step = 0; step < total; ++step) {
+      expected.push_back(one_cycle_reference(step, max_lr, total, 0.25, div, final_div, true));
+    }
+    require_close(actual, expected);
+    REQUIRE_THAT(actual[24], WithinRel(max_lr, 1e-12));
+    REQUIRE_THAT(actual[48], WithinRel(initial, 1e-12));  // back down at 2 * 25 - 2
+    REQUIRE_THAT(actual.back(), WithinRel(min_lr, 1e-9));
+  }
+}
+
+TEST_CASE("OneCycleLR throws when stepped past total_steps, leaving the lr alone", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  optim::SGD sgd({param}, {.lr = 1.0});
+  optim::OneCycleLR scheduler(sgd, 0.1, /*total_steps=*/5);
+  // Like PyTorch, epochs 0..total_steps are accepted (the constructor applies epoch 0).
+  for (int i = 0; i < 5; ++i) scheduler.step();
+  double lr = sgd.lr();
+  REQUIRE_THROWS_WITH(scheduler.step(), Contains("tried to step 6 times") && Contains("total steps is 5"));
+  REQUIRE(sgd.lr() == lr);
+  REQUIRE(scheduler.last_epoch() == 5);
+}
+
+TEST_CASE("schedulers keep each parameter group's own base lr", "[scheduler]") {
+  Tensor first = make_param({1.0});
+  Tensor second = make_param({2.0});
+  optim::SGD sgd({first}, {.lr = 1.0});
+  sgd.add_param_group({second}, {.lr = 0.5});
+
+  SECTION("StepLR") {
+    optim::StepLR scheduler(sgd, 2, 0.5);
+    for (int i = 0; i < 4; ++i) scheduler.step();  // epoch 4: two decays
+    REQUIRE_THAT(sgd.param_groups()[0].lr, WithinAbs(0.25, 1e-15));
+    REQUIRE_THAT(sgd.param_groups()[1].lr, WithinAbs(0.125, 1e-15));
+    REQUIRE(scheduler.last_lrs() == Values{sgd.param_groups()[0].lr, sgd.param_groups()[1].lr});
+  }
+  SECTION("CosineAnnealingLR") {
+    optim::CosineAnnealingLR scheduler(sgd, 4);
+    for (int i = 0; i < 2; ++i) scheduler.step();  // halfway: half of each base lr
+    REQUIRE_THAT(sgd.param_groups()[0].lr, WithinAbs(0.5, 1e-15));
+    REQUIRE_THAT(sgd.param_groups()[1].lr, WithinAbs(0.25, 1e-15));
+  }
+  SECTION("OneCycleLR gives every group the same schedule") {
+    optim::OneCycleLR scheduler(sgd, 1.0, 10);
+    REQUIRE_THAT(sgd.param_groups()[0].lr, WithinRel(1.0 / 25, 1e-12));
+    REQUIRE(sgd.param_groups()[1].lr == sgd.param_groups()[0].lr);
+  }
+}
+
+TEST_CASE("schedulers refuse invalid settings with the value", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  optim::SGD sgd({param}, {.lr = 1.0});
+  REQUIRE_THROWS_WITH(optim::StepLR(sgd, 0), Contains("step_size must be > 0, got 0"));
+  REQUIRE_THROWS_WITH(optim::CosineAnnealingLR(sgd, -1), Contains("t_max must be > 0, got -1"));
+  REQUIRE_THROWS_WITH(optim::OneCycleLR(sgd, 0.1, 0), Contains("total_steps must be > 0, got 0"));
+  REQUIRE_THROWS_WITH(optim::OneCycleLR(sgd, 0.1, 10, 0.0), Contains("pct_start must be in (0, 1)"));
+  REQUIRE_THROWS_WITH(optim::OneCycleLR(sgd, 0.1, 10, 1.0), Contains("pct_start must be in (0, 1)"));
+  REQUIRE(sgd.lr() == 1.0);  // a refused scheduler changes nothing
+}
+
+// ---- gradient clipping ----
+
+TEST_CASE("clip_grad_norm_ scales gradients above max_norm and returns the total norm", "[scheduler][clip_grad]") {
+  Tensor first = make_param({0, 0, 0});
+  Tensor second = make_param({0, 0});
+  Tensor no_grad = make_param({0});  // skipped
+  const Values first_grad = {3.0, -4.0, 1.0};
+  const Values second_grad = {-2.0, 0.5};
+  set_grad(first, first_grad);
+  set_grad(second, second_grad);
+  const double l2 = std::sqrt(9 + 16 + 1 + 4 + 0.25);
+  std::vector<Tensor> params = {first, no_grad, second};
+
+  SECTION("above max_norm: scaled so the norm is max_norm") {
+    uint64_t version = first.grad().version();
+    Tensor total = optim::clip_grad_norm_(params, 1.0);
+    REQUIRE(total.dim() == 0);
+    REQUIRE(total.device() == first.device());
+    REQUIRE_THAT(total.item<float>(), WithinRel(l2, 1e-6));
+    REQUIRE(first.grad().version() > version);
+    double coefficient = 1.0 / (l2 + 1e-6);
+    Values scaled_first = first.grad().to_vector<double>();
+    Values scaled_second = second.grad().to_vector<double>();
+    double norm_sq = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      REQUIRE_THAT(scaled_first[i], WithinAbs(first_grad[i] * coefficient, 1e-6));
+      norm_sq += scaled_first[i] * scaled_first[i];
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      REQUIRE_THAT(scaled_second[i], WithinAbs(second_grad[i] * coefficient, 1e-6));
+      norm_sq += scaled_second[i] * scaled_second[i];
+    }
+    REQUIRE_THAT(std::sqrt(norm_sq), WithinAbs(1.0, 1e-5));
+    REQUIRE_FALSE(no_grad.grad().defined());
+  }
+  SECTION("below max_norm: unchanged") {
+    Tensor total = optim::clip_grad_norm_(params, 100.0);
+    REQUIRE_THAT(total.item<float>(), WithinRel(l2, 1e-6));
+    REQUIRE(first.grad().to_vector<double>() == first_grad);
+    REQUIRE(second.grad().to_vector<double>() == second_grad);
+  }
+  SECTION("infinity norm: the largest absolute value") {
+    Tensor total = optim::clip_grad_norm_(params, 2.0, std::numeric_limits<double>::infinity());
+    REQUIRE_THAT(total.item<float>(), WithinRel(4.0, 1e-6));
+    Values scaled = first.grad().to_vector<double>();
+    REQUIRE_THAT(scaled[1], WithinAbs(-4.0 * 2.0 / (4.0 + 1e-6), 1e-6));
+  }
+  SECTION("p = 1 and p = 3") {
+    Tensor one = optim::clip_grad_norm_(params, 100.0, 1.0);
+    REQUIRE_THAT(one.item<float>(), WithinRel(3 + 4 + 1 + 2 + 0.5, 1e-6));
+    Tensor three = optim::clip_grad_norm_(params, 100.0, 3.0);
+    REQUIRE_THAT(three.item<float>(), WithinRel(std::cbrt(27 + 64 + 1 + 8 + 0.125), 1e-5));
+  }
+  SECTION("no gradients at all: zero, nothing changed") {
+    Tensor total = optim::clip_grad_norm_({no_grad}, 1.0);
+    REQUIRE(total.dim() == 0);
+    REQUIRE(total.item<float>() == 0.0f);
+  }
+  SECTION("invalid norm_type") {
+    REQUIRE_THROWS_WITH(optim::clip_grad_norm_(params, 1.0, 0.0), Contains("norm_type must be > 0"));
+  }
+}
+
+TEST_CASE("clip_grad_value_ clamps every gradient", "[scheduler][clip_grad]") {
+  Tensor param = make_param({0, 0, 0, 0});
+  Tensor no_grad = make_param({0});
+  set_grad(param, {3.0, -4.0, 0.25, -0.5});
+  uint64_t version = param.grad().version();
+  optim::clip_grad_value_({param, no_grad}, 0.5);
+  REQUIRE(param.grad().to_vector<double>() == Values{0.5, -0.5, 0.25, -0.5});
+  REQUIRE(param.grad().version() > version);
+  REQUIRE_FALSE(no_grad.grad().defined());
+}
