@@ -39,7 +39,7 @@ TEST_CASE("Conv2d initialises as torch.nn.Conv2d: uniform within 1/sqrt(fan_in)"
   CHECK(max_abs(conv.weight) <= bound);
   CHECK(max_abs(conv.weight) > 0.8 * bound);  // spread over the whole range, not squeezed
   CHECK(max_abs(conv.bias) <= bound);
-  CHECK(mg::nn::Conv2d(4, 8, 3).extra_repr() == "4, 8, kernel_size=(3, 3), stride=(1, 1)");
+  CHECK(conv.extra_repr() == "4, 8, kernel_size=(3, 3), stride=(1, 1)");
 
   mg::Conv2dOptions options;
   options.stride = {2, 2};
