@@ -49,6 +49,17 @@ Tensor detach(const Tensor& x) { return make_view(x, x.sizes(), x.strides(), x.s
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
+Tensor contiguous(const Tensor& x, MemoryFormat format) {
+  if (is_contiguous_in(x, format)) return x;
+  Tensor output = contiguous_copy(x, format);
+  if (needs_grad(x)) {
+    record("ContiguousBackward", output, {x}, saved(), [](const Node&, const Tensor& grad) {
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return output;
+}
+
 Tensor to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : converted(x, dtype, x.device()); }
 
 // NOTE: non_blocking makes a copy from pinned host memory return before the transfer ends;
@@ -62,6 +73,7 @@ Tensor to(const Tensor& x, Device device, bool non_blocking) {
 Tensor Tensor::detach() const { return mg::detach(*this); }
 Tensor Tensor::clone() const { return mg::clone(*this); }
 Tensor Tensor::contiguous() const { return mg::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat format) const { return mg::contiguous(*this, format); }
 Tensor Tensor::to(DType dtype) const { return mg::to(*this, dtype); }
 Tensor Tensor::to(Device device, bool non_blocking) const { return mg::to(*this, device, non_blocking); }
 

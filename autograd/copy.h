@@ -2,6 +2,7 @@
 // (same bytes, no history), contiguous, and to(dtype) / to(device).
 #pragma once
 
+#include "core/memory_format.h"
 #include "core/tensor.h"
 
 namespace mg {
@@ -9,6 +10,8 @@ namespace mg {
 Tensor clone(const Tensor& x);
 Tensor detach(const Tensor& x);
 Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+// x itself when already dense in `format`, else a copy laid out so (gradient flows back).
+Tensor contiguous(const Tensor& x, MemoryFormat format);
 Tensor to(const Tensor& x, DType dtype);     // x itself when already of that dtype
 Tensor to(const Tensor& x, Device device, bool non_blocking = false);
 

@@ -6,6 +6,7 @@
 
 #include "core/cuda_hooks.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 
 namespace mg {
 
@@ -33,13 +34,13 @@ std::shared_ptr<Storage> make_storage(size_t nbytes, Device device, MemoryCatego
 }
 
 Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory category,
-                bool pin_memory = false) {
+                bool pin_memory = false, MemoryFormat format = MemoryFormat::Contiguous) {
   for (int64_t size : sizes) {
     MG_CHECK(size >= 0, "cannot create a tensor with a negative size: ", sizes);
   }
   size_t nbytes = static_cast<size_t>(sizes.numel()) * element_size(dtype);
   auto storage = make_storage(nbytes, device, category, pin_memory);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, strides_for(sizes, format),
                                              0, dtype));
 }
 
@@ -48,6 +49,12 @@ Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory c
 Tensor empty(const Shape& sizes, const TensorOptions& options) {
   return finish(allocate(sizes, options.dtype, options.device, options.category,
                          options.pin_memory),
+                options);
+}
+
+Tensor empty(const Shape& sizes, const TensorOptions& options, MemoryFormat format) {
+  return finish(allocate(sizes, options.dtype, options.device, options.category,
+                         options.pin_memory, format),
                 options);
 }
 
@@ -154,6 +161,13 @@ Tensor full_like(const Tensor& like, double value) {
 
 Tensor contiguous_copy(const Tensor& tensor) {
   return converted_copy(tensor, tensor.dtype(), tensor.device());
+}
+
+Tensor contiguous_copy(const Tensor& tensor, MemoryFormat format) {
+  Tensor result = allocate(tensor.sizes(), tensor.dtype(), tensor.device(), MemoryCategory::Temporary,
+                           false, format);
+  kernels(tensor.device()).copy(tensor, result);
+  return result;
 }
 
 Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking) {

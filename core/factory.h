@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "core/memory_format.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -22,6 +23,8 @@ struct TensorOptions {
 };
 
 Tensor empty(const Shape& sizes, const TensorOptions& options = {});
+// Uninitialised, laid out in `format` (ChannelsLast: 4-D sizes, NHWC in memory).
+Tensor empty(const Shape& sizes, const TensorOptions& options, MemoryFormat format);
 Tensor zeros(const Shape& sizes, const TensorOptions& options = {});
 Tensor ones(const Shape& sizes, const TensorOptions& options = {});
 Tensor full(const Shape& sizes, double value, const TensorOptions& options = {});
@@ -56,6 +59,7 @@ Tensor full_like(const Tensor& like, double value);
 // copy, a copy converted to dtype and/or device. A copy between host and device with
 // `non_blocking` does not wait for the transfer when the host side is pinned.
 Tensor contiguous_copy(const Tensor& tensor);
+Tensor contiguous_copy(const Tensor& tensor, MemoryFormat format);
 Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking = false);
 
 }  // namespace mg

@@ -27,6 +27,7 @@ class Node;
 
 class Tensor;
 struct AutogradMeta;
+enum class MemoryFormat;  // core/memory_format.h
 
 // What a tensor is: its view of a storage, and (for tensors that take part in autograd)
 // its autograd metadata.
@@ -130,6 +131,7 @@ class Tensor {
   Tensor detach() const;  // same storage, no history
   Tensor clone() const;   // new storage, gradient flows back
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat format) const;  // core/memory_format.h
   Tensor to(DType dtype) const;
   Tensor to(Device device, bool non_blocking = false) const;
 

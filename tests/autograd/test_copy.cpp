@@ -137,3 +137,32 @@ TEST_CASE("to(device) moves the bytes and the gradient back", "[copy]") {
   CHECK(x.grad().dtype() == DType::Float64);
   CHECK(x.grad().sizes() == Shape{2, 3});
 }
+
+TEST_CASE("contiguous(ChannelsLast) keeps sizes, stores NHWC, and is differentiable", "[copy][memory_format]") {
+  Tensor x = leaf({2, 3, 4, 5}, 7);
+  CHECK(suggest_memory_format(x) == MemoryFormat::Contiguous);
+  Tensor nhwc = x.contiguous(MemoryFormat::ChannelsLast);
+  CHECK(nhwc.sizes() == x.sizes());
+  CHECK(nhwc.strides() == Shape{60, 1, 15, 3});
+  CHECK(is_contiguous_in(nhwc, MemoryFormat::ChannelsLast));
+  CHECK_FALSE(nhwc.is_contiguous());
+  CHECK(suggest_memory_format(nhwc) == MemoryFormat::ChannelsLast);
+  CHECK(nhwc.contiguous(MemoryFormat::ChannelsLast).storage() == nhwc.storage());  // no copy
+  // Same values at every logical index: the NCHW copy of the NHWC copy equals x.
+  CHECK(nhwc.contiguous().to_vector<double>() == x.to_vector<double>());
+  // The memory layout really is NHWC: element (n=0, c=1, h=0, w=0) sits at offset 1.
+  Tensor raw = make_view(nhwc, {nhwc.numel()}, {1}, 0);
+  CHECK(raw.to_vector<double>()[1] == x.to_vector<double>()[20]);
+  check_gradients([](const std::vector<Tensor>& in) { return in[0].contiguous(MemoryFormat::ChannelsLast) * 3.0; },
+                  {x});
+}
+
+TEST_CASE("channels_last: a 1x1 image is both layouts; non-4-D tensors are refused", "[copy][memory_format]") {
+  Tensor pixel = leaf({2, 3, 1, 1}, 8);
+  CHECK(is_contiguous_in(pixel, MemoryFormat::ChannelsLast));
+  CHECK(suggest_memory_format(pixel) == MemoryFormat::Contiguous);
+  CHECK_THROWS_WITH(strides_for({3, 4}, MemoryFormat::ChannelsLast),
+                    Catch::Contains("4-D") && Catch::Contains("[3, 4]"));
+  Tensor empty_nhwc = empty({2, 3, 4, 5}, {}, MemoryFormat::ChannelsLast);
+  CHECK(is_contiguous_in(empty_nhwc, MemoryFormat::ChannelsLast));
+}
