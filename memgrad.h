@@ -1,6 +1,7 @@
 // memgrad.h — the umbrella header: everything a user of memgrad needs.
 #pragma once
 
+#include "autograd/checkpoint.h"
 #include "autograd/copy.h"
 #include "autograd/dropout.h"
 #include "autograd/elementwise.h"
@@ -10,6 +11,8 @@
 #include "autograd/loss.h"
 #include "autograd/matmul.h"
 #include "autograd/reduce.h"
+#include "autograd/save_on_cpu.h"
+#include "autograd/saved_tensor_hooks.h"
 #include "autograd/shape.h"
 #include "autograd/softmax.h"
 #include "core/allocator/registry.h"

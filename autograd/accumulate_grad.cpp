@@ -3,6 +3,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/memory_format.h"
 
 namespace mg::autograd {
 
@@ -22,13 +23,18 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     meta.grad.add_(grad);  // in place: accumulation costs no new memory
     return {};
   }
+  // The gradient takes its leaf's layout (a channels_last weight gets a channels_last
+  // .grad, as in PyTorch): fused optimizers walk a parameter and its gradient as one flat
+  // array each, so the two must agree element for element.
+  MemoryFormat layout = suggest_memory_format(leaf_);
+  Tensor owned = std::move(grad);
+  if (owned.dtype() != leaf_.dtype()) owned = converted_copy(owned, leaf_.dtype(), leaf_.device());
   // NOTE: take the incoming buffer itself when nothing else refers to it (the common case),
   // instead of copying it; otherwise (e.g. the same gradient flows to two leaves) copy.
-  bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                    grad.is_contiguous() && grad.storage_offset() == 0 &&
-                    grad.storage()->nbytes() == grad.nbytes();
-  Tensor owned = sole_owner ? grad : contiguous_copy(grad);
-  if (owned.dtype() != leaf_.dtype()) owned = converted_copy(owned, leaf_.dtype(), leaf_.device());
+  bool sole_owner = owned.impl_ptr().use_count() == 1 && owned.storage().use_count() == 1 &&
+                    is_contiguous_in(owned, layout) && owned.storage_offset() == 0 &&
+                    owned.storage()->nbytes() == owned.nbytes();
+  if (!sole_owner) owned = contiguous_copy(owned, layout);
   owned.set_memory_category(MemoryCategory::Gradient);
   meta.grad = owned;
   return {};

@@ -11,7 +11,6 @@
 namespace mg {
 
 using autograd::needs_grad;
-using autograd::new_output;
 using autograd::Node;
 using autograd::record;
 using autograd::saved;
@@ -21,7 +20,7 @@ namespace {
 using Gradients = std::vector<Tensor>;
 
 Tensor unary_output(UnaryOp op, const Tensor& x) {
-  Tensor output = new_output(x.sizes(), x.dtype(), x);
+  Tensor output = autograd::new_elementwise_output(x.sizes(), x.dtype(), {x});
   kernels(x.device()).unary(op, x, output);
   return output;
 }
@@ -39,7 +38,7 @@ Tensor fused_gradient(BinaryOp op, const Tensor& grad, const Tensor& saved_tenso
   MG_ASSERT(grad.sizes() == saved_tensor.sizes() && grad.dtype() == saved_tensor.dtype(),
             "fused gradient: grad ", grad.sizes(), " ", grad.dtype(), " vs saved ", saved_tensor.sizes(), " ",
             saved_tensor.dtype());
-  Tensor grad_input = new_output(grad.sizes(), grad.dtype(), grad);
+  Tensor grad_input = autograd::new_elementwise_output(grad.sizes(), grad.dtype(), {grad, saved_tensor});
   kernels(grad.device()).binary(op, grad, saved_tensor, grad_input);
   return grad_input;
 }

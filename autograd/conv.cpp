@@ -1,9 +1,12 @@
-// autograd/conv.cpp — conv2d (NCHW), forward and backward side by side.
+// autograd/conv.cpp — conv2d in NCHW or channels_last, forward and backward side by side.
 //
-// The device kernels (core/cpu/conv.cpp, cuda/kernels/conv.cu) do the arithmetic on
-// contiguous tensors; this file checks the arguments, sizes the output, and records one
-// Conv2dBackward node. The node saves only what the requested gradients need: grad_input
-// needs the weight, grad_weight needs the input, grad_bias needs neither.
+// The device kernels (core/cpu/conv.cpp, cuda/kernels/conv.cu and cuda/cudnn/) do the
+// arithmetic on tensors dense in NCHW or channels_last; this file checks the arguments,
+// sizes the output, and records one Conv2dBackward node. Layouts follow PyTorch: the
+// output is channels_last when the input or the weight is, and each gradient comes back in
+// the layout of the tensor it belongs to. A tensor dense in neither layout (an arbitrary
+// view) is copied to one first. The node saves only what the requested gradients need:
+// grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
 #include "autograd/conv.h"
 
 #include "autograd/function.h"
@@ -13,12 +16,30 @@
 namespace mg {
 
 using autograd::needs_grad;
-using autograd::new_output;
 using autograd::Node;
 
 namespace {
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
+// `x` itself when dense in NCHW or channels_last (what the kernels take), else a copy in
+// `format`.
+Tensor dense(const Tensor& x, MemoryFormat format) {
+  bool is_dense = x.is_contiguous() || is_contiguous_in(x, MemoryFormat::ChannelsLast);
+  return is_dense ? x : contiguous_copy(x, format);
+}
+
+// The layout of conv2d's output: channels_last when the input or the weight is.
+MemoryFormat output_format(const Tensor& input, const Tensor& weight) {
+  bool channels_last = suggest_memory_format(input) == MemoryFormat::ChannelsLast ||
+                       suggest_memory_format(weight) == MemoryFormat::ChannelsLast;
+  return channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
+// A new tensor on `like`'s device, with its dtype, laid out in `format`.
+Tensor new_output(const Shape& sizes, const Tensor& like, MemoryFormat format) {
+  return empty(sizes, {.dtype = like.dtype(), .device = like.device()}, format);
+}
 
 void check_arguments(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
   autograd::check_defined("conv2d", input);
@@ -82,26 +103,31 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   window.dilation_w = options.dilation[1];
   window.groups = options.groups;
 
-  Tensor out = new_output({input.sizes()[0], weight.sizes()[0], out_h, out_w}, input.dtype(), input);
-  kernels(input.device()).conv2d(contiguous(input), contiguous(weight), bias.defined() ? contiguous(bias) : Tensor(),
-                                 window, out);
+  Tensor dense_input = dense(input, MemoryFormat::Contiguous), dense_weight = dense(weight, MemoryFormat::Contiguous);
+  MemoryFormat input_format = suggest_memory_format(dense_input);
+  MemoryFormat weight_format = suggest_memory_format(dense_weight);
+  MemoryFormat out_format = output_format(dense_input, dense_weight);
+  Tensor out = new_output({input.sizes()[0], weight.sizes()[0], out_h, out_w}, input, out_format);
+  kernels(input.device()).conv2d(dense_input, dense_weight, bias.defined() ? contiguous(bias) : Tensor(), window, out);
 
   if (needs_grad(input, weight, bias)) {
+    // NOTE: the saved tensors are the caller's, not the dense copies: saving a copy would
+    // hold a second activation; backward makes the (rare) copy again instead.
     autograd::record(
         "Conv2dBackward", out, {input, weight, bias},
         autograd::saved(needs_grad(weight) ? input : Tensor(), needs_grad(input) ? weight : Tensor()),
-        [window, input_sizes = input.sizes(), weight_sizes = weight.sizes()](
+        [window, input_sizes = input.sizes(), weight_sizes = weight.sizes(), input_format, weight_format, out_format](
             const Node& node, const Tensor& grad, const Tensor& saved_input, const Tensor& saved_weight) {
           const KernelTable& kernel = kernels(grad.device());
-          Tensor grad_output = contiguous(grad);  // (N, K, P, Q)
+          Tensor grad_output = dense(grad, out_format);  // (N, K, P, Q)
           Tensor grad_input, grad_weight, grad_bias;
           if (node.needs_input_grad(0)) {
-            grad_input = new_output(input_sizes, grad.dtype(), grad);
-            kernel.conv2d_backward_input(grad_output, contiguous(saved_weight), window, grad_input);
+            grad_input = new_output(input_sizes, grad, input_format);
+            kernel.conv2d_backward_input(grad_output, dense(saved_weight, weight_format), window, grad_input);
           }
           if (node.needs_input_grad(1)) {
-            grad_weight = new_output(weight_sizes, grad.dtype(), grad);
-            kernel.conv2d_backward_weight(grad_output, contiguous(saved_input), window, grad_weight);
+            grad_weight = new_output(weight_sizes, grad, weight_format);
+            kernel.conv2d_backward_weight(grad_output, dense(saved_input, input_format), window, grad_weight);
           }
           if (node.needs_input_grad(2)) grad_bias = sum(grad_output, {0, 2, 3});
           return std::vector<Tensor>{grad_input, grad_weight, grad_bias};

@@ -36,7 +36,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   if (autograd::needs_grad(input)) {
     double scale = 1.0 / (1.0 - p);
     autograd::record("DropoutBackward", output, {input}, autograd::saved(mask),
-                     [scale](const autograd::Node&, const Tensor& grad, const Tensor& saved_mask) {
+                     [scale](const autograd::Node&, const Tensor& incoming, const Tensor& saved_mask) {
+                       // The mask is row-major, so the gradient must be too (it may arrive
+                       // channels_last from the op that consumed the output).
+                       Tensor grad = incoming.is_contiguous() ? incoming : contiguous_copy(incoming);
                        Tensor grad_input = autograd::new_output(grad.sizes(), grad.dtype(), grad);
                        kernels(grad.device()).masked_scale(grad, saved_mask, scale, grad_input);
                        return std::vector<Tensor>{grad_input};

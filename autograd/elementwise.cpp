@@ -19,7 +19,6 @@
 namespace mg {
 
 using autograd::needs_grad;
-using autograd::new_output;
 using autograd::Node;
 using autograd::record;
 using autograd::saved;
@@ -57,7 +56,7 @@ Operands promote_operands(const char* op, const Tensor& a, const Tensor& b, bool
 }
 
 Tensor binary_output(BinaryOp op, const Operands& operands) {
-  Tensor output = new_output(operands.sizes, operands.dtype, operands.a);
+  Tensor output = autograd::new_elementwise_output(operands.sizes, operands.dtype, {operands.a, operands.b});
   kernels(output.device()).binary(op, operands.a, operands.b, output);
   return output;
 }
@@ -75,7 +74,7 @@ DType scalar_result_dtype(BinaryOp op, DType dtype, double scalar) {
 std::pair<Tensor, Tensor> scalar_output(const char* op_name, BinaryOp op, const Tensor& x, double scalar) {
   autograd::check_defined(op_name, x);
   Tensor input = to(x, scalar_result_dtype(op, x.dtype(), scalar));
-  Tensor output = new_output(input.sizes(), input.dtype(), input);
+  Tensor output = autograd::new_elementwise_output(input.sizes(), input.dtype(), {input});
   kernels(output.device()).binary_scalar(op, input, scalar, output);
   return {input, output};
 }
@@ -86,7 +85,7 @@ std::pair<Tensor, Tensor> reversed_scalar_output(const char* op_name, BinaryOp o
   autograd::check_defined(op_name, x);
   Tensor input = to(x, scalar_result_dtype(op, x.dtype(), scalar));
   Tensor scalar_tensor = full({}, scalar, {.dtype = input.dtype(), .device = input.device()});
-  Tensor output = new_output(input.sizes(), input.dtype(), input);
+  Tensor output = autograd::new_elementwise_output(input.sizes(), input.dtype(), {input});
   kernels(output.device()).binary(op, scalar_tensor, input, output);
   return {input, output};
 }
@@ -100,14 +99,14 @@ Tensor converted(const Tensor& x, DType dtype) {
 Tensor compare(const char* op, BinaryOp comparison, const Tensor& a, const Tensor& b) {
   Shape sizes = broadcast_sizes(op, a, b);
   DType dtype = promote_types(a.dtype(), b.dtype());
-  Tensor output = new_output(sizes, DType::Bool, a);
+  Tensor output = autograd::new_elementwise_output(sizes, DType::Bool, {a, b});
   kernels(a.device()).binary(comparison, converted(a, dtype), converted(b, dtype), output);
   return output;
 }
 
 Tensor compare(const char* op, BinaryOp comparison, const Tensor& a, double b) {
   autograd::check_defined(op, a);
-  Tensor output = new_output(a.sizes(), DType::Bool, a);
+  Tensor output = autograd::new_elementwise_output(a.sizes(), DType::Bool, {a});
   kernels(a.device()).binary_scalar(comparison, a, b, output);
   return output;
 }

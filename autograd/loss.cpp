@@ -1,16 +1,21 @@
-// autograd/loss.cpp — nll_loss (a primitive with its own backward), and cross_entropy and
+// autograd/loss.cpp — nll_loss and cross_entropy (primitives with their own backward), and
 // mse_loss composed from other ops.
 //
 // nll_loss's node saves only the targets (and, for the mean, the count of counted targets):
 // its gradient is -1/count at each target's class, whatever the log-probabilities were.
 // The count stays a device tensor, so the mean costs no host synchronisation.
+//
+// cross_entropy is fused rather than log_softmax + nll_loss: one kernel pass gives each
+// row's log-sum-exp and loss, and its node saves the logits, that log-sum-exp (one float per
+// row) and the targets. The composite saved an (N, C) log_softmax output besides the
+// logits, which the caller usually still holds; the backward, softmax minus the smoothed
+// one-hot target, is one kernel too.
 #include "autograd/loss.h"
 
 #include "autograd/elementwise.h"
 #include "autograd/function.h"
 #include "autograd/op_support.h"
 #include "autograd/reduce.h"
-#include "autograd/softmax.h"
 
 namespace mg {
 
@@ -40,27 +45,48 @@ void check_class_targets(const char* op, const Tensor& scores, const Tensor& tar
            "] (one class index per row)");
 }
 
+Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
+// Per-sample losses (N) reduced: themselves, their sum, or their mean over the counted
+// targets (labels other than ignore_index). For the mean, `count` becomes the (1) device
+// tensor of counted targets that the backward divides by.
+Tensor reduce_per_sample(const Tensor& losses, const Tensor& labels, Reduction reduction, int64_t ignore_index,
+                         Tensor& count) {
+  if (reduction == Reduction::None) return losses;
+  const KernelTable& kernel = kernels(losses.device());
+  Tensor out = autograd::new_output({}, losses.dtype(), losses);
+  Tensor total = make_view(out, {1}, {1}, out.storage_offset());  // the reduce kernel's keepdim form
+  kernel.reduce(ReduceOp::Sum, losses, total);
+  if (reduction == Reduction::Mean) {
+    // NOTE: no counted targets gives 0 / 0 = NaN, as in PyTorch.
+    count = autograd::new_output({1}, losses.dtype(), losses);
+    kernel.reduce(ReduceOp::Sum, counted_targets(labels, ignore_index, losses.dtype()), count);
+    kernel.binary(BinaryOp::Div, total, count, total);
+  }
+  return out;
+}
+
+// The gradient of each sample's loss, (N) contiguous, from the gradient of the reduced loss:
+// grad itself, or the scalar grad spread over the batch (divided by the count for the mean).
+Tensor per_sample_grad(const Tensor& grad, Reduction reduction, const Tensor& count, int64_t batch) {
+  Tensor grad_losses = reduction == Reduction::None ? grad : make_view(grad, {batch}, {0}, grad.storage_offset());
+  if (reduction == Reduction::Mean) {
+    Tensor scaled = autograd::new_output({batch}, grad.dtype(), grad);
+    kernels(grad.device()).binary(BinaryOp::Div, grad_losses, count, scaled);
+    return scaled;
+  }
+  return contiguous_or_copy(grad_losses);
+}
+
 // nll_loss after check_class_targets.
 Tensor nll_loss_checked(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  const KernelTable& kernel = kernels(log_probs.device());
-  Tensor log_p = log_probs.is_contiguous() ? log_probs : contiguous_copy(log_probs);
-  Tensor labels = target.is_contiguous() ? target : contiguous_copy(target);
+  Tensor log_p = contiguous_or_copy(log_probs);
+  Tensor labels = contiguous_or_copy(target);
   int64_t batch = log_p.sizes()[0];
   Tensor losses = autograd::new_output({batch}, log_p.dtype(), log_p);  // (N)
-  kernel.nll_forward(log_p, labels, ignore_index, losses);
-
-  Tensor out = losses, count;
-  if (reduction != Reduction::None) {
-    out = autograd::new_output({}, log_p.dtype(), log_p);
-    Tensor total = make_view(out, {1}, {1}, out.storage_offset());  // the reduce kernel's keepdim form
-    kernel.reduce(ReduceOp::Sum, losses, total);
-    if (reduction == Reduction::Mean) {
-      // NOTE: no counted targets gives 0 / 0 = NaN, as in PyTorch.
-      count = autograd::new_output({1}, log_p.dtype(), log_p);
-      kernel.reduce(ReduceOp::Sum, counted_targets(labels, ignore_index, log_p.dtype()), count);
-      kernel.binary(BinaryOp::Div, total, count, total);
-    }
-  }
+  kernels(log_p.device()).nll_forward(log_p, labels, ignore_index, losses);
+  Tensor count;
+  Tensor out = reduce_per_sample(losses, labels, reduction, ignore_index, count);
 
   if (autograd::needs_grad(log_probs)) {
     autograd::record(
@@ -68,21 +94,9 @@ Tensor nll_loss_checked(const Tensor& log_probs, const Tensor& target, Reduction
         [reduction, ignore_index, log_probs_sizes = log_p.sizes()](const autograd::Node&, const Tensor& grad,
                                                                    const Tensor& saved_target,
                                                                    const Tensor& saved_count) {
-          const KernelTable& kernel = kernels(grad.device());
-          int64_t batch = log_probs_sizes[0];
-          // The gradient of each sample's loss, (N): grad itself, or the scalar grad spread
-          // over the batch with stride 0 (divided by the count for the mean).
-          Tensor grad_losses =
-              reduction == Reduction::None ? grad : make_view(grad, {batch}, {0}, grad.storage_offset());
-          if (reduction == Reduction::Mean) {
-            Tensor scaled = autograd::new_output({batch}, grad.dtype(), grad);
-            kernel.binary(BinaryOp::Div, grad_losses, saved_count, scaled);
-            grad_losses = scaled;
-          } else if (!grad_losses.is_contiguous()) {
-            grad_losses = contiguous_copy(grad_losses);
-          }
+          Tensor grad_losses = per_sample_grad(grad, reduction, saved_count, log_probs_sizes[0]);
           Tensor grad_input = autograd::new_output(log_probs_sizes, grad.dtype(), grad);
-          kernel.nll_backward(grad_losses, saved_target, ignore_index, grad_input);
+          kernels(grad.device()).nll_backward(grad_losses, saved_target, ignore_index, grad_input);
           return std::vector<Tensor>{grad_input, Tensor()};
         });
   }
@@ -110,18 +124,35 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   double smoothing = options.label_smoothing;
   MG_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            smoothing);
-  Tensor log_p = log_softmax(logits, 1);  // (N, C)
-  Tensor nll = nll_loss_checked(log_p, target, options.reduction, options.ignore_index);
-  if (smoothing == 0.0) return nll;
+  // PyTorch's label smoothing: each counted sample pays (1 - s) times its nll plus s times
+  // -mean over classes of log_softmax (the cross entropy against a uniform target).
+  Tensor scores = contiguous_or_copy(logits);  // (N, C)
+  Tensor labels = contiguous_or_copy(target);
+  int64_t batch = scores.sizes()[0];
+  Tensor losses = autograd::new_output({batch}, scores.dtype(), scores);  // (N)
+  // One float per row; float64 logits keep float64.
+  DType lse_dtype = scores.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor log_sum_exp = autograd::new_output({batch}, lse_dtype, scores);  // (N)
+  int64_t ignore_index = options.ignore_index;
+  kernels(scores.device()).cross_entropy_forward(scores, labels, ignore_index, smoothing, losses, log_sum_exp);
+  Tensor count;
+  Tensor out = reduce_per_sample(losses, labels, options.reduction, ignore_index, count);
 
-  // PyTorch's label smoothing: each counted sample also pays -mean over classes of log_p
-  // (the cross entropy against a uniform target), with the nll's reduction.
-  Tensor counted = counted_targets(target, options.ignore_index, log_p.dtype());  // (N)
-  Tensor uniform_term = mean(log_p, {1}) * counted;                              // (N), 0 where ignored
-  Tensor reduced = options.reduction == Reduction::Mean  ? sum(uniform_term) / sum(counted)
-                   : options.reduction == Reduction::Sum ? sum(uniform_term)
-                                                         : uniform_term;
-  return nll * (1.0 - smoothing) - reduced * smoothing;
+  if (autograd::needs_grad(logits)) {
+    autograd::record(
+        "CrossEntropyBackward", out, {logits, target}, autograd::saved(scores, log_sum_exp, labels, count),
+        [reduction = options.reduction, ignore_index, smoothing](
+            const autograd::Node&, const Tensor& grad, const Tensor& saved_logits, const Tensor& saved_log_sum_exp,
+            const Tensor& saved_target, const Tensor& saved_count) {
+          Tensor grad_losses = per_sample_grad(grad, reduction, saved_count, saved_logits.sizes()[0]);
+          Tensor grad_logits = autograd::new_output(saved_logits.sizes(), grad.dtype(), grad);
+          kernels(grad.device())
+              .cross_entropy_backward(grad_losses, saved_logits, saved_log_sum_exp, saved_target, ignore_index,
+                                      smoothing, grad_logits);
+          return std::vector<Tensor>{grad_logits, Tensor()};
+        });
+  }
+  return out;
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

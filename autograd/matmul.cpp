@@ -99,6 +99,16 @@ Tensor as_rows(const Tensor& x) {
   return make_view(source, {1, rows, cols}, {0, *row_stride, source.strides()[leading]}, source.storage_offset());
 }
 
+Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
+// x (..., C) as a contiguous (R, C) matrix, R the product of the leading dims: a view of x
+// when x is contiguous, else of a copy.
+Tensor contiguous_matrix(const Tensor& x) {
+  Tensor source = contiguous_or_copy(x);
+  Shape sizes{product(x.sizes(), x.dim() - 1), x.sizes().back()};
+  return make_view(source, sizes, contiguous_strides(sizes), source.storage_offset());
+}
+
 // The 2-D (or more) form the kernel sees: a 1-D left operand is one row, a 1-D right
 // operand one column.
 Shape matrix_sizes(const Shape& sizes, bool is_left) {
@@ -224,14 +234,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_sizes = x.sizes();
   out_sizes[out_sizes.size() - 1] = out_features;
   Tensor out = new_output(out_sizes, x.dtype(), x);
-  Tensor out_rows = as_rows(out);  // (1, N, out)
-  // weight^T as (1, in, out): a transposed view, no copy.
-  Tensor weight_t = make_view(weight, {1, in_features, out_features}, {0, weight.strides()[1], weight.strides()[0]},
-                              weight.storage_offset());
   const KernelTable& kernel = kernels(x.device());
-  kernel.matmul(as_rows(x), weight_t, out_rows);
-  // Outputs may alias inputs elementwise, so the bias lands in the same buffer.
-  if (bias.defined()) kernel.binary(BinaryOp::Add, out_rows, bias, out_rows);
+  if (bias.defined()) {
+    // One kernel call: the bias is added inside the product (on CUDA in cuBLASLt's GEMM
+    // epilogue), not by a second pass that reads and writes the output again.
+    kernel.linear_forward(contiguous_matrix(x), contiguous_or_copy(weight), contiguous_or_copy(bias),
+                          contiguous_matrix(out));
+  } else {
+    // weight^T as (1, in, out): a transposed view, no copy.
+    Tensor weight_t = make_view(weight, {1, in_features, out_features},
+                                {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
+    kernel.matmul(as_rows(x), weight_t, as_rows(out));
+  }
 
   if (needs_grad(x, weight, bias)) {
     autograd::record(

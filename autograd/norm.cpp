@@ -1,5 +1,9 @@
 // autograd/norm.cpp — batch_norm, forward and backward.
 //
+// Inputs dense in NCHW or channels-last order go to the kernels as they are, and the
+// output and the input's gradient take the input's layout (as in PyTorch), so a
+// channels-last network stays channels-last without copies.
+//
 // Training: one kernel computes the batch statistics, normalises, and updates the running
 // statistics in place (they are buffers, never differentiated, so only their version is
 // bumped). One node, BatchNormBackward, saves the input, the weight and the two per-channel
@@ -88,8 +92,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     }
   }
 
-  Tensor input = x.is_contiguous() ? x : contiguous_copy(x);
-  Tensor out = autograd::new_output(x.sizes(), x.dtype(), x);
+  // NCHW and channels-last inputs are read in place; the output keeps the input's layout.
+  Tensor input = autograd::dense_layout(x);
+  Tensor out = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()}, suggest_memory_format(input));
   // 16-bit inputs keep their statistics in float32, as PyTorch does.
   DType stats_dtype = is_16_bit(x.dtype()) ? DType::Float32 : x.dtype();
   Tensor save_mean, save_invstd;
@@ -111,10 +116,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         "BatchNormBackward", out, {x, weight, bias}, autograd::saved(input, weight, save_mean, save_invstd),
         [bias_dtype](const autograd::Node& node, const Tensor& grad, const Tensor& saved_input,
                      const Tensor& saved_weight, const Tensor& saved_mean, const Tensor& saved_invstd) {
-          Tensor grad_output = grad.is_contiguous() ? grad : contiguous_copy(grad);
+          // The kernel indexes grad_output, the input and grad_input with the input's layout.
+          Tensor grad_output = autograd::in_format(grad, suggest_memory_format(saved_input));
           int64_t channels = saved_input.sizes()[1];
           Tensor grad_input, grad_weight, grad_bias;
-          if (node.needs_input_grad(0)) grad_input = autograd::new_output(saved_input.sizes(), saved_input.dtype(), grad);
+          if (node.needs_input_grad(0)) {
+            grad_input = empty(saved_input.sizes(), {.dtype = saved_input.dtype(), .device = grad.device()},
+                               suggest_memory_format(saved_input));
+          }
           if (node.needs_input_grad(1)) grad_weight = autograd::new_output({channels}, saved_weight.dtype(), grad);
           if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
           kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_mean, saved_invstd,

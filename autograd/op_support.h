@@ -2,8 +2,11 @@
 // messages, and output allocation.
 #pragma once
 
+#include <initializer_list>
+
 #include "core/factory.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "core/tensor.h"
 
 namespace mg::autograd {
@@ -27,6 +30,40 @@ inline void check_floating(const char* op, const Tensor& x) {
 // A new contiguous tensor on `like`'s device.
 inline Tensor new_output(const Shape& sizes, DType dtype, const Tensor& like) {
   return empty(sizes, {.dtype = dtype, .device = like.device()});
+}
+
+// The layout of an elementwise result of `sizes` (PyTorch's rule, simplified): that of the
+// first input that has the result's sizes and is dense in one of the two layouts.
+// Broadcast (stride-0) and other strided inputs have no say, so relu's gradient on a
+// channels-last activation is channels-last even when the incoming gradient is a
+// broadcast view (a mean's backward).
+inline MemoryFormat elementwise_format(const Shape& sizes, std::initializer_list<Tensor> inputs) {
+  if (sizes.size() != 4) return MemoryFormat::Contiguous;
+  for (const Tensor& input : inputs) {
+    if (!input.defined() || input.sizes() != sizes) continue;
+    if (input.is_contiguous()) return MemoryFormat::Contiguous;
+    if (is_contiguous_in(input, MemoryFormat::ChannelsLast)) return MemoryFormat::ChannelsLast;
+  }
+  return MemoryFormat::Contiguous;
+}
+
+// x itself when dense in NCHW or channels-last order (the layouts the batch-norm and
+// pooling kernels take), else a contiguous copy.
+inline Tensor dense_layout(const Tensor& x) {
+  return is_contiguous_in(x, suggest_memory_format(x)) ? x : contiguous_copy(x);
+}
+
+// `tensor` dense in `format`: itself, or a copy. A kernel that reads a gradient next to a
+// saved tensor indexes both with one layout.
+inline Tensor in_format(const Tensor& tensor, MemoryFormat format) {
+  return is_contiguous_in(tensor, format) ? tensor : contiguous_copy(tensor, format);
+}
+
+// A new tensor for an elementwise result, laid out as elementwise_format says, so that
+// channels-last activations stay channels-last and the kernels run one flat loop.
+inline Tensor new_elementwise_output(const Shape& sizes, DType dtype, std::initializer_list<Tensor> inputs) {
+  const Tensor& like = *inputs.begin();
+  return empty(sizes, {.dtype = dtype, .device = like.device()}, elementwise_format(sizes, inputs));
 }
 
 }  // namespace mg::autograd

@@ -1,5 +1,8 @@
 // autograd/pool.cpp — 2-D max, average and adaptive average pooling, forward and backward.
 //
+// Inputs dense in NCHW or channels-last order go to the kernels as they are; the output,
+// the saved window positions and the input's gradient take the input's layout.
+//
 // Memory: max pooling saves, per output, one uint8 — the position of the maximum inside
 // its window (r * kernel_w + s) — and nothing else; PyTorch keeps an int64 index per
 // output, 8x the bytes. That is why the window is limited to 256 positions. Average
@@ -7,7 +10,8 @@
 //
 // adaptive_avg_pool2d supports the two shapes networks use: an output that divides the
 // input (an avg_pool2d with kernel = stride = input / output) and the global 1x1 average
-// (a mean over H and W); other sizes throw a "not supported yet" error naming them.
+// (a mean over H and W for NCHW inputs); other sizes throw a "not supported yet" error
+// naming them.
 #include "autograd/pool.h"
 
 #include "autograd/function.h"
@@ -84,18 +88,20 @@ Shape pooled_shape(const char* op, const Tensor& input, const Window2d& window) 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   Window2d window = pooling_window("max_pool2d", x, options, /*is_max=*/true);
   Shape out_shape = pooled_shape("max_pool2d", x, window);
-  Tensor input = x.is_contiguous() ? x : contiguous_copy(x);
-  Tensor out = autograd::new_output(out_shape, x.dtype(), x);
-  Tensor window_indices = autograd::new_output(out_shape, DType::UInt8, x);
+  Tensor input = autograd::dense_layout(x);
+  MemoryFormat format = suggest_memory_format(input);
+  Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()}, format);
+  Tensor window_indices = empty(out_shape, {.dtype = DType::UInt8, .device = x.device()}, format);
   kernels(x.device()).max_pool2d(input, window, out, window_indices);
 
   if (autograd::needs_grad(x)) {
     Shape input_shape = x.sizes();
     // Only the one-byte positions are saved: neither the input nor the output.
     autograd::record("MaxPool2dBackward", out, {x}, autograd::saved(window_indices),
-                     [window, input_shape](const autograd::Node&, const Tensor& grad, const Tensor& saved_indices) {
-                       Tensor grad_output = grad.is_contiguous() ? grad : contiguous_copy(grad);
-                       Tensor grad_input = autograd::new_output(input_shape, grad.dtype(), grad);
+                     [window, input_shape, format](const autograd::Node&, const Tensor& grad,
+                                                   const Tensor& saved_indices) {
+                       Tensor grad_output = autograd::in_format(grad, format);  // the positions' layout
+                       Tensor grad_input = empty(input_shape, {.dtype = grad.dtype(), .device = grad.device()}, format);
                        kernels(grad.device()).max_pool2d_backward(grad_output, saved_indices, window, grad_input);
                        return std::vector<Tensor>{grad_input};
                      });
@@ -106,17 +112,18 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   Window2d window = pooling_window("avg_pool2d", x, options, /*is_max=*/false);
   Shape out_shape = pooled_shape("avg_pool2d", x, window);
-  Tensor input = x.is_contiguous() ? x : contiguous_copy(x);
-  Tensor out = autograd::new_output(out_shape, x.dtype(), x);
+  Tensor input = autograd::dense_layout(x);
+  MemoryFormat format = suggest_memory_format(input);
+  Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()}, format);
   kernels(x.device()).avg_pool2d(input, window, out);
 
   if (autograd::needs_grad(x)) {
     Shape input_shape = x.sizes();
     // Nothing saved: the backward spreads each gradient evenly over its window.
     autograd::record("AvgPool2dBackward", out, {x}, autograd::saved(),
-                     [window, input_shape](const autograd::Node&, const Tensor& grad) {
-                       Tensor grad_output = grad.is_contiguous() ? grad : contiguous_copy(grad);
-                       Tensor grad_input = autograd::new_output(input_shape, grad.dtype(), grad);
+                     [window, input_shape, format](const autograd::Node&, const Tensor& grad) {
+                       Tensor grad_output = autograd::in_format(grad, format);
+                       Tensor grad_input = empty(input_shape, {.dtype = grad.dtype(), .device = grad.device()}, format);
                        kernels(grad.device()).avg_pool2d_backward(grad_output, window, grad_input);
                        return std::vector<Tensor>{grad_input};
                      });
@@ -132,8 +139,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   int64_t out_h = output_size[0], out_w = output_size[1];
   MG_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output_size must be positive, got {", out_h, ", ", out_w,
            "}");
-  // The global average is a mean: cheaper than a window walk, and its gradient is free.
-  if (out_h == 1 && out_w == 1) return mean(x, {2, 3}, /*keepdim=*/true);
+  // The global average of an NCHW input is a mean over contiguous rows: reduce's fastest
+  // form, and its gradient is a free stride-0 view. In channels-last order the channels
+  // interleave, and a window over the whole image (below) reads them coalesced, adjacent
+  // threads on adjacent channels, where reduce would first copy the input to NCHW.
+  if (out_h == 1 && out_w == 1 && suggest_memory_format(x) == MemoryFormat::Contiguous) {
+    return mean(x, {2, 3}, /*keepdim=*/true);
+  }
   MG_CHECK(height % out_h == 0 && width % out_w == 0, "adaptive_avg_pool2d: output size {", out_h, ", ", out_w,
            "} for an input of ", height, " x ", width,
            " is not supported yet: memgrad supports output sizes that divide the input size, and {1, 1}. "

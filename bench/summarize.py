@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """bench/summarize.py — the table of a benchmark run: reads the JSON lines that
-bench_train_step and bench/torch_reference.py printed (bench.jsonl) and compares memgrad
-with PyTorch per configuration: median step time of each run, their ratio, and peak
-allocated bytes (memgrad must not use more). Optionally also the test counts from a ctest
-log and the accuracy from the mnist example's --summary-json.
+bench_train_step, `resnet --bench` and bench/torch_reference.py printed (bench.jsonl) and
+compares memgrad with PyTorch per configuration — (model, batch, optimizer, memory format,
+device); a line without "memory_format" is "contiguous" (NCHW), as memgrad's lines are —:
+median step time of each run and their ratio, peak allocated bytes and their ratio (memgrad
+must not use more). Optionally also the test counts from a ctest log and the accuracy from
+the mnist example's --summary-json.
 
   python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--mnist-json mnist.json]
   python3 bench/summarize.py bench.jsonl --markdown     # rows for docs/benchmarks.md
@@ -62,16 +64,21 @@ def ctest_counts(path):
     return total - failed - skipped, failed, skipped, total
 
 
+def ratio_text(numerator, denominator):
+    return "-" if numerator is None or not denominator else f"{numerator / denominator:.2f}x"
+
+
 def training_table(results):
-    """Rows per (model, batch, optim, device): memgrad vs pytorch."""
+    """Rows per (model, batch, optim, memory format, device): memgrad vs pytorch."""
     groups = OrderedDict()
     for result in results:
         if result.get("benchmark") == "host_overhead":
             continue
-        key = (result.get("model"), result.get("batch"), result.get("optim"), result.get("device"))
+        key = (result.get("model"), result.get("batch"), result.get("optim"),
+               result.get("memory_format") or "contiguous", result.get("device"))
         groups.setdefault(key, {}).setdefault(result["framework"], []).append(result)
     rows = []
-    for (model, batch, optim, device), by_framework in groups.items():
+    for (model, batch, optim, memory_format, device), by_framework in groups.items():
         memgrad = by_framework.get("memgrad", [])
         pytorch = by_framework.get("pytorch", [])
         best = {name: min((r["step_ms_median"] for r in runs), default=None)
@@ -81,18 +88,22 @@ def training_table(results):
                 for name, runs in (("memgrad", memgrad), ("pytorch", pytorch))}
         ratio = (best["memgrad"] / best["pytorch"]
                  if best["memgrad"] is not None and best["pytorch"] else None)
+        # NOTE: the format is named only when it is not the default, so the MLP's rows read
+        # as before.
+        layout = "" if memory_format == "contiguous" else f" {memory_format}"
         if peak["memgrad"] is None or peak["pytorch"] is None:
             memory_ok = "-"
         else:
             memory_ok = "yes" if peak["memgrad"] <= peak["pytorch"] else "NO"
         rows.append({
-            "config": f"{model} b{batch} {optim} {device}",
+            "config": f"{model} b{batch} {optim} {device}{layout}",
             "memgrad_runs": " / ".join(ms(r["step_ms_median"]) for r in memgrad) or "-",
             "pytorch_runs": " / ".join(ms(r["step_ms_median"]) for r in pytorch) or "-",
-            "ratio": "-" if ratio is None else f"{ratio:.2f}x",
+            "ratio": ratio_text(best["memgrad"], best["pytorch"]),
             "faster": "-" if ratio is None else ("yes" if ratio < 1.0 else "NO"),
             "memgrad_peak": mib(peak["memgrad"]),
             "pytorch_peak": mib(peak["pytorch"]),
+            "memory_ratio": ratio_text(peak["memgrad"], peak["pytorch"]),
             "memory_ok": memory_ok,
         })
     return rows
@@ -159,11 +170,11 @@ def main(argv):
     rows = training_table(results)
     if rows:
         print("\nTraining step (median ms of each run; ratio = memgrad / pytorch, best runs; "
-              "peak = allocated bytes during one step):")
+              "peak = allocated bytes during one step, highest run; mem ratio = memgrad / pytorch):")
         print_table(["config", "memgrad ms", "pytorch ms", "ratio", "faster", "memgrad peak",
-                     "pytorch peak", "mem <= torch"], rows,
+                     "pytorch peak", "mem ratio", "mem <= torch"], rows,
                     ["config", "memgrad_runs", "pytorch_runs", "ratio", "faster", "memgrad_peak",
-                     "pytorch_peak", "memory_ok"], args.markdown)
+                     "pytorch_peak", "memory_ratio", "memory_ok"], args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")

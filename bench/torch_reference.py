@@ -1,9 +1,23 @@
 #!/usr/bin/env python3
-"""bench/torch_reference.py — PyTorch eager doing what bench_train_step does, for a
-side-by-side comparison on the same GPU: the same 784-512-256-10 MLP (nn.Linear's default
-initialisation, as memgrad's Linear), a fixed random batch on the device, cross-entropy,
-the same optimizer with torch.optim's defaults (Adam: lr 1e-3, foreach), zero_grad with
-set_to_none, and the same measurements:
+"""bench/torch_reference.py — PyTorch eager doing what memgrad's benchmarks do, for a
+side-by-side comparison on the same GPU, with the same model, a fixed random batch on the
+device, cross-entropy, the same optimizer, zero_grad with set_to_none:
+
+  * --model mlp, as bench_train_step: the 784-512-256-10 MLP (nn.Linear's default
+    initialisation, as memgrad's Linear) and torch.optim's defaults (Adam: lr 1e-3, foreach;
+    sgd: lr 0.01, momentum 0.9). Defaults: --batch 128 --warmup 50 --steps 500 --optim adam.
+  * --model resnet18 / resnet50, as `resnet --bench` (examples/resnet/bench.cpp): resnet18
+    with the small-image stem (3x3 stride-1 first convolution, no max pool) on 3x32x32
+    inputs and 10 classes, resnet50 as on ImageNet (3x224x224, 1000 classes), torchvision's
+    model and initialisation (interop/torch_resnet.py: torchvision when installed, else a
+    faithful torch.nn copy), float32, in training mode; SGD with lr 0.1, momentum 0.9,
+    weight decay 5e-4 and Nesterov momentum, exactly as examples/resnet/bench.cpp (the only
+    optimizer there). Defaults: --batch 256 --warmup 5 --steps 20 --optim sgd, as there.
+    --channels-last stores the model and the batch channels-last (NHWC).
+    NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
+    PyTorch eager as a user gets it.
+
+and the same measurements:
 
   * every one of --steps steps after --warmup steps is bracketed by torch.cuda.Event marks
     (the host clock on the CPU); median, p10 and p90 of those intervals, interpolated
@@ -11,7 +25,9 @@ set_to_none, and the same measurements:
   * mean_ms: wall time of the whole timed loop (to the final synchronize) / --steps;
   * peak memory of one step after the warm-up: reset_peak_memory_stats(), one step,
     max_memory_allocated() and max_memory_reserved();
-  * TF32 is off for matmuls and cuDNN, so both frameworks compute in full float32.
+  * TF32 as memgrad's defaults (which are PyTorch's): off for matmuls (cuBLAS), allowed
+    for convolutions (cuDNN), recorded in the JSON line as tf32_matmul / tf32_cudnn. The
+    MLP so computes in full float32; the ResNets' convolutions may use TF32 in both.
 
 --host-overhead times a chain of tiny ops (y = y * 1.0001 + 0.5 on one element, no grad)
 and reports the host's microseconds per op. Output: one JSON line per run on stdout, in the
@@ -19,31 +35,45 @@ same format as bench_train_step with "framework": "pytorch".
 
   python3 bench/torch_reference.py --model mlp --batch 128 --optim adam --device cuda \\
       --warmup 50 --steps 500
+  python3 bench/torch_reference.py --model resnet50 --batch 64 --device cuda [--channels-last]
   python3 bench/torch_reference.py --host-overhead --device cuda
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
 import torch
 
+# The ResNet definition is shared with the interop check, which needs the very same model.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+import torch_resnet  # noqa: E402
+
 PIXELS = 28 * 28
 CLASSES = 10
+# (channels, height, width) of the input, classes, small-image stem — as examples/resnet/bench.cpp.
+RESNET_SHAPES = {"resnet18": ((3, 32, 32), 10, True), "resnet50": ((3, 224, 224), 1000, False)}
+# Per model: (batch, warmup, steps, optimizer) when not given on the command line.
+DEFAULTS = {"mlp": (128, 50, 500, "adam"), "resnet18": (256, 5, 20, "sgd"), "resnet50": (256, 5, 20, "sgd")}
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        description="PyTorch eager reference for bench_train_step (same flags, same JSON line).")
-    parser.add_argument("--model", default="mlp", choices=["mlp"])
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--optim", default="adam", choices=["sgd", "adam", "adamw", "adagrad"])
+        description="PyTorch eager reference for bench_train_step and resnet --bench (same flags, "
+                    "same JSON line).")
+    parser.add_argument("--model", default="mlp", choices=["mlp", *RESNET_SHAPES])
+    parser.add_argument("--batch", type=int, default=None, help="default: 128 (mlp), 256 (resnets)")
+    parser.add_argument("--optim", default=None, choices=["sgd", "adam", "adamw", "adagrad"],
+                        help="default: adam (mlp), sgd (resnets, the only choice there)")
     parser.add_argument("--lr", type=float, default=None,
-                        help="default: torch.optim's (sgd: 0.01 with momentum 0.9)")
+                        help="default: torch.optim's (sgd: 0.01 with momentum 0.9); resnets: 0.1")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="resnets: model and batch in channels-last (NHWC) memory format")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
-    parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets)")
+    parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--host-overhead", action="store_true",
@@ -51,6 +81,13 @@ def parse_args(argv):
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
+    for name, default in zip(("batch", "warmup", "steps", "optim"), DEFAULTS[args.model]):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if args.model != "mlp" and args.optim != "sgd" and not args.host_overhead:
+        parser.error(f"--model {args.model} trains with sgd only, as examples/resnet's --bench")
+    if args.channels_last and args.model == "mlp":
+        parser.error("--channels-last is for the resnets (the MLP has no image tensors)")
     for name, minimum in (("batch", 1), ("warmup", 0), ("steps", 1), ("ops", 2), ("repeats", 1)):
         if getattr(args, name) < minimum:
             parser.error(f"--{name} must be at least {minimum}, got {getattr(args, name)}")
@@ -59,20 +96,20 @@ def parse_args(argv):
     return args
 
 
-def disable_tf32():
-    """Full float32 in cuBLAS and cuDNN, as memgrad computes by default."""
-    matmul = torch.backends.cuda.matmul
-    cudnn = torch.backends.cudnn
+def set_tf32(matmul, cudnn):
+    """Whether float32 matmuls (cuBLAS) and convolutions (cuDNN) may run on TF32 tensor
+    cores (about 10 mantissa bits in the products) or must compute in full float32."""
+    backends = torch.backends
     # NOTE: PyTorch 2.9 added the fp32_precision settings and deprecated allow_tf32; mixing
     # the two kinds of setting is refused, so use the new one where it exists.
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = "ieee"
-        for backend in (cudnn, getattr(cudnn, "conv", None), getattr(cudnn, "rnn", None)):
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        backends.cuda.matmul.fp32_precision = "tf32" if matmul else "ieee"
+        for backend in (backends.cudnn, getattr(backends.cudnn, "conv", None), getattr(backends.cudnn, "rnn", None)):
             if backend is not None and hasattr(backend, "fp32_precision"):
-                backend.fp32_precision = "ieee"
+                backend.fp32_precision = "tf32" if cudnn else "ieee"
     else:
-        matmul.allow_tf32 = False
-        cudnn.allow_tf32 = False
+        backends.cuda.matmul.allow_tf32 = matmul
+        backends.cudnn.allow_tf32 = cudnn
 
 
 def quantile(values, q):
@@ -128,6 +165,9 @@ def build_mlp():
 
 
 def make_optimizer(args, params):
+    if args.model != "mlp":
+        # examples/resnet/bench.cpp's SGDOptions, field for field.
+        return torch.optim.SGD(params, lr=args.lr or 0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
     if args.optim == "sgd":
         return torch.optim.SGD(params, lr=args.lr or 0.01, momentum=0.9)
     if args.optim == "adam":
@@ -137,15 +177,30 @@ def make_optimizer(args, params):
     return torch.optim.Adagrad(params, lr=args.lr or 1e-2)
 
 
+def build_model(args):
+    """(model on the CPU, its description, input shape without the batch, classes)."""
+    if args.model == "mlp":
+        return build_mlp(), "torch.nn.Sequential", (PIXELS,), CLASSES
+    image, classes, small_image_stem = RESNET_SHAPES[args.model]
+    model, source = torch_resnet.build_resnet(args.model, classes, small_image_stem)
+    return model, source, image, classes
+
+
 def run_train_step(args, device):
     torch.manual_seed(args.seed)
-    model = build_mlp().to(device)
+    model, model_source, input_shape, classes = build_model(args)
+    model = model.to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model.train()
     optimizer = make_optimizer(args, model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     # Made on the host and copied over, as a data loader's batch arrives; reused by every step.
     data_generator = torch.Generator().manual_seed(args.seed + 1)
-    inputs = torch.randn(args.batch, PIXELS, generator=data_generator).to(device)
-    targets = torch.randint(0, CLASSES, (args.batch,), generator=data_generator).to(device)
+    inputs = torch.randn(args.batch, *input_shape, generator=data_generator).to(device)
+    if args.channels_last:
+        inputs = inputs.contiguous(memory_format=torch.channels_last)
+    targets = torch.randint(0, classes, (args.batch,), generator=data_generator).to(device)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -183,7 +238,10 @@ def run_train_step(args, device):
         "model": args.model,
         "batch": args.batch,
         "optim": args.optim,
+        "memory_format": "channels_last" if args.channels_last else "contiguous",
         "device": args.device,
+        "tf32_matmul": False,
+        "tf32_cudnn": device.type == "cuda",
         "warmup": args.warmup,
         "steps": args.steps,
         "step_ms_median": quantile(step_ms, 0.5),
@@ -195,6 +253,7 @@ def run_train_step(args, device):
         "peak_reserved_bytes": peak_reserved,
         "peak_bytes_by_category": None,  # PyTorch does not say what its bytes are for
         "torch_version": torch.__version__,
+        "model_source": model_source,
     }
 
 
@@ -245,7 +304,9 @@ def main(argv):
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if device.type == "cuda":
-        disable_tf32()
+        # memgrad's defaults, which are PyTorch's: matmuls in full float32 (mg::cuda::
+        # allow_tf32() off), convolutions free to use TF32 (mg::cuda::cudnn_allow_tf32() on).
+        set_tf32(matmul=False, cudnn=True)
     result = run_host_overhead(args, device) if args.host_overhead else run_train_step(args, device)
     print(json.dumps(result, separators=(",", ":")), flush=True)
     return 0

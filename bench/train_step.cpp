@@ -36,6 +36,7 @@
 #include <Eigen/Core>
 
 #include "autograd/elementwise.h"
+#include "bench/timeline.h"
 #include "autograd/grad_mode.h"
 #include "autograd/loss.h"
 #include "core/device.h"
@@ -53,6 +54,8 @@
 
 namespace {
 
+using bench::quantile;
+using bench::Timeline;
 using Clock = std::chrono::steady_clock;
 
 // ---- command line ----
@@ -178,83 +181,6 @@ Args parse_args(int argc, char** argv) {
     found->second(*value);
   }
   return args;
-}
-
-// ---- timing on the device's timeline ----
-
-
-// Marks points on `device`'s timeline (CUDA events on the current stream, or the host clock
-// on the CPU) without waiting for the device, and afterwards reports the time between them.
-class Timeline {
- public:
-  Timeline(mg::Device device, int64_t marks) : device_(device) {
-#ifdef MG_WITH_CUDA
-    if (device_.is_cuda()) {
-      events_.reserve(marks);
-      for (int64_t i = 0; i < marks; ++i) events_.emplace_back(/*enable_timing=*/true);
-      // NOTE: an Event creates its CUDA event at its first record(); recording each once
-      // here keeps that cost out of the timed steps.
-      const mg::cuda::Stream stream = mg::cuda::Stream::current(device_);
-      for (mg::cuda::Event& event : events_) event.record(stream);
-      synchronize(device_);
-      return;
-    }
-#endif
-    host_marks_.reserve(marks);
-  }
-
-  void mark() {
-#ifdef MG_WITH_CUDA
-    if (device_.is_cuda()) {
-      events_.at(marks_++).record(mg::cuda::Stream::current(device_));
-      return;
-    }
-#endif
-    host_marks_.push_back(Clock::now());
-    ++marks_;
-  }
-
-  // Milliseconds between consecutive marks; waits for the device.
-  std::vector<double> intervals_ms() const {
-    synchronize(device_);
-    std::vector<double> intervals;
-    for (int64_t i = 1; i < marks_; ++i) {
-#ifdef MG_WITH_CUDA
-      if (device_.is_cuda()) {
-        intervals.push_back(mg::cuda::Event::elapsed_ms(events_[i - 1], events_[i]));
-        continue;
-      }
-#endif
-      intervals.push_back(std::chrono::duration<double, std::milli>(host_marks_[i] - host_marks_[i - 1]).count());
-    }
-    return intervals;
-  }
-
-  // Waits until everything issued to `device` so far has run.
-  static void synchronize(mg::Device device) {
-#ifdef MG_WITH_CUDA
-    if (device.is_cuda()) mg::cuda::synchronize(device);
-#endif
-  }
-
- private:
-  mg::Device device_;
-  int64_t marks_ = 0;
-#ifdef MG_WITH_CUDA
-  std::vector<mg::cuda::Event> events_;
-#endif
-  std::vector<Clock::time_point> host_marks_;
-};
-
-// The q-quantile of `values` with linear interpolation between the two nearest ranks
-// (NumPy's default; torch_reference.py computes the same).
-double quantile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const auto below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  const double fraction = position - static_cast<double>(below);
-  return values[below] + fraction * (values[above] - values[below]);
 }
 
 // ---- the model and one training step ----

@@ -80,6 +80,10 @@ struct KernelTable {
   void (*argmax)(const Tensor& input, int dim, const Tensor& output);
   // output (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; output contiguous.
   void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& output);
+  // output (rows, out) = input (rows, in) @ weight (out, in)^T + bias (out): a linear layer's
+  // forward in one call (on CUDA the bias is added in cuBLASLt's GEMM epilogue, not by a
+  // second pass over the output); all contiguous.
+  void (*linear_forward)(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output);
   // softmax or log_softmax along dim; input and output contiguous.
   void (*softmax)(const Tensor& input, int dim, bool log, const Tensor& output);
   // grad_input from grad_output and the forward's output; all contiguous.
@@ -92,6 +96,18 @@ struct KernelTable {
   // grad_input (N, C) zero except grad_input[n, target[n]] = -grad_loss[n].
   void (*nll_backward)(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
                        const Tensor& grad_input);
+  // Cross entropy of logits (N, C) contiguous against target (N) int64 with label smoothing
+  // s, in one pass: log_sum_exp[n] = log sum_c exp(logits[n, c]) (float32; float64 for
+  // float64 logits) and loss[n] = log_sum_exp[n] - (1 - s) logits[n, target[n]]
+  // - s mean_c logits[n, c], 0 where target == ignore_index.
+  void (*cross_entropy_forward)(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                double label_smoothing, const Tensor& loss, const Tensor& log_sum_exp);
+  // grad_logits[n, c] = grad_loss[n] (softmax(logits)[n, c] - (1 - s) [c == target[n]] - s / C)
+  // from the forward's log_sum_exp; rows where target == ignore_index are 0. grad_loss (N)
+  // contiguous.
+  void (*cross_entropy_backward)(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
+                                 const Tensor& target, int64_t ignore_index, double label_smoothing,
+                                 const Tensor& grad_logits);
   // mask (bool) = uniform >= p; output = input * mask / (1 - p).
   void (*dropout)(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
                   const Tensor& output);
@@ -101,10 +117,10 @@ struct KernelTable {
   // Fills with uniform [low, high) or normal(mean, std) numbers from Philox.
   void (*fill_uniform)(const Tensor& destination, double low, double high, PhiloxState rng);
   void (*fill_normal)(const Tensor& destination, double mean, double std, PhiloxState rng);
-  // Fused optimizer updates in place, as torch.optim computes them. SGD and Adam take
-  // lists (element i of each belongs to params[i]; all of one device and dtype) so that a
-  // device can update every parameter in a few launches (multi-tensor); Adagrad updates one
-  // parameter. All tensors contiguous, a state tensor of its parameter's dtype and numel;
+  // Fused optimizer updates in place, as torch.optim computes them. Each takes lists
+  // (element i of each belongs to params[i]; all of one device and dtype) so that a device
+  // can update every parameter in a few launches (multi-tensor). All tensors contiguous, a
+  // state tensor of its parameter's dtype and numel;
   // each `step` is a distinct one-element float32 counter that the kernel increments and
   // reads on the device (no host sync). An optional list (momentum_buffers without
   // momentum, max_exp_avg_sqs without amsgrad) is empty; SGD's hyper.first_step applies to
@@ -115,18 +131,23 @@ struct KernelTable {
                     std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                     std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                     const AdamHyper& hyper);
-  void (*adagrad_step)(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
-                       const Tensor& step, const AdagradHyper& hyper);
-  // 2-D convolution, NCHW: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) or
-  // undefined, output (N, K, P, Q); all contiguous. The backward entries overwrite.
+  void (*adagrad_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                       std::span<const Tensor> state_sums, std::span<const Tensor> steps,
+                       const AdagradHyper& hyper);
+  // 2-D convolution: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) contiguous or
+  // undefined, output (N, K, P, Q). Each 4-D tensor is dense in NCHW or in channels_last,
+  // independently of the others (autograd/conv.cpp allocates results in the layout PyTorch
+  // would: channels_last if the input or weight is). Every entry overwrites its result.
   void (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Window2d& window, const Tensor& output);
   void (*conv2d_backward_input)(const Tensor& grad_output, const Tensor& weight,
                                 const Window2d& window, const Tensor& grad_input);
   void (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
                                  const Window2d& window, const Tensor& grad_weight);
-  // Pooling, NCHW, contiguous. max_pool2d keeps, per output, the position of the maximum
-  // inside its window as one uint8 (kernel_h * kernel_w <= 256): 1 byte instead of 8.
+  // Pooling, (N, C, H, W) tensors each dense in NCHW or channels-last order (outputs in the
+  // input's layout, window_indices in the output's, grad_output in grad_input's).
+  // max_pool2d keeps, per output, the position of the maximum inside its window as one
+  // uint8 (kernel_h * kernel_w <= 256): 1 byte instead of 8.
   void (*max_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output,
                      const Tensor& window_indices);
   void (*max_pool2d_backward)(const Tensor& grad_output, const Tensor& window_indices,
@@ -134,7 +155,9 @@ struct KernelTable {
   void (*avg_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output);
   void (*avg_pool2d_backward)(const Tensor& grad_output, const Window2d& window,
                               const Tensor& grad_input);
-  // Batch normalisation over (N, H, W) per channel of an NCHW (or (N, C)) input. Training:
+  // Batch normalisation over (N, H, W) per channel of an (N, C, H, W) input dense in NCHW
+  // or channels-last order, or a contiguous (N, C) one; output, grad_output and grad_input
+  // share the input's layout. Training:
   // normalise with the batch statistics, write save_mean / save_invstd (C, float32 for
   // 16-bit inputs, else the input's dtype) and update running_mean / running_var in place
   // (unbiased variance, momentum as PyTorch); eval: normalise with the running statistics.

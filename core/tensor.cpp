@@ -9,6 +9,7 @@ namespace mg {
 namespace {
 
 bool compute_is_contiguous(const Shape& sizes, const Shape& strides) {
+  if (sizes.numel() == 0) return true;  // no elements, nothing out of order (as in PyTorch)
   int64_t expected = 1;
   for (int i = sizes.size() - 1; i >= 0; --i) {
     if (sizes[i] == 1) continue;

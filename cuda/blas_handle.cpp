@@ -72,7 +72,9 @@ Workspaces& workspaces() {
   return *all;
 }
 
-void* workspace_for(Device device, cudaStream_t stream) {
+}  // namespace
+
+void* blas_workspace(Device device, cudaStream_t stream) {
   // The last answer, per thread: the common case (one stream) costs no lock.
   thread_local int last_device = -1;
   thread_local cudaStream_t last_stream = nullptr;
@@ -92,8 +94,6 @@ void* workspace_for(Device device, cudaStream_t stream) {
   return last_workspace;
 }
 
-}  // namespace
-
 size_t blas_workspace_bytes(Device device) {
   MG_ASSERT(device.index >= 0 && device.index < kMaxDevices, "CUDA device index ", device.index, " out of range");
   static std::array<std::atomic<size_t>, kMaxDevices> bytes{};  // 0: not asked yet
@@ -112,7 +112,7 @@ cublasHandle_t blas_handle(Device device, cudaStream_t stream) {
   // NOTE: cublasSetStream resets the handle's workspace to cuBLAS's own pool, so the
   // workspace is set again after it, at every call (both only store pointers).
   MG_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  MG_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace_for(device, stream), blas_workspace_bytes(device)));
+  MG_CUBLAS_CHECK(cublasSetWorkspace(handle, blas_workspace(device, stream), blas_workspace_bytes(device)));
   return handle;
 }
 

@@ -1,5 +1,5 @@
 // cuda/blas_handle.h — the cuBLAS handle a thread uses on a device, and the workspace cuBLAS
-// (and the cuBLASLt kernels it runs) computes in.
+// (and the cuBLASLt kernels it runs, or that cuda/lt_matmul.cpp calls) computes in.
 //
 // Handles are created lazily, one per (thread, device) — cuBLAS handles must not be used by
 // two threads at once — and go back to a pool when their thread ends. Each call binds the
@@ -21,6 +21,11 @@ namespace mg::cuda {
 // The calling thread's cuBLAS handle for `device`, bound to `stream` and its workspace.
 // The current CUDA device must be `device` (see DeviceGuard).
 cublasHandle_t blas_handle(Device device, cudaStream_t stream);
+
+// The workspace of `stream` on `device` (blas_workspace_bytes long), for cuBLASLt calls.
+// NOTE: cuBLAS and cuBLASLt share it: work on one stream runs in order, so two GEMMs on the
+// stream never use it at once.
+void* blas_workspace(Device device, cudaStream_t stream);
 
 // Bytes of one stream's cuBLAS workspace on `device`: 32 MiB on Hopper and newer, 8 MiB
 // before (PyTorch's defaults).

@@ -9,37 +9,12 @@
 #include "core/cuda_hooks.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/nvml.h"
 #include "cuda/runtime.h"
-
-#ifdef MG_HAVE_NVML
-#include <nvml.h>
-#endif
 
 namespace mg::cuda {
 
 namespace {
-
-#ifdef MG_HAVE_NVML
-// "; NVML: 20.00 GiB used of 140.00 GiB" (all processes, not only memgrad), or "" when NVML
-// cannot say. The device is found by PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES.
-std::string nvml_memory(int device) {
-  static const bool initialised = nvmlInit() == NVML_SUCCESS;
-  char bus_id[64];
-  nvmlDevice_t handle;
-  nvmlMemory_t memory;
-  if (!initialised) return "";
-  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
-    cudaGetLastError();
-    return "";
-  }
-  if (nvmlDeviceGetHandleByPciBusId(bus_id, &handle) != NVML_SUCCESS ||
-      nvmlDeviceGetMemoryInfo(handle, &memory) != NVML_SUCCESS) {
-    return "";
-  }
-  return "; NVML: " + format_bytes(static_cast<int64_t>(memory.used)) + " used of " +
-         format_bytes(static_cast<int64_t>(memory.total));
-}
-#endif
 
 CudaAllocatorBackend& backend_of(Device device) {
   MG_CHECK(device.is_cuda(), "the memory fraction applies to CUDA devices, not to ", device);
@@ -103,9 +78,7 @@ std::string CudaAllocatorBackend::describe_memory() const {
             " (set_memory_fraction), and holds " +
             format_bytes(static_cast<int64_t>(used_bytes()));
   }
-#ifdef MG_HAVE_NVML
-  text += nvml_memory(device_.index);
-#endif
+  text += "; " + describe_nvml_memory(device_.index);
   return text;
 }
 

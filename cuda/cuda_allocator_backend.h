@@ -28,7 +28,7 @@ class CudaAllocatorBackend final : public RawBackend {
   // The device's total memory times the memory fraction.
   size_t capacity() const override;
   // "cuda:0: 12.30 GiB free of 139.80 GiB (cudaMemGetInfo)", the fraction when below 1,
-  // and NVML's used/total when memgrad was built with NVML.
+  // and NVML's used/total of all processes ("NVML unavailable" without libnvidia-ml).
   std::string describe_memory() const override;
 
   void* record_event(StreamId stream) override;

@@ -2,6 +2,7 @@
 // filled with the implementations declared in cuda/kernels/cuda_kernels.h.
 #include "core/cuda_hooks.h"
 #include "cuda/kernels/cuda_kernels.h"
+#include "cuda/lt_matmul.h"
 
 namespace mg::cuda {
 
@@ -15,10 +16,13 @@ const KernelTable& kernel_table() {
       .reduce = reduce,
       .argmax = argmax,
       .matmul = matmul,
+      .linear_forward = linear_forward,
       .softmax = softmax,
       .softmax_backward = softmax_backward,
       .nll_forward = nll_forward,
       .nll_backward = nll_backward,
+      .cross_entropy_forward = cross_entropy_forward,
+      .cross_entropy_backward = cross_entropy_backward,
       .dropout = dropout,
       .masked_scale = masked_scale,
       .fill_uniform = fill_uniform,

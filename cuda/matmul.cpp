@@ -9,15 +9,14 @@
 // Batches go to cublasGemmStridedBatchedEx, whose batch strides may be 0 (a weight
 // broadcast over the batch is read in place, never repeated); one product to cublasGemmEx.
 //
-// Precision: float32 computes in float32 (CUBLAS_COMPUTE_32F), or in TF32 on tensor cores
-// when mg::cuda::allow_tf32() (off by default, as in PyTorch); float16 and bfloat16 multiply
-// on tensor cores and accumulate in float32; float64 computes in float64.
+// Precision: cuda/blas_types.h's rule (TF32 for float32 only when mg::cuda::allow_tf32()).
 #include <algorithm>
 #include <climits>
 #include <optional>
 
 #include "core/factory.h"
 #include "cuda/blas_handle.h"
+#include "cuda/blas_types.h"
 #include "cuda/check.h"
 #include "cuda/kernels/cuda_kernels.h"
 #include "cuda/runtime.h"
@@ -60,17 +59,6 @@ Tensor readable(const Tensor& operand) {
   return contiguous_copy(operand);
 }
 
-cudaDataType_t blas_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return CUDA_R_32F;
-    case DType::Float64: return CUDA_R_64F;
-    case DType::Float16: return CUDA_R_16F;
-    case DType::BFloat16: return CUDA_R_16BF;
-    default: break;
-  }
-  MG_CHECK(false, "matmul on CUDA: expected a floating dtype, got ", dtype);
-}
-
 int as_blas_int(int64_t value, const char* what) {
   MG_CHECK(value <= INT_MAX, "matmul on CUDA: ", what, " (", value, ") exceeds cuBLAS's 32-bit limit");
   return static_cast<int>(value);
@@ -97,9 +85,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
 
   DType dtype = output.dtype();
   cudaDataType_t type = blas_type(dtype);
-  cublasComputeType_t compute = dtype == DType::Float64                    ? CUBLAS_COMPUTE_64F
-                                : dtype == DType::Float32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                          : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = blas_compute_type(dtype);
   // Scalars in the compute precision, read from the host.
   const double alpha_double = 1.0, beta_double = 0.0;
   const float alpha_float = 1.0f, beta_float = 0.0f;

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/norm.h"
 #include "core/factory.h"
@@ -36,12 +37,17 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   // Without running statistics there is nothing to normalise with but the batch's own,
   // in evaluation too (PyTorch's rule).
   bool use_batch_stats = is_training() || !running_mean.defined();
-  if (is_training() && num_batches_tracked.defined()) {
+  // NOTE: a checkpoint recomputing this layer for backward already updated the running
+  // statistics at its forward; this pass normalises with the batch's statistics (the same
+  // ones) and tracks nothing, so one step moves them once, as without checkpointing.
+  bool recomputing = is_training() && autograd::is_recomputing();
+  if (is_training() && !recomputing && num_batches_tracked.defined()) {
     // NOTE: a counter, not part of any graph; PyTorch keeps it for momentum=None (a
     // cumulative average) and so that state_dicts carry the same keys.
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
   }
+  if (recomputing) return batch_norm(input, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum_, eps_);
   return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
 }
 

@@ -29,24 +29,32 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return result;
 }
 
-// A copy of `tensor` converted to dtype and device, tagged `category`.
-Tensor converted_as(const Tensor& tensor, DType dtype, Device device, MemoryCategory category) {
-  Tensor result = converted_copy(tensor, dtype, device);
-  result.set_memory_category(category);
-  return result;
-}
-
-// Moves a parameter or buffer (and its .grad) in place, through set_data, so that every
-// handle to it sees the new storage.
-void move_tensor(const Tensor& tensor, DType dtype, Device device) {
-  if (tensor.dtype() == dtype && tensor.device() == device) return;
+// Replaces a parameter or buffer's data (and its .grad's) in place with convert(data),
+// through set_data, so that every handle to it sees the new storage.
+template <class Convert>
+void replace_data(const Tensor& tensor, Convert convert) {
   Tensor grad = tensor.grad();
   // Convert before replacing: the old bytes are freed only once nothing refers to them.
-  Tensor moved = converted_as(tensor, dtype, device, MemoryCategory::Parameter);
-  Tensor moved_grad;
-  if (grad.defined()) moved_grad = converted_as(grad, dtype, device, MemoryCategory::Gradient);
-  tensor.set_data(moved);
-  if (grad.defined()) tensor.set_grad(moved_grad);
+  Tensor replaced = convert(tensor);
+  replaced.set_memory_category(MemoryCategory::Parameter);
+  Tensor replaced_grad;
+  if (grad.defined()) {
+    replaced_grad = convert(grad);
+    replaced_grad.set_memory_category(MemoryCategory::Gradient);
+  }
+  tensor.set_data(replaced);
+  if (grad.defined()) tensor.set_grad(replaced_grad);
+}
+
+void move_tensor(const Tensor& tensor, DType dtype, Device device) {
+  if (tensor.dtype() == dtype && tensor.device() == device) return;
+  replace_data(tensor, [&](const Tensor& data) {
+    // A channels_last weight stays channels_last on its new device or dtype (as in PyTorch);
+    // converted_copy itself always gives row-major bytes.
+    Tensor moved = converted_copy(data, dtype, device);
+    MemoryFormat format = suggest_memory_format(data);
+    return format == MemoryFormat::Contiguous ? moved : contiguous_copy(moved, format);
+  });
 }
 
 }  // namespace
@@ -189,6 +197,13 @@ void Module::train(bool on) {
 
 void Module::to(Device device) {
   for (const Tensor& tensor : all_state_tensors()) move_tensor(tensor, tensor.dtype(), device);
+}
+
+void Module::to(MemoryFormat format) {
+  for (const Tensor& tensor : all_state_tensors()) {
+    if (tensor.dim() != 4 || is_contiguous_in(tensor, format)) continue;
+    replace_data(tensor, [&](const Tensor& data) { return contiguous_copy(data, format); });
+  }
 }
 
 void Module::to(DType dtype) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_format.h"
 #include "core/tensor.h"
 
 namespace mg::nn {
@@ -62,6 +63,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // buffers such as counters keep their type).
   void to(Device device);
   void to(DType dtype);
+  // Lays every 4-D parameter and buffer (convolution weights) out in `format`, in place and
+  // with its .grad, as PyTorch's model.to(memory_format=torch.channels_last): with
+  // ChannelsLast, convolutions read weights in the layout their channels-last kernels
+  // want. Other tensors are left as they are.
+  void to(MemoryFormat format);
 
   // set_to_none (the default) drops every .grad, returning its GRADIENT memory; otherwise
   // the gradients are kept and filled with zeros.

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "autograd/checkpoint.h"
 #include "autograd/elementwise.h"
 #include "autograd/shape.h"
 #include "nn/init.h"
@@ -80,7 +81,7 @@ Tensor Bottleneck::forward(const Tensor& input) {
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> blocks_per_layer, const ResNetOptions& options)
-    : Module("ResNet") {
+    : Module("ResNet"), checkpoint_stages_(options.checkpoint_stages) {
   MG_CHECK(options.num_classes > 0, "ResNet: num_classes=", options.num_classes, " must be positive");
   MG_CHECK(options.in_channels > 0, "ResNet: in_channels=", options.in_channels,
            " must be positive (3 for RGB images, 1 for grayscale such as MNIST)");
@@ -141,9 +142,15 @@ Tensor ResNet::forward(const Tensor& input) {
            "; set ResNetOptions::in_channels to the images' channel count");
   Tensor x = relu->forward(bn1->forward(conv1->forward(input)));
   if (maxpool) x = maxpool->forward(x);
-  x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
+  x = run_stage(layer4, run_stage(layer3, run_stage(layer2, run_stage(layer1, x))));
   x = flatten(avgpool->forward(x), 1);
   return fc->forward(x);
+}
+
+Tensor ResNet::run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input) {
+  if (!checkpoint_stages_ || !is_training()) return stage->forward(input);
+  // The node keeps the function until backward; holding the stage by shared_ptr keeps it alive.
+  return checkpoint([stage](const Tensor& x) { return stage->forward(x); }, input);
 }
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& options) {

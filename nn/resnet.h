@@ -5,6 +5,7 @@
 // Memory: resnet18 holds 11.7 M parameters (44.7 MiB in float32), resnet50 25.6 M
 // (97.5 MiB); every block's convolution saves its input for backward, so activation memory
 // grows with batch * height * width, which the small-image stem keeps small for 32x32 data.
+// ResNetOptions::checkpoint_stages trades compute for that memory (autograd/checkpoint.h).
 #pragma once
 
 #include <array>
@@ -29,6 +30,10 @@ struct ResNetOptions {
   bool small_image_stem = false;
   int64_t in_channels = 3;
   Generator* generator = nullptr;  // for every initial value; default: the global generator
+  // In training, run each residual stage (layer1..layer4) under mg::checkpoint: only the
+  // stages' inputs stay saved through the forward, and each stage's activations are
+  // recomputed when backward reaches it (one more forward of the trunk per step).
+  bool checkpoint_stages = false;
 };
 
 // Two 3x3 convolutions and a shortcut (ResNet-18/34). Output channels: planes.
@@ -88,7 +93,9 @@ class ResNet : public Module {
  private:
   std::shared_ptr<Sequential> make_layer(ResNetBlock block, int64_t planes, int64_t blocks, int64_t stride,
                                          Generator* generator);
+  Tensor run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input);
   int64_t in_planes_ = 64;  // the channels the next block receives, while building
+  bool checkpoint_stages_ = false;
 };
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& options = {});

@@ -1,4 +1,4 @@
-// optim/adagrad.cpp — Adagrad: option checks, lazy state, the per-parameter fused update.
+// optim/adagrad.cpp — Adagrad: option checks, lazy state, the fused update of a whole group.
 #include "optim/adagrad.h"
 
 #include "core/kernels.h"
@@ -25,14 +25,17 @@ void Adagrad::step() {
                        .lr_decay = options.lr_decay,
                        .weight_decay = options.weight_decay,
                        .eps = options.eps};
-    for (size_t i = 0; i < params.size(); ++i) {
-      ParamState& state = state_for(params[i]);
+    std::vector<Tensor> sums, steps;
+    for (const Tensor& param : params) {
+      ParamState& state = state_for(param);
       if (!state.step.defined()) {
-        state.step = new_step_counter(params[i]);
-        state.sum = new_state(params[i], options.initial_accumulator_value);
+        state.step = new_step_counter(param);
+        state.sum = new_state(param, options.initial_accumulator_value);
       }
-      kernels(params[i].device()).adagrad_step(params[i], grads[i], state.sum, state.step, hyper);
+      sums.push_back(state.sum);
+      steps.push_back(state.step);
     }
+    kernels(params[0].device()).adagrad_step(params, grads, sums, steps, hyper);
   });
 }
 

@@ -47,6 +47,15 @@ void Adam::step() {
   });
 }
 
+std::vector<std::pair<std::string, double>> Adam::hyper_parameters(size_t group_index) const {
+  const AdamOptions& options = options_.at(group_index);
+  return {{"beta1", options.beta1},
+          {"beta2", options.beta2},
+          {"eps", options.eps},
+          {"weight_decay", options.weight_decay},
+          {"amsgrad", options.amsgrad ? 1.0 : 0.0}};
+}
+
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : Adam(/*decoupled_weight_decay=*/true) {
   add_param_group(std::move(params), options);
 }

@@ -27,6 +27,8 @@ class Adam : public Optimizer {
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
   void add_param_group(std::vector<Tensor> params, AdamOptions options);
   void step() override;
+  // beta1, beta2 (PyTorch's betas), eps, weight_decay, amsgrad.
+  std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const override;
 
  protected:
   // AdamW's entry: the same algorithm with decoupled weight decay in every group.

@@ -7,3 +7,4 @@
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "optim/sgd.h"
+#include "optim/state_dict.h"

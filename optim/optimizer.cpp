@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/memory_format.h"
 
 namespace mg::optim {
 
@@ -17,6 +18,11 @@ int64_t ParamState::bytes() const {
     if (tensor->defined()) total += static_cast<int64_t>(tensor->nbytes());
   }
   return total;
+}
+
+bool ParamState::empty() const {
+  return !step.defined() && !momentum_buffer.defined() && !exp_avg.defined() && !exp_avg_sq.defined() &&
+         !max_exp_avg_sq.defined() && !sum.defined();
 }
 
 void check_non_negative(double value, const char* what) {
@@ -90,6 +96,22 @@ int64_t Optimizer::state_bytes() const {
   return total;
 }
 
+std::vector<Tensor> Optimizer::all_params() const {
+  std::vector<Tensor> params;
+  for (const ParamGroup& group : groups_) params.insert(params.end(), group.params.begin(), group.params.end());
+  return params;
+}
+
+void Optimizer::set_states(std::vector<ParamState> states) {
+  const std::vector<Tensor> params = all_params();
+  MG_ASSERT(states.size() == params.size(), "set_states: ", states.size(), " states for ",
+            params.size(), " parameters");
+  state_.clear();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!states[i].empty()) state_[params[i].impl()] = std::move(states[i]);
+  }
+}
+
 void Optimizer::for_each_update(const Update& update) {
   MG_CHECK(groups_.size() == groups_added_, "optimizer.step(): param_groups() has ",
            groups_.size(), " groups but ", groups_added_, " were added with their options. ",
@@ -109,10 +131,14 @@ void Optimizer::for_each_update(const Update& update) {
                param.sizes(), " ", param.dtype(), " on ", param.device(),
                " but its gradient is ", grad.sizes(), " ", grad.dtype(), " on ", grad.device(),
                ". Hint: a gradient must match its parameter; check code that sets .grad.");
-      MG_CHECK(param.is_contiguous(), "optimizer.step(): parameter ", i, " of group ",
-               group_index, " (shape ", param.sizes(), ") is not contiguous; the fused ",
-               "updates need contiguous parameters. Hint: optimize a contiguous leaf.");
-      if (!grad.is_contiguous()) grad = contiguous_copy(grad);
+      // NOTE: the fused updates walk parameter, gradient and state as flat arrays, so all
+      // three must be dense in one layout: the parameter's (NCHW, or channels-last after
+      // Module::to(MemoryFormat::ChannelsLast)); new_state() follows the parameter.
+      const MemoryFormat format = suggest_memory_format(param);
+      MG_CHECK(is_contiguous_in(param, format), "optimizer.step(): parameter ", i, " of group ",
+               group_index, " (shape ", param.sizes(), ", strides ", param.strides(), ") is not ",
+               "dense; the fused updates need dense parameters. Hint: optimize a contiguous leaf.");
+      if (grad.strides() != param.strides()) grad = contiguous_copy(grad, format);
       auto same_kind = [&](const auto& list) {
         return list.first[0].device() == param.device() && list.first[0].dtype() == param.dtype();
       };
@@ -129,9 +155,11 @@ void Optimizer::for_each_update(const Update& update) {
 }
 
 Tensor Optimizer::new_state(const Tensor& param, double value) {
-  return full(param.sizes(), value,
-              {.dtype = param.dtype(), .device = param.device(),
-               .category = MemoryCategory::OptimizerState});
+  Tensor state = empty(param.sizes(),
+                       {.dtype = param.dtype(), .device = param.device(), .category = MemoryCategory::OptimizerState},
+                       suggest_memory_format(param));
+  state.fill_(value);
+  return state;
 }
 
 Tensor Optimizer::new_step_counter(const Tensor& param) {

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,6 +36,8 @@ struct ParamState {
   Tensor sum;              // Adagrad: sum of squared gradients
 
   int64_t bytes() const;
+  // No entry defined: the parameter has not been stepped.
+  bool empty() const;
 };
 
 class Optimizer {
@@ -61,6 +65,21 @@ class Optimizer {
   const ParamState* state(const Tensor& param) const;
   // Bytes of all state tensors.
   int64_t state_bytes() const;
+
+  // ---- for checkpoints (optim/state_dict.h) ----
+  // Every parameter of every group, in order: a parameter's index here is its number in a
+  // state dict ("state.<index>.exp_avg"), as in PyTorch.
+  std::vector<Tensor> all_params() const;
+  // Replaces the state of every parameter: `states` holds one entry per all_params() entry
+  // (all-undefined for a parameter without state). The caller checks shapes and devices.
+  void set_states(std::vector<ParamState> states);
+  // A group's hyper-parameters other than lr, under PyTorch's names ("momentum",
+  // "weight_decay", ...; booleans as 0 or 1), so a checkpoint can record them and a load
+  // can refuse an optimizer built with different ones. Optimizers that do not list theirs
+  // record lr alone.
+  virtual std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const {
+    return {};
+  }
 
  protected:
   Optimizer() = default;

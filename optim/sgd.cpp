@@ -53,4 +53,12 @@ void SGD::step() {
   });
 }
 
+std::vector<std::pair<std::string, double>> SGD::hyper_parameters(size_t group_index) const {
+  const SGDOptions& options = options_.at(group_index);
+  return {{"momentum", options.momentum},
+          {"dampening", options.dampening},
+          {"weight_decay", options.weight_decay},
+          {"nesterov", options.nesterov ? 1.0 : 0.0}};
+}
+
 }  // namespace mg::optim

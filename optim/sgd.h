@@ -22,6 +22,8 @@ class SGD : public Optimizer {
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
   void add_param_group(std::vector<Tensor> params, SGDOptions options);
   void step() override;
+  // momentum, dampening, weight_decay, nesterov.
+  std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const override;
 
  private:
   std::vector<SGDOptions> options_;  // per group; their lr is the group's starting lr only

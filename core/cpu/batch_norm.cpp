@@ -1,9 +1,10 @@
 // core/cpu/batch_norm.cpp — CPU batch normalisation, forward (training and evaluation) and
-// the training-mode backward, over contiguous (N, C) or (N, C, H, W) inputs.
+// the training-mode backward, over (N, C) inputs and (N, C, H, W) inputs dense in NCHW
+// or channels-last order; outputs and gradients share the input's layout.
 //
-// A contiguous input is seen as (N, C, inner) with inner = H * W (1 for (N, C)): element
-// (n, c, i) sits at (n * C + c) * inner + i. Channels are independent, so OpenMP splits
-// them. Per-channel tensors (weight, bias, statistics) may have a dtype other than the
+// The input is seen as (N, C, inner) with inner = H * W (1 for (N, C)): element (n, c, i)
+// sits at (n * C + c) * inner + i in NCHW order and at (n * inner + i) * C + c in
+// channels-last order. Channels are independent, so OpenMP splits them. Per-channel tensors (weight, bias, statistics) may have a dtype other than the
 // input's (float32 statistics for 16-bit inputs), so they are read into and written from
 // double vectors; a channel's sums are always carried in double.
 #include <cmath>
@@ -18,7 +19,12 @@ namespace {
 
 struct ChannelLayout {
   int64_t batch = 0, channels = 0, inner = 1;
+  bool channels_last = false;
   int64_t per_channel() const { return batch * inner; }
+  // Offset of element (n, c, i).
+  int64_t at(int64_t n, int64_t c, int64_t i) const {
+    return channels_last ? (n * inner + i) * channels + c : (n * channels + c) * inner + i;
+  }
 };
 
 ChannelLayout layout_of(const Tensor& input) {
@@ -26,6 +32,7 @@ ChannelLayout layout_of(const Tensor& input) {
   layout.batch = input.sizes()[0];
   layout.channels = input.sizes()[1];
   for (int d = 2; d < input.dim(); ++d) layout.inner *= input.sizes()[d];
+  layout.channels_last = !input.is_contiguous();  // the caller passes only the two dense layouts
   return layout;
 }
 
@@ -63,7 +70,6 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
   dispatch_floating(input.dtype(), "batch_norm", [&]<class T>() {
     const T* in = input.data_ptr<T>();
     T* out = output.data_ptr<T>();
-    auto at = [&](int64_t n, int64_t c, int64_t i) { return (n * channels + c) * layout.inner + i; };
 
     if (training) {
       std::vector<double> unbiased_var(channels);
@@ -72,12 +78,12 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
         // Two passes (mean, then squared deviations): no cancellation when |mean| >> std.
         double total = 0;
         for (int64_t n = 0; n < layout.batch; ++n)
-          for (int64_t i = 0; i < layout.inner; ++i) total += static_cast<double>(static_cast<compute_t<T>>(in[at(n, c, i)]));
+          for (int64_t i = 0; i < layout.inner; ++i) total += static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)]));
         double channel_mean = count > 0 ? total / count : 0.0;
         double squares = 0;
         for (int64_t n = 0; n < layout.batch; ++n) {
           for (int64_t i = 0; i < layout.inner; ++i) {
-            double deviation = static_cast<double>(static_cast<compute_t<T>>(in[at(n, c, i)])) - channel_mean;
+            double deviation = static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)])) - channel_mean;
             squares += deviation * deviation;
           }
         }
@@ -111,7 +117,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
       double a = invstd[c] * scale[c], b = shift[c] - mean[c] * a;
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
-          int64_t index = at(n, c, i);
+          int64_t index = layout.at(n, c, i);
           out[index] = static_cast<T>(static_cast<compute_t<T>>(static_cast<double>(static_cast<compute_t<T>>(in[index])) * a + b));
         }
       }
@@ -133,7 +139,6 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     const T* in = input.data_ptr<T>();
     const T* grad = grad_output.data_ptr<T>();
     T* result = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
-    auto at = [&](int64_t n, int64_t c, int64_t i) { return (n * channels + c) * layout.inner + i; };
     auto value = [](T x) { return static_cast<double>(static_cast<compute_t<T>>(x)); };
 
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
@@ -141,7 +146,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
       double total = 0, dot = 0;
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
-          int64_t index = at(n, c, i);
+          int64_t index = layout.at(n, c, i);
           double g = value(grad[index]);
           total += g;
           dot += g * (value(in[index]) - mean[c]) * invstd[c];
@@ -155,7 +160,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
       double factor = scale[c] * invstd[c] / count;
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
-          int64_t index = at(n, c, i);
+          int64_t index = layout.at(n, c, i);
           double xhat = (value(in[index]) - mean[c]) * invstd[c];
           double dx = factor * (count * value(grad[index]) - total - xhat * dot);
           result[index] = static_cast<T>(static_cast<compute_t<T>>(dx));

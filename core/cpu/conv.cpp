@@ -11,6 +11,10 @@
 // NOTE: with one sample the loop stays serial (`if (threads > 1)`), so the one GEMM per
 // group keeps Eigen's own threads instead of running inside a one-thread team.
 // 16-bit inputs compute in float32 and round once at the end, as matmul does.
+// NOTE: the loops index NCHW only. The kernel table also hands over channels_last tensors;
+// they get NCHW copies and a channels_last result is computed in NCHW and copied back
+// (dispatch below). The CPU path is the reference the CUDA paths are checked against, not
+// a fast path, so one extra copy per channels_last operand is the price of one algorithm.
 #include <Eigen/Core>
 #include <omp.h>
 
@@ -186,26 +190,26 @@ void backward_weight_typed(const Tensor& grad_output, const Tensor& input, const
   }
 }
 
-// Runs fn<T>(args as T tensors) for float32/float64; 16-bit tensors are converted to float32
-// first and the result (the last argument) rounded back once.
+// Runs fn<T>(operands, result) in T = float64 for float64 results and float32 otherwise,
+// on NCHW-contiguous tensors: an operand of another dtype or layout (16-bit, or
+// channels_last) is converted first, and a result of another dtype or layout is computed
+// into a temporary and converted back once.
 template <class Fn>
 void dispatch(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& result, Fn&& fn) {
-  MG_ASSERT(result.is_contiguous(), op, " output must be contiguous");
-  switch (result.dtype()) {
-    case DType::Float32: fn.template operator()<float>(a, b, c, result); return;
-    case DType::Float64: fn.template operator()<double>(a, b, c, result); return;
-    case DType::Float16:
-    case DType::BFloat16: {
-      auto as_float = [](const Tensor& t) {
-        return t.defined() ? converted_copy(t, DType::Float32, t.device()) : Tensor();
-      };
-      Tensor float_result = empty(result.sizes());
-      fn.template operator()<float>(as_float(a), as_float(b), as_float(c), float_result);
-      copy(float_result, result);
-      return;
-    }
-    default: MG_ASSERT(false, op, " on ", result.dtype());
+  MG_ASSERT(is_floating(result.dtype()), op, " on ", result.dtype());
+  DType compute = result.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  auto prepared = [compute](const Tensor& t) {
+    bool ready = !t.defined() || (t.dtype() == compute && t.is_contiguous());
+    return ready ? t : converted_copy(t, compute, t.device());
+  };
+  bool direct = result.dtype() == compute && result.is_contiguous();
+  Tensor computed = direct ? result : empty(result.sizes(), {.dtype = compute});
+  if (compute == DType::Float64) {
+    fn.template operator()<double>(prepared(a), prepared(b), prepared(c), computed);
+  } else {
+    fn.template operator()<float>(prepared(a), prepared(b), prepared(c), computed);
   }
+  if (!direct) copy(computed, result);
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ void fill(const Tensor& destination, double value) {
     Operands<1> operands;
     operands.data = {static_cast<char*>(destination.raw_data())};
     operands.byte_strides = {broadcast_byte_strides(destination, destination.sizes())};
-    for_each_run<1>(destination.sizes(), operands, true,
+    Shape sizes = destination.sizes();
+    to_memory_order(sizes, operands, /*leading=*/0);
+    for_each_run<1>(sizes, operands, true,
                     [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
                       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = typed;
                     });

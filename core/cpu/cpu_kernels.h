@@ -26,6 +26,7 @@ void argmax(const Tensor& input, int dim, const Tensor& output);
 
 // matmul.cpp
 void matmul(const Tensor& a, const Tensor& b, const Tensor& output);
+void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output);
 
 // softmax_loss.cpp
 void softmax(const Tensor& input, int dim, bool log, const Tensor& output);
@@ -34,6 +35,11 @@ void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, 
 void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& loss);
 void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
                   const Tensor& grad_input);
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                           const Tensor& loss, const Tensor& log_sum_exp);
+void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
+                            const Tensor& target, int64_t ignore_index, double label_smoothing,
+                            const Tensor& grad_logits);
 
 // optimizer_kernels.cpp
 void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
@@ -42,8 +48,9 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                const AdamHyper& hyper);
-void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
-                  const Tensor& step, const AdagradHyper& hyper);
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+                  std::span<const Tensor> state_sums, std::span<const Tensor> steps,
+                  const AdagradHyper& hyper);
 
 // conv.cpp / conv.cu
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,

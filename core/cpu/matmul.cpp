@@ -3,9 +3,14 @@
 // Each (M, K) @ (K, N) slice is handed to Eigen as a Map over the tensor's own memory:
 // row-major when its columns are contiguous, column-major when its rows are (a transposed
 // view), so transposes cost no copy. Eigen parallelises one large product with OpenMP;
-// many small ones are spread over threads by batch instead.
+// many small ones are spread over threads by batch instead. linear_forward is one GEMM
+// whose result gets the bias added while Eigen still holds it.
 #include <Eigen/Core>
 #include <omp.h>
+
+#include <initializer_list>
+#include <span>
+#include <vector>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/factory.h"
@@ -60,26 +65,58 @@ void matmul_typed(const Tensor& a, const Tensor& b, const Tensor& output) {
   }
 }
 
+template <class T>
+void linear_typed(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output) {
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  int64_t rows = input.sizes()[0], in_features = input.sizes()[1], out_features = weight.sizes()[0];
+  Eigen::Map<const Matrix> x(input.data_ptr<T>(), rows, in_features);           // (N, in)
+  Eigen::Map<const Matrix> w(weight.data_ptr<T>(), out_features, in_features);  // (out, in)
+  Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> b(bias.data_ptr<T>(), out_features);
+  Eigen::Map<Matrix> y(output.data_ptr<T>(), rows, out_features);  // (N, out)
+  y.noalias() = x * w.transpose();
+  y.rowwise() += b;
+}
+
+// Calls compute<T>(operands, result): for 16-bit floats with T = float on float32 copies,
+// rounding the result into output once at the end; else on the operands and output.
+template <class Compute>
+void in_compute_precision(const Tensor& output, std::initializer_list<Tensor> operands, Compute&& compute) {
+  switch (output.dtype()) {
+    case DType::Float32: compute.template operator()<float>(std::span(operands.begin(), operands.size()), output); return;
+    case DType::Float64: compute.template operator()<double>(std::span(operands.begin(), operands.size()), output); return;
+    case DType::Float16:
+    case DType::BFloat16: {
+      std::vector<Tensor> converted;
+      for (const Tensor& operand : operands) converted.push_back(converted_copy(operand, DType::Float32, operand.device()));
+      Tensor result = empty(output.sizes());
+      compute.template operator()<float>(converted, result);
+      copy(result, output);
+      return;
+    }
+    default: MG_ASSERT(false, "a product on ", output.dtype());
+  }
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
   MG_ASSERT(output.is_contiguous(), "matmul output must be contiguous");
   Tensor lhs = has_unit_stride(a) ? a : contiguous_copy(a);
   Tensor rhs = has_unit_stride(b) ? b : contiguous_copy(b);
-  switch (output.dtype()) {
-    case DType::Float32: matmul_typed<float>(lhs, rhs, output); return;
-    case DType::Float64: matmul_typed<double>(lhs, rhs, output); return;
-    case DType::Float16:
-    case DType::BFloat16: {
-      // 16-bit floats multiply in float32 and round once at the end.
-      Tensor result = empty(output.sizes());
-      matmul_typed<float>(converted_copy(lhs, DType::Float32, lhs.device()),
-                          converted_copy(rhs, DType::Float32, rhs.device()), result);
-      copy(result, output);
-      return;
-    }
-    default: MG_ASSERT(false, "matmul on ", output.dtype());
-  }
+  in_compute_precision(output, {lhs, rhs}, [&]<class T>(std::span<const Tensor> operands, const Tensor& result) {
+    matmul_typed<T>(operands[0], operands[1], result);
+  });
+}
+
+void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output) {
+  // NOTE: an empty tensor may report is_contiguous() false ((8, 0) with strides (1, 1));
+  // its layout never matters.
+  auto dense = [](const Tensor& t) { return t.numel() == 0 || t.is_contiguous(); };
+  MG_ASSERT(dense(input) && dense(weight) && dense(bias) && dense(output), "linear_forward takes contiguous tensors");
+  in_compute_precision(output, {input, weight, bias}, [&]<class T>(std::span<const Tensor> operands,
+                                                                   const Tensor& result) {
+    linear_typed<T>(operands[0], operands[1], operands[2], result);
+  });
 }
 
 }  // namespace mg::cpu

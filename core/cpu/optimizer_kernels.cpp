@@ -1,7 +1,8 @@
 // core/cpu/optimizer_kernels.cpp — fused CPU optimizer updates: SGD, Adam/AdamW, Adagrad.
 //
-// Each kernel updates one parameter in place in a single pass over its elements, following
-// PyTorch's published algorithms term by term (so results match torch.optim to rounding).
+// Each update_* function updates one parameter in place in a single pass over its elements,
+// following PyTorch's published algorithms term by term (so results match torch.optim to
+// rounding).
 // Per-step scalars (bias corrections, decayed learning rate) are computed once in double;
 // the element loop runs in the element's compute type.
 #include <algorithm>
@@ -98,25 +99,8 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
-}  // namespace
-
-// On the CPU a list is updated one parameter after another: there is no launch to save.
-void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
-              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
-  for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
-}
-
-void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
-               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
-               std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
-               const AdamHyper& hyper) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
-  }
-}
-
-void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum,
-                  const Tensor& step, const AdagradHyper& hyper) {
+void update_adagrad(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
+                    const AdagradHyper& hyper) {
   const double step_count = increment_step(step);
   const double decayed_lr = hyper.lr / (1.0 + (step_count - 1.0) * hyper.lr_decay);
   dispatch_floating(param.dtype(), "adagrad_step", [&]<class T>() {
@@ -136,6 +120,28 @@ void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_s
       p[i] = static_cast<T>(param_value - clr * (gradient / (std::sqrt(accumulated) + eps)));
     }
   });
+}
+
+}  // namespace
+
+// On the CPU a list is updated one parameter after another: there is no launch to save.
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
+}
+
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+               std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
+               const AdamHyper& hyper) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
+  }
+}
+
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+                  std::span<const Tensor> steps, const AdagradHyper& hyper) {
+  for (size_t i = 0; i < params.size(); ++i) update_adagrad(params[i], grads[i], state_sums[i], steps[i], hyper);
 }
 
 }  // namespace mg::cpu

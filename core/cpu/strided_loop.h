@@ -1,9 +1,11 @@
 // core/cpu/strided_loop.h — the loop every CPU elementwise kernel runs on.
 //
 // Operands are views of any strides (a broadcast input has stride 0 where it repeats).
-// Adjacent dimensions that are contiguous in every operand are merged first, so a
-// contiguous tensor becomes one flat run that the compiler vectorises; the runs are then
-// spread over OpenMP threads when there is enough work.
+// Elementwise maps and fills first put the dims in memory order (core/memory_order.h), so
+// operands that are all channels-last walk memory in order. Adjacent dimensions that are
+// contiguous in every operand are then merged, so a dense tensor (contiguous or
+// channels-last) becomes one flat run that the compiler vectorises; the runs are spread
+// over OpenMP threads when there is enough work.
 #pragma once
 
 #include <omp.h>
@@ -11,6 +13,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/memory_order.h"
 #include "core/tensor.h"
 
 namespace mg::cpu {
@@ -34,6 +37,18 @@ inline Shape broadcast_byte_strides(const Tensor& tensor, const Shape& sizes) {
     if (tensor.sizes()[i] != 1) strides[offset + i] = tensor.strides()[i] * element_bytes;
   }
   return strides;
+}
+
+// Rearranges the dims of `sizes` and of every operand's strides into memory order, the
+// layout of operand `leading` (the output) deciding first. Only for loops whose result
+// does not depend on the order the elements are visited in.
+template <int N>
+void to_memory_order(Shape& sizes, Operands<N>& operands, int leading) {
+  std::array<Shape, N> deciding = operands.byte_strides;
+  std::swap(deciding[0], deciding[leading]);
+  Shape order = memory_order(sizes, deciding);
+  sizes = permuted(sizes, order);
+  for (Shape& strides : operands.byte_strides) strides = permuted(strides, order);
 }
 
 // Calls run(pointers, byte_strides, count) for every innermost run of `sizes`.
@@ -106,7 +121,9 @@ void map1(const Tensor& input, const Tensor& output, Fn fn) {
   operands.data = {static_cast<char*>(input.raw_data()), static_cast<char*>(output.raw_data())};
   operands.byte_strides = {broadcast_byte_strides(input, output.sizes()),
                            broadcast_byte_strides(output, output.sizes())};
-  for_each_run<2>(output.sizes(), operands, true,
+  Shape sizes = output.sizes();
+  to_memory_order(sizes, operands, /*leading=*/1);
+  for_each_run<2>(sizes, operands, true,
                   [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
                     if (s[0] == sizeof(In) && s[1] == sizeof(Out)) {
                       const In* in = reinterpret_cast<const In*>(p[0]);
@@ -130,7 +147,9 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& output, Fn fn) {
   operands.byte_strides = {broadcast_byte_strides(a, output.sizes()),
                            broadcast_byte_strides(b, output.sizes()),
                            broadcast_byte_strides(output, output.sizes())};
-  for_each_run<3>(output.sizes(), operands, true,
+  Shape sizes = output.sizes();
+  to_memory_order(sizes, operands, /*leading=*/2);
+  for_each_run<3>(sizes, operands, true,
                   [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
                     if (s[0] == sizeof(A) && s[1] == sizeof(B) && s[2] == sizeof(Out)) {
                       const A* x = reinterpret_cast<const A*>(p[0]);

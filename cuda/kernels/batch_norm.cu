@@ -1,31 +1,41 @@
 // cuda/kernels/batch_norm.cu — CUDA batch normalisation, forward (training and evaluation)
-// and the training-mode backward, over contiguous (N, C) or (N, C, H, W) inputs.
+// and the training-mode backward, over (N, C) inputs and (N, C, H, W) inputs dense in NCHW
+// or channels-last order; the output and grad_input share the input's layout.
 //
-// As on the CPU (core/cpu/batch_norm.cpp), the input is seen as (N, C, inner) with
-// element (n, c, i) at (n * C + c) * inner + i.
+// Every per-channel reduction (the statistics, and the backward's sum(g) and
+// sum(g * (x - mean))) is cuda/kernels/channel_reduce.cuh's two-launch reduction over many
+// blocks per channel, for NCHW and channels-last alike, into a WORKSPACE buffer; its
+// finishing step runs here, on the device: statistics, running statistics, gradients of
+// weight and bias, and the per-channel coefficients of the elementwise pass. Nothing waits
+// for the host. The elementwise pass (normalise + affine, or grad_input) is one fused
+// kernel, with 16-byte vector accesses when a vector never straddles two channels. Memory
+// traffic: forward 2 reads + 1 write of the input's size, backward 2 reads of (x, grad) +
+// 1 read of each for grad_input + 1 write.
 //
-//   forward, training: one block per channel sums over its N * inner values (each thread a
-//     strided partial, then reduce_across_row: a two-level reduction), in float for
-//     float32 / 16-bit inputs and double for float64; mean first, then squared deviations
-//     (no cancellation when |mean| >> std). Thread 0 writes save_mean / save_invstd and
-//     updates the running statistics on the device, so nothing waits for the host.
-//   forward, both modes: an elementwise kernel normalises (in eval straight from the
-//     running statistics).
-//   backward: one block per channel computes sum(g) and sum(g * xhat) (which are also
-//     grad_bias and grad_weight), then an elementwise kernel writes grad_input.
+// NOTE: numerics. The statistics are accumulated as shifted sums, sum(x - K) and
+// sum((x - K)^2) with K = the channel's first value (float for float32 / 16-bit inputs,
+// double for float64), and var = E[(x - K)^2] - E[x - K]^2. With K a value of the channel,
+// |mean - K| is a few standard deviations at most, so the subtraction loses only a few
+// bits, however large |mean| / std is (plain sum / sum-of-squares loses
+// 2 log2(|mean| / std) bits and can go negative). The backward's sums are centred on the
+// saved mean, and the elementwise passes compute (x - mean) * scale rather than
+// x * scale + (bias - mean * scale), for the same reason; the forward's subtracts K and
+// then mean - K, so the mean is not even rounded to the input's magnitude.
 //
 // Per-channel tensors may have another dtype than the input (float32 statistics for a
 // 16-bit input, a float32 weight), so they travel as ChannelValues (pointer + dtype) and are
-// read per element through a switch that is uniform across a warp.
+// read through a switch that is uniform across a warp.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <numeric>
 #include <type_traits>
 
 #include "core/factory.h"
 #include "cuda/check.h"
+#include "cuda/kernels/channel_reduce.cuh"
 #include "cuda/kernels/cuda_kernels.h"
-#include "cuda/kernels/row_reduce.cuh"
 #include "cuda/kernels/strided_indexer.cuh"
 #include "cuda/runtime.h"
 
@@ -33,7 +43,9 @@ namespace mg::cuda {
 
 namespace {
 
-constexpr int kThreadsPerChannel = 512;  // a block per channel (a multiple of 32, <= 1024)
+using namespace channel_reduce;
+
+// ---- per-channel tensors of any floating dtype ----
 
 enum class ChannelKind : int { Absent, Float32, Float64, Float16, BFloat16 };
 
@@ -84,126 +96,233 @@ __device__ __forceinline__ A inverse_sqrt(A x) {
   else return ::rsqrtf(x);
 }
 
-struct SumOf {
-  template <class A>
-  __device__ __forceinline__ A operator()(A total, A value) const { return total + value; }
-};
+template <class Element>
+using accumulate_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
 
-struct Layout {
-  int64_t batch, channels, inner;
-  __device__ __forceinline__ int64_t offset(int64_t c, int64_t j) const {  // j-th value of channel c
-    int64_t n = j / inner;
-    return (n * channels + c) * inner + (j - n * inner);
+// ---- what the per-channel sums add up (channel_reduce.cuh's Terms) ----
+
+// The statistics: (x - K, (x - K)^2) with K the channel's first value (see the NOTE).
+template <class T, class A>
+struct StatisticsTerms {
+  using Element = T;
+  static constexpr bool kReadsGrad = false;
+  const T* input;
+  const T* grad_output;  // null
+  __device__ __forceinline__ A prepare(const Geometry& geometry, int64_t c) const {
+    return to_compute<A>(input[geometry.offset(c, 0)]);
+  }
+  __device__ __forceinline__ void add(A shift, T x, T, A& first, A& second) const {
+    A deviation = to_compute<A>(x) - shift;
+    first += deviation;
+    second += deviation * deviation;
   }
 };
 
-Layout layout_of(const Tensor& input) {
-  Layout layout{input.sizes()[0], input.sizes()[1], 1};
-  for (int d = 2; d < input.dim(); ++d) layout.inner *= input.sizes()[d];
-  return layout;
-}
+// The backward: (g, g * (x - mean)).
+template <class T, class A>
+struct BackwardTerms {
+  using Element = T;
+  static constexpr bool kReadsGrad = true;
+  const T* input;
+  const T* grad_output;
+  ChannelValues mean;
+  __device__ __forceinline__ A prepare(const Geometry&, int64_t c) const {
+    return static_cast<A>(load_channel(mean, c, 0.0));
+  }
+  __device__ __forceinline__ void add(A channel_mean, T x, T g, A& first, A& second) const {
+    A gradient = to_compute<A>(g);
+    first += gradient;
+    second += gradient * (to_compute<A>(x) - channel_mean);
+  }
+};
+
+// kVec adjacent values from `data` + at (aligned).
 
 // ---- forward ----
 
+// Per-channel coefficients of the normalising pass, y = ((x - K) - (mean - K)) * scale + bias
+// with K the shift of the statistics (0 in evaluation): x - K is exact for x near K, so
+// the mean is never rounded to the input's magnitude. coefficients[0][c] = K,
+// [1][c] = mean - K, [2][c] = scale = invstd * weight, [3][c] = bias.
+constexpr int kCoefficients = 4;  // per channel, forward and backward
+
+template <class A>
+__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
+                                                           A shifted_mean, A invstd, ChannelValues weight,
+                                                           ChannelValues bias) {
+  coefficients[c] = shift;
+  coefficients[channels + c] = shifted_mean;
+  coefficients[2 * channels + c] = invstd * static_cast<A>(load_channel(weight, c, 1.0));
+  coefficients[3 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+}
+
+// Training: the statistics from the shifted sums, saved, folded into the running
+// statistics, and turned into the coefficients.
 template <class T, class A>
-__global__ void batch_norm_stats_kernel(const T* input, Layout layout, double momentum, double eps,
-                                        ChannelValues save_mean, ChannelValues save_invstd,
-                                        ChannelValues running_mean, ChannelValues running_var) {
-  int64_t c = blockIdx.x;
-  int64_t count = layout.batch * layout.inner;
-  A total = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += to_compute<A>(input[layout.offset(c, j)]);
-  total = reduce_across_row(total, SumOf{});
-  A mean = total / static_cast<A>(count);
-  A squares = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    A deviation = to_compute<A>(input[layout.offset(c, j)]) - mean;
-    squares += deviation * deviation;
+struct FinishStatistics {
+  const T* input;
+  Geometry geometry;
+  double momentum, eps;
+  ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
+  A* coefficients;
+
+  __device__ __forceinline__ void operator()(int64_t c, A shifted_sum, A shifted_squares) const {
+    A count = static_cast<A>(geometry.per_channel);
+    A shift = to_compute<A>(input[geometry.offset(c, 0)]);
+    A shifted_mean = shifted_sum / count;
+    A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
+    A mean = shift + shifted_mean;
+    A invstd = inverse_sqrt(biased_var + static_cast<A>(eps));
+    store_channel(save_mean, c, mean);
+    store_channel(save_invstd, c, invstd);
+    // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
+    double n = static_cast<double>(geometry.per_channel);
+    double unbiased_var = n > 1 ? static_cast<double>(biased_var) * n / (n - 1) : static_cast<double>(biased_var);
+    if (running_mean.kind != ChannelKind::Absent) {
+      store_channel(running_mean, c, (1 - momentum) * load_channel(running_mean, c, 0.0) + momentum * mean);
+    }
+    if (running_var.kind != ChannelKind::Absent) {
+      store_channel(running_var, c, (1 - momentum) * load_channel(running_var, c, 1.0) + momentum * unbiased_var);
+    }
+    store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, weight, bias);
   }
-  squares = reduce_across_row(squares, SumOf{});
-  if (threadIdx.x != 0) return;
-  A biased_var = squares / static_cast<A>(count);
-  store_channel(save_mean, c, mean);
-  store_channel(save_invstd, c, inverse_sqrt(biased_var + static_cast<A>(eps)));
-  // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
-  double unbiased_var = count > 1 ? static_cast<double>(squares) / (count - 1) : static_cast<double>(biased_var);
-  if (running_mean.kind != ChannelKind::Absent) {
-    store_channel(running_mean, c, (1 - momentum) * load_channel(running_mean, c, 0.0) + momentum * mean);
-  }
-  if (running_var.kind != ChannelKind::Absent) {
-    store_channel(running_var, c, (1 - momentum) * load_channel(running_var, c, 1.0) + momentum * unbiased_var);
+};
+
+// Evaluation: the coefficients from the running statistics.
+template <class A>
+__global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running_mean, ChannelValues running_var,
+                                         double eps, ChannelValues weight, ChannelValues bias, A* coefficients) {
+  for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
+    A invstd = inverse_sqrt(static_cast<A>(load_channel(running_var, c, 1.0)) + static_cast<A>(eps));
+    store_forward_coefficients(coefficients, channels, c, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
+                               invstd, weight, bias);
   }
 }
 
-// y = (x - mean) * invstd * w + b; in evaluation `spread` holds the variance, else invstd.
+// k: the channel's coefficients, k[i] = coefficients[i][c].
 template <class T, class A>
-__global__ void batch_norm_apply_kernel(const T* input, int64_t total, Layout layout, ChannelValues mean,
-                                        ChannelValues spread, bool spread_is_var, double eps, ChannelValues weight,
-                                        ChannelValues bias, T* output) {
-  for (int64_t index = global_thread_index(); index < total; index += grid_stride()) {
-    int64_t c = (index / layout.inner) % layout.channels;
-    A spread_value = static_cast<A>(load_channel(spread, c, 1.0));
-    A invstd = spread_is_var ? inverse_sqrt(spread_value + static_cast<A>(eps)) : spread_value;
-    A scale = invstd * static_cast<A>(load_channel(weight, c, 1.0));
-    A centred = to_compute<A>(input[index]) - static_cast<A>(load_channel(mean, c, 0.0));
-    output[index] = from_compute<T>(centred * scale + static_cast<A>(load_channel(bias, c, 0.0)));
+struct NormaliseElement {
+  static constexpr bool kReadsGrad = false;
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T) const {
+    A centred = (to_compute<A>(x) - k[0]) - k[1];
+    return from_compute<T>(centred * k[2] + k[3]);
   }
-}
+};
 
 // ---- backward ----
 
-// sums[2c] = sum(g), sums[2c + 1] = sum(g * xhat) over channel c; also grad_bias / grad_weight.
-template <class T, class A>
-__global__ void batch_norm_backward_reduce_kernel(const T* grad_output, const T* input, Layout layout,
-                                                  ChannelValues mean, ChannelValues invstd, A* sums,
-                                                  ChannelValues grad_weight, ChannelValues grad_bias) {
-  int64_t c = blockIdx.x;
-  int64_t count = layout.batch * layout.inner;
-  A channel_mean = static_cast<A>(load_channel(mean, c, 0.0));
-  A channel_invstd = static_cast<A>(load_channel(invstd, c, 1.0));
-  A total = 0, dot = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    int64_t at = layout.offset(c, j);
-    A g = to_compute<A>(grad_output[at]);
-    total += g;
-    dot += g * (to_compute<A>(input[at]) - channel_mean) * channel_invstd;
-  }
-  total = reduce_across_row(total, SumOf{});
-  dot = reduce_across_row(dot, SumOf{});
-  if (threadIdx.x != 0) return;
-  sums[2 * c] = total;
-  sums[2 * c + 1] = dot;
-  store_channel(grad_bias, c, total);
-  store_channel(grad_weight, c, dot);
-}
+// Per-channel coefficients of grad_input: with xhat = (x - mean) * invstd,
+//   dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat))
+//      = g * [1] + (x - mean) * [2] + [3],
+// coefficients[0][c] = mean, [1][c] = w * invstd, [2][c] = -w * invstd^3 * sum(g * (x - mean)) / n,
+// [3][c] = -w * invstd * sum(g) / n.
+template <class A>
+struct FinishBackward {
+  Geometry geometry;
+  ChannelValues mean, invstd, weight, grad_weight, grad_bias;
+  A* coefficients;  // null when grad_input is not wanted
 
-// dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat)).
-template <class T, class A>
-__global__ void batch_norm_backward_input_kernel(const T* grad_output, const T* input, int64_t total_values,
-                                                 Layout layout, ChannelValues mean, ChannelValues invstd,
-                                                 ChannelValues weight, const A* sums, T* grad_input) {
-  A count = static_cast<A>(layout.batch * layout.inner);
-  for (int64_t index = global_thread_index(); index < total_values; index += grid_stride()) {
-    int64_t c = (index / layout.inner) % layout.channels;
+  __device__ __forceinline__ void operator()(int64_t c, A sum_grad, A sum_grad_centred) const {
     A channel_invstd = static_cast<A>(load_channel(invstd, c, 1.0));
-    A xhat = (to_compute<A>(input[index]) - static_cast<A>(load_channel(mean, c, 0.0))) * channel_invstd;
-    A factor = static_cast<A>(load_channel(weight, c, 1.0)) * channel_invstd / count;
-    A g = to_compute<A>(grad_output[index]);
-    grad_input[index] = from_compute<T>(factor * (count * g - sums[2 * c] - xhat * sums[2 * c + 1]));
+    store_channel(grad_bias, c, sum_grad);
+    store_channel(grad_weight, c, sum_grad_centred * channel_invstd);
+    if (coefficients == nullptr) return;
+    int64_t channels = geometry.channels;
+    A count = static_cast<A>(geometry.per_channel);
+    A scale = static_cast<A>(load_channel(weight, c, 1.0)) * channel_invstd;
+    coefficients[c] = static_cast<A>(load_channel(mean, c, 0.0));
+    coefficients[channels + c] = scale;
+    coefficients[2 * channels + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
+    coefficients[3 * channels + c] = -scale * sum_grad / count;
+  }
+};
+
+template <class T, class A>
+struct GradInputElement {
+  static constexpr bool kReadsGrad = true;
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T g) const {
+    A centred = to_compute<A>(x) - k[0];
+    return from_compute<T>(to_compute<A>(g) * k[1] + centred * k[2] + k[3]);
+  }
+};
+
+// ---- the elementwise pass ----
+
+// out[i] = element(coefficients of i's channel, x[i], g[i]) over the input's memory, kVec
+// elements at a time. A vector never straddles two channels' runs: in the planes layout
+// inner % kVec == 0 (its elements share one channel), in the rows layout C % kVec == 0 (its
+// elements are kVec consecutive channels of one row).
+// NOTE: the coefficients are kept in registers and reloaded only when a thread's channel
+// changes. In the rows layout a grid stride that is a multiple of C keeps each thread on
+// its channels for good; reading them afresh per vector made a warp touch 32 x 4 scattered
+// words per element group and left the kernel bound by L1 traffic at 14% of DRAM
+// bandwidth (float16, C = 256).
+template <int kVec, class T, class A, class Element>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
+                       const T* grad_output, T* output) {
+  int64_t vectors = total / kVec;
+  A k[kVec][kCoefficients];
+  int64_t loaded_channel = -1;
+  for (int64_t v = global_thread_index(); v < vectors; v += grid_stride()) {
+    int64_t first = v * kVec;
+    int64_t c = geometry.channel_at(first);
+    if (c != loaded_channel) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        // Rows: kVec channels c, c + 1, ...; planes: one channel for the whole vector.
+#pragma unroll
+        for (int i = 0; i < kCoefficients; ++i) {
+          k[j][i] = geometry.rows || j == 0 ? coefficients[i * geometry.channels + c + (geometry.rows ? j : 0)] : k[0][i];
+        }
+      }
+      loaded_channel = c;
+    }
+    AlignedVector<T, kVec> x = reinterpret_cast<const AlignedVector<T, kVec>*>(input)[v];
+    AlignedVector<T, kVec> g = x;  // read only by elements that take a gradient
+    if constexpr (Element::kReadsGrad) g = reinterpret_cast<const AlignedVector<T, kVec>*>(grad_output)[v];
+    AlignedVector<T, kVec> y;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      y.value[j] = element(k[j], x.value[j], g.value[j]);
+    }
+    reinterpret_cast<AlignedVector<T, kVec>*>(output)[v] = y;
   }
 }
 
-template <class Element>
-using accumulate_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
+template <class T, class A, class Element>
+void launch_channel_map(Element element, const Geometry& geometry, int64_t total, const A* coefficients,
+                        const T* input, const T* grad_output, T* output, cudaStream_t stream) {
+  constexpr int kVec = vector_width_v<T>;
+  int64_t run = geometry.rows ? geometry.channels : geometry.inner;
+  bool aligned = is_aligned(input, sizeof(T) * kVec) && is_aligned(output, sizeof(T) * kVec) &&
+                 (grad_output == nullptr || is_aligned(grad_output, sizeof(T) * kVec));
+  int vector = run % kVec == 0 && aligned ? kVec : 1;
+  LaunchConfig config = launch_config(total / vector);
+  if (geometry.rows) {
+    // A grid stride (blocks * threads * vector elements) that is a multiple of C keeps every
+    // thread on the same channels: fewer blocks, by at most C / gcd(C, threads * vector) - 1.
+    int64_t period = geometry.channels / std::gcd(geometry.channels, int64_t{config.threads} * vector);
+    if (period <= config.blocks) config.blocks = static_cast<unsigned>(config.blocks / period * period);
+  }
+  if (vector == kVec) {
+    channel_map_kernel<kVec><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients,
+                                                                          input, grad_output, output);
+  } else {
+    channel_map_kernel<1><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients, input,
+                                                                       grad_output, output);
+  }
+  MG_CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, const Tensor& output,
                 const Tensor& save_mean, const Tensor& save_invstd) {
-  Layout layout = layout_of(input);
   int64_t total = input.numel();
   if (total == 0) return;
+  Geometry geometry = geometry_of(input);
   Device device = input.device();
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
@@ -211,58 +330,77 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     using T = device_t<Element>;
     using A = accumulate_t<Element>;
     const T* in = static_cast<const T*>(input.raw_data());
-    ChannelValues mean, spread;
+    int64_t channels = geometry.channels;
+    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, nullptr, sizeof(T)));
+    // (4, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
+    // stream once the kernels are queued: the caching allocator orders its reuse.
+    int64_t partial_values = training ? 2 * grid.chunks * channels : 0;
+    Tensor workspace = empty({kCoefficients * channels + partial_values},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
     if (training) {
-      // The statistics must live somewhere between the two kernels even if nobody keeps them.
-      Tensor mean_store = save_mean.defined() ? save_mean : empty({layout.channels}, {.dtype = dtype_of<A>, .device = device});
-      Tensor invstd_store =
-          save_invstd.defined() ? save_invstd : empty({layout.channels}, {.dtype = dtype_of<A>, .device = device});
-      mean = channel_values(mean_store);
-      spread = channel_values(invstd_store);
-      batch_norm_stats_kernel<T, A><<<static_cast<unsigned>(layout.channels), kThreadsPerChannel, 0, stream>>>(
-          in, layout, momentum, eps, mean, spread, channel_values(running_mean), channel_values(running_var));
-      MG_CUDA_CHECK_LAUNCH();
-      LaunchConfig config = launch_config(total);
-      batch_norm_apply_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
-          in, total, layout, mean, spread, false, eps, channel_values(weight), channel_values(bias),
-          static_cast<T*>(output.raw_data()));
-      MG_CUDA_CHECK_LAUNCH();
-      // Scratch statistics go back to the caching allocator on this stream: reuse is ordered.
+      FinishStatistics<T, A> finish{in,
+                                    geometry,
+                                    momentum,
+                                    eps,
+                                    channel_values(save_mean),
+                                    channel_values(save_invstd),
+                                    channel_values(running_mean),
+                                    channel_values(running_var),
+                                    channel_values(weight),
+                                    channel_values(bias),
+                                    coefficients};
+      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in, nullptr}, finish,
+                         coefficients + kCoefficients * channels, stream);
     } else {
-      LaunchConfig config = launch_config(total);
-      batch_norm_apply_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
-          in, total, layout, channel_values(running_mean), channel_values(running_var), true, eps,
-          channel_values(weight), channel_values(bias), static_cast<T*>(output.raw_data()));
+      LaunchConfig config = launch_config(channels);
+      eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
+          channels, channel_values(running_mean), channel_values(running_var), eps, channel_values(weight),
+          channel_values(bias), coefficients);
       MG_CUDA_CHECK_LAUNCH();
     }
+    launch_channel_map<T, A>(NormaliseElement<T, A>{}, geometry, total, coefficients, in, nullptr,
+                             static_cast<T*>(output.raw_data()), stream);
   });
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                          const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
                          const Tensor& grad_weight, const Tensor& grad_bias) {
-  Layout layout = layout_of(input);
   int64_t total = input.numel();
-  if (layout.channels == 0) return;
+  if (input.sizes()[1] == 0) return;
   Device device = input.device();
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
+  if (total == 0) {  // no values: the sums are zero
+    if (grad_weight.defined()) fill(grad_weight, 0.0);
+    if (grad_bias.defined()) fill(grad_bias, 0.0);
+    return;
+  }
+  Geometry geometry = geometry_of(input);
   dispatch_floating(input.dtype(), "batch_norm backward", [&]<class Element>() {
     using T = device_t<Element>;
     using A = accumulate_t<Element>;
     const T* grad = static_cast<const T*>(grad_output.raw_data());
     const T* in = static_cast<const T*>(input.raw_data());
-    Tensor sums = empty({2 * layout.channels}, {.dtype = dtype_of<A>, .device = device});  // (sum g, sum g*xhat) per channel
-    batch_norm_backward_reduce_kernel<T, A><<<static_cast<unsigned>(layout.channels), kThreadsPerChannel, 0, stream>>>(
-        grad, in, layout, channel_values(save_mean), channel_values(save_invstd), static_cast<A*>(sums.raw_data()),
-        channel_values(grad_weight), channel_values(grad_bias));
-    MG_CUDA_CHECK_LAUNCH();
-    if (!grad_input.defined() || total == 0) return;
-    LaunchConfig config = launch_config(total);
-    batch_norm_backward_input_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
-        grad, in, total, layout, channel_values(save_mean), channel_values(save_invstd), channel_values(weight),
-        static_cast<const A*>(sums.raw_data()), static_cast<T*>(grad_input.raw_data()));
-    MG_CUDA_CHECK_LAUNCH();
+    int64_t channels = geometry.channels;
+    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, grad, sizeof(T)));
+    // (4, C) coefficients, then (2, chunks, C) partial sums.
+    Tensor workspace = empty({kCoefficients * channels + 2 * grid.chunks * channels},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
+    FinishBackward<A> finish{geometry,
+                             channel_values(save_mean),
+                             channel_values(save_invstd),
+                             channel_values(weight),
+                             channel_values(grad_weight),
+                             channel_values(grad_bias),
+                             grad_input.defined() ? coefficients : nullptr};
+    BackwardTerms<T, A> terms{in, grad, channel_values(save_mean)};
+    reduce_channels<A>(geometry, grid, terms, finish, coefficients + kCoefficients * channels, stream);
+    if (!grad_input.defined()) return;
+    launch_channel_map<T, A>(GradInputElement<T, A>{}, geometry, total, coefficients, in, grad,
+                             static_cast<T*>(grad_input.raw_data()), stream);
   });
 }
 

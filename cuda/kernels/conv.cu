@@ -1,13 +1,20 @@
-// cuda/kernels/conv.cu — CUDA 2-D convolution (NCHW) through im2col and cuBLAS.
+// cuda/kernels/conv.cu — CUDA 2-D convolution: the kernel table's conv entries, which run
+// cuDNN (cuda/cudnn/conv.cpp) when memgrad is built with it and cudnn_enabled(), and
+// otherwise the im2col + cuBLAS kernels below — the reference the cuDNN path is tested
+// against, so it stays in every build.
 //
-// The same algorithm as core/cpu/conv.cpp: per sample, an im2col kernel lays out the
-// windows as columns (C*R*S, P*Q), and one cublasGemmStridedBatchedEx multiplies every
-// group at once (batch = groups; group g's weight, columns and output are fixed strides
-// apart). Backward input: grad_columns = weight^T @ grad_output, then a col2im kernel in
-// which each thread owns one input element and sums the column entries that touch it, so
-// no atomics are needed and the result is deterministic. Backward weight accumulates
-// grad_output @ columns^T over the samples with beta = 1.
+// The im2col path is the algorithm of core/cpu/conv.cpp: per sample, an im2col kernel lays
+// out the windows as columns (C*R*S, P*Q), and one cublasGemmStridedBatchedEx multiplies
+// every group at once (batch = groups; group g's weight, columns and output are fixed
+// strides apart). Backward input: grad_columns = weight^T @ grad_output, then a col2im
+// kernel in which each thread owns one input element and sums the column entries that
+// touch it, so no atomics are needed and the result is deterministic. Backward weight
+// accumulates grad_output @ columns^T over the samples with beta = 1.
 // The column buffer (one sample's worth) comes from the caching allocator tagged WORKSPACE.
+// NOTE: the im2col kernels index NCHW only. channels_last tensors (which the table's
+// contract allows) get NCHW copies, and a channels_last result is computed into an NCHW
+// temporary and copied back: a reference path, not a fast one — channels_last speed is
+// cuDNN's job.
 //
 // Row-major to column-major (as cuda/matmul.cpp): a row-major (M, N) result C = A @ B is
 // the column-major (N, M) matrix C^T = B^T A^T, so cuBLAS gets B first, then A.
@@ -20,6 +27,9 @@
 #include "cuda/kernels/cuda_kernels.h"
 #include "cuda/kernels/strided_indexer.cuh"
 #include "cuda/runtime.h"
+#if MG_WITH_CUDNN
+#include "cuda/cudnn/conv.h"
+#endif
 
 namespace mg::cuda {
 
@@ -152,10 +162,8 @@ struct ConvContext {
 
 size_t element_size(const Tensor& t) { return t.nbytes() / std::max<int64_t>(t.numel(), 1); }
 
-}  // namespace
-
-void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
-            const Tensor& output) {
+void im2col_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
+                   const Tensor& output) {
   ConvGeometry g = geometry(input.sizes(), weight.sizes(), output.sizes(), window);
   if (output.numel() == 0) return;
   ConvContext context(output.device(), output.dtype(), g);
@@ -186,8 +194,8 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   });
 }
 
-void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
+void im2col_conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                  const Tensor& grad_input) {
   ConvGeometry g = geometry(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window);
   if (grad_input.numel() == 0) return;
   ConvContext context(grad_input.device(), grad_input.dtype(), g);
@@ -211,8 +219,8 @@ void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, cons
   });
 }
 
-void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
-                            const Tensor& grad_weight) {
+void im2col_conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
+                                   const Tensor& grad_weight) {
   ConvGeometry g = geometry(input.sizes(), grad_weight.sizes(), grad_output.sizes(), window);
   if (grad_weight.numel() == 0) return;
   ConvContext context(grad_weight.device(), grad_weight.dtype(), g);
@@ -239,6 +247,55 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
                        k_group * rows, g.groups, n > 0);
     }
   });
+}
+
+// `tensor` itself when NCHW-contiguous, else an NCHW copy (WORKSPACE) — or, for a result
+// (`with_values` false), an uninitialised NCHW tensor that finish() copies back.
+Tensor as_nchw(const Tensor& tensor, bool with_values) {
+  if (!tensor.defined() || tensor.is_contiguous()) return tensor;
+  Tensor result = empty(tensor.sizes(),
+                        {.dtype = tensor.dtype(), .device = tensor.device(), .category = MemoryCategory::Workspace});
+  if (with_values) copy(tensor, result);
+  return result;
+}
+void finish(const Tensor& computed, const Tensor& result) {
+  if (!computed.is_same(result)) copy(computed, result);
+}
+
+}  // namespace
+
+void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
+            const Tensor& output) {
+#if MG_WITH_CUDNN
+  if (cudnn::conv_usable(input, weight, output)) return cudnn::conv2d(input, weight, bias, window, output);
+#endif
+  Tensor result = as_nchw(output, false);
+  im2col_conv2d(as_nchw(input, true), as_nchw(weight, true), bias, window, result);
+  finish(result, output);
+}
+
+void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                           const Tensor& grad_input) {
+#if MG_WITH_CUDNN
+  if (cudnn::conv_usable(grad_input, weight, grad_output)) {
+    return cudnn::conv2d_backward_input(grad_output, weight, window, grad_input);
+  }
+#endif
+  Tensor result = as_nchw(grad_input, false);
+  im2col_conv2d_backward_input(as_nchw(grad_output, true), as_nchw(weight, true), window, result);
+  finish(result, grad_input);
+}
+
+void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
+                            const Tensor& grad_weight) {
+#if MG_WITH_CUDNN
+  if (cudnn::conv_usable(input, grad_weight, grad_output)) {
+    return cudnn::conv2d_backward_weight(grad_output, input, window, grad_weight);
+  }
+#endif
+  Tensor result = as_nchw(grad_weight, false);
+  im2col_conv2d_backward_weight(as_nchw(grad_output, true), as_nchw(input, true), window, result);
+  finish(result, grad_weight);
 }
 
 }  // namespace mg::cuda

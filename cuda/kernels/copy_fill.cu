@@ -70,7 +70,7 @@ void fill_typed(const Tensor& destination, double value) {
   T device_value = to_device_value(typed);
   T* out = device_data<HostT>(destination);
   cudaStream_t stream = current_stream(destination.device());
-  StridedIndexer<1> indexer = make_strided_indexer(destination.sizes(), destination);
+  StridedIndexer<1> indexer = make_elementwise_indexer(destination.sizes(), destination);
   if (indexer.is_contiguous()) {
     // Zero bytes (0, false, +0.0 — not -0.0) are a memset.
     HostT zero{};

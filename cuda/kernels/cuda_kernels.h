@@ -24,8 +24,6 @@ void dropout(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
 void masked_scale(const Tensor& grad, const Tensor& mask, double scale, const Tensor& output);
 
 // optimizer.cu
-void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
-                  const AdagradHyper& hyper);
 // Multi-tensor updates (the table's list contract): many parameters in few launches (up
 // to 48 tensors each, plus one launch per 256 step counters), like PyTorch's
 // multi_tensor_apply.
@@ -34,6 +32,8 @@ void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
 void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
                      std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
                      std::span<const Tensor> steps, const AdamHyper& hyper);
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+                  std::span<const Tensor> steps, const AdagradHyper& hyper);
 
 // reduce.cu
 void reduce(ReduceOp op, const Tensor& input, const Tensor& output);
@@ -49,6 +49,11 @@ void softmax_backward(const Tensor& grad_output, const Tensor& output, int dim, 
 void nll_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& loss);
 void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
                   const Tensor& grad_input);
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                           const Tensor& loss, const Tensor& log_sum_exp);
+void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
+                            const Tensor& target, int64_t ignore_index, double label_smoothing,
+                            const Tensor& grad_logits);
 
 // conv.cpp / conv.cu
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,

@@ -1,6 +1,5 @@
-// cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, one
-// parameter per call (the kernel table) or many per launch (sgd_step,
-// adam_step, in the manner of PyTorch's multi_tensor_apply).
+// cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, many
+// parameters per launch, in the manner of PyTorch's multi_tensor_apply.
 //
 // The per-element arithmetic is core/cpu/optimizer_kernels.cpp's, term by term, in the
 // element's compute type; per-step scalars (bias corrections, decayed learning rate) are
@@ -18,8 +17,11 @@
 // Work layout: a launch covers up to kTensorsPerLaunch tensors, each cut into chunks of
 // kChunk elements, one block per chunk. The tensors' pointers, sizes and first blocks
 // travel in the kernel's argument (a struct of arrays, under the 4 KiB argument limit); a
-// block finds its tensor by scanning first_block.
+// block finds its tensor by scanning first_block. multi_tensor_apply does this plumbing
+// (checks, counters, dtype dispatch, packing, launches) for every optimizer; each one adds
+// only its per-element update and its kernel.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <span>
 
@@ -34,16 +36,16 @@ inline constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
 inline constexpr int kTensorsPerLaunch = 48;
 inline constexpr int kStepsPerLaunch = 256;
 
-// Pointers of up to kTensors tensors: kLists per tensor (param, grad, states...).
-template <int kLists, int kTensors>
+// Pointers of up to kTensorsPerLaunch tensors: kLists per tensor (param, grad, states...).
+template <int kLists>
 struct TensorLists {
-  void* data[kLists][kTensors];
-  const float* step[kTensors];       // null for optimizers without a counter
-  int64_t numel[kTensors];
-  int32_t first_block[kTensors + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
+  void* data[kLists][kTensorsPerLaunch];       // null where an optional list is empty
+  const float* step[kTensorsPerLaunch];        // null for optimizers without a counter
+  int64_t numel[kTensorsPerLaunch];
+  int32_t first_block[kTensorsPerLaunch + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
   int count;
 };
-static_assert(sizeof(TensorLists<5, kTensorsPerLaunch>) <= 3584, "kernel arguments must stay under 4 KiB");
+static_assert(sizeof(TensorLists<5>) <= 3584, "kernel arguments must stay under 4 KiB");
 
 struct StepList {
   float* step[kStepsPerLaunch];
@@ -73,58 +75,29 @@ struct BlockWork {
   int64_t end;
 };
 
-template <int kLists, int kTensors>
-__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists, kTensors>& lists) {
+template <int kLists>
+__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
   auto block = static_cast<int32_t>(blockIdx.x);
   int t = 0;
-  if constexpr (kTensors > 1) {
-    while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
-  }
+  while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
   int64_t begin = static_cast<int64_t>(block - lists.first_block[t]) * kChunk;
   return {t, begin, std::min(begin + kChunk, lists.numel[t])};
 }
 
-// Launches launch(lists, blocks) for every group of up to kTensors tensors; pointers(i, data)
-// fills tensor i's kLists pointers. Empty tensors are skipped (their counters, if any,
-// were still incremented, as on the CPU).
-template <int kLists, int kTensors, class Pointers, class Launch>
-void for_each_launch(size_t count, std::span<const Tensor> params, std::span<const Tensor> steps, Pointers pointers,
-                     Launch launch) {
-  TensorLists<kLists, kTensors> lists;
-  lists.count = 0;
-  int64_t blocks = 0;
-  auto flush = [&] {
-    if (lists.count == 0) return;
-    lists.first_block[lists.count] = static_cast<int32_t>(blocks);
-    launch(lists, blocks);
-    lists.count = 0;
-    blocks = 0;
-  };
-  for (size_t i = 0; i < count; ++i) {
-    int64_t numel = params[i].numel();
-    if (numel == 0) continue;
-    int slot = lists.count;
-    void* data[kLists];
-    pointers(i, data);
-    for (int k = 0; k < kLists; ++k) lists.data[k][slot] = data[k];
-    lists.step[slot] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
-    lists.numel[slot] = numel;
-    lists.first_block[slot] = static_cast<int32_t>(blocks);
-    blocks += (numel + kChunk - 1) / kChunk;
-    MG_ASSERT(blocks <= INT32_MAX, "too many blocks for one optimizer launch");
-    ++lists.count;
-    if (lists.count == kTensors) flush();
+// Checks the lists of one update: lists[0] holds the parameters; each other list is as long
+// (or empty: `optional` says which may be) with, per parameter, a contiguous tensor of its
+// dtype, device and numel; every parameter shares one dtype and device; `steps` is empty
+// for an optimizer without counters, else one float32 counter per parameter.
+template <int kLists>
+void check_lists(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                 const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps) {
+  std::span<const Tensor> params = lists[0];
+  for (int k = 1; k < kLists; ++k) {
+    MG_CHECK(lists[k].size() == params.size() || (optional[k] && lists[k].empty()), op, ": got ", params.size(),
+             " parameters but a list of ", lists[k].size(), " tensors");
   }
-  flush();
-}
-
-// Checks the multi-tensor lists: same length, one dtype and device, contiguous, sizes match.
-void check_lists(const char* op, std::span<const Tensor> params, std::initializer_list<std::span<const Tensor>> lists) {
-  for (std::span<const Tensor> list : lists) {
-    MG_CHECK(list.empty() || list.size() == params.size(), op, ": got ", params.size(), " parameters but a list of ",
-             list.size(), " tensors");
-  }
-  if (params.empty()) return;
+  MG_CHECK(steps.size() == (needs_steps ? params.size() : 0), op, ": got ", params.size(), " parameters but ",
+           steps.size(), " step counters");
   for (size_t i = 0; i < params.size(); ++i) {
     MG_CHECK(params[i].dtype() == params[0].dtype() && params[i].device() == params[0].device(), op,
              ": every parameter must share one dtype and device; parameter ", i, " is ", params[i].dtype(), " on ",
@@ -132,11 +105,62 @@ void check_lists(const char* op, std::span<const Tensor> params, std::initialize
     for (std::span<const Tensor> list : lists) {
       if (list.empty()) continue;
       MG_CHECK(list[i].numel() == params[i].numel() && list[i].dtype() == params[i].dtype() &&
-                   list[i].device() == params[i].device() && list[i].is_contiguous() && params[i].is_contiguous(),
+                   list[i].device() == params[i].device() && list[i].is_contiguous(),
                op, ": the tensors of parameter ", i, " must be contiguous, of its dtype (", params[i].dtype(),
                "), device and ", params[i].numel(), " elements");
     }
+    if (needs_steps) {
+      MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
+               op, ": step ", i, " must be a one-element float32 tensor on ", params[i].device());
+    }
   }
+}
+
+// The update of every parameter of `lists` (see check_lists) in few launches: increments
+// the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream)
+// for each group of up to kTensorsPerLaunch non-empty tensors, T the parameters' device
+// element type. Empty tensors are skipped (their counters were still incremented, as on
+// the CPU).
+template <int kLists, class Launch>
+void multi_tensor_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                        const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps,
+                        Launch launch) {
+  check_lists<kLists>(op, lists, optional, steps, needs_steps);
+  std::span<const Tensor> params = lists[0];
+  if (params.empty()) return;
+  Device device = params[0].device();
+  DeviceGuard guard(device);  // kernels launch on the current device
+  cudaStream_t stream = current_stream(device);
+  increment_steps(steps, stream);
+  dispatch_floating(params[0].dtype(), op, [&]<class HostT>() {
+    TensorLists<kLists> packed;
+    packed.count = 0;
+    int64_t blocks = 0;
+    auto flush = [&] {
+      if (packed.count == 0) return;
+      packed.first_block[packed.count] = static_cast<int32_t>(blocks);
+      launch.template operator()<device_t<HostT>>(packed, static_cast<unsigned>(blocks), stream);
+      MG_CUDA_CHECK_LAUNCH();
+      packed.count = 0;
+      blocks = 0;
+    };
+    for (size_t i = 0; i < params.size(); ++i) {
+      int64_t numel = params[i].numel();
+      if (numel == 0) continue;
+      int slot = packed.count;
+      for (int k = 0; k < kLists; ++k) {
+        packed.data[k][slot] = lists[k].empty() ? nullptr : lists[k][i].raw_data();
+      }
+      packed.step[slot] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
+      packed.numel[slot] = numel;
+      packed.first_block[slot] = static_cast<int32_t>(blocks);
+      blocks += (numel + kChunk - 1) / kChunk;
+      MG_ASSERT(blocks <= INT32_MAX, "too many blocks for one optimizer launch");
+      ++packed.count;
+      if (packed.count == kTensorsPerLaunch) flush();
+    }
+    flush();
+  });
 }
 
 __host__ __device__ __forceinline__ float square_root(float x) { return sqrtf(x); }
@@ -165,8 +189,8 @@ __host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, in
   p[i] = from_compute<T>(param_value - lr * d_p);
 }
 
-template <class T, int kTensors>
-__global__ void __launch_bounds__(kThreadsPerBlock) sgd_kernel(TensorLists<3, kTensors> lists, SgdConstants constants) {
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock) sgd_kernel(TensorLists<3> lists, SgdConstants constants) {
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   T* p = static_cast<T*>(lists.data[0][work.tensor]);
@@ -218,8 +242,8 @@ __host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* 
   p[i] = from_compute<T>(param_value - step_size * (first / denom));
 }
 
-template <class T, int kTensors>
-__global__ void __launch_bounds__(kThreadsPerBlock) adam_kernel(TensorLists<5, kTensors> lists, AdamConstants constants) {
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock) adam_kernel(TensorLists<5> lists, AdamConstants constants) {
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   __shared__ AdamStepScalars scalars;
@@ -259,9 +283,8 @@ __host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum
   p[i] = from_compute<T>(param_value - clr * (gradient / (square_root(accumulated) + eps)));
 }
 
-template <class T, int kTensors>
-__global__ void __launch_bounds__(kThreadsPerBlock)
-    adagrad_kernel(TensorLists<3, kTensors> lists, AdagradConstants constants) {
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock) adagrad_kernel(TensorLists<3> lists, AdagradConstants constants) {
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   double decayed_lr = adagrad_clr(constants, *lists.step[work.tensor]);  // one cached load per thread
@@ -273,40 +296,26 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-void* data_or_null(const Tensor& tensor) { return tensor.defined() ? tensor.raw_data() : nullptr; }
+}  // namespace
 
-template <int kTensors>
-void sgd_launches(std::span<const Tensor> params, std::span<const Tensor> grads,
-                  std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
-  if (params.empty()) return;
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> momentum_buffers,
+              const SgdHyper& hyper) {
   SgdConstants constants{.lr = hyper.lr,
                          .momentum = hyper.momentum,
                          .weight_decay = hyper.weight_decay,
                          .undampened = 1.0 - hyper.dampening,
                          .nesterov = hyper.nesterov,
                          .first_step = hyper.first_step};
-  cudaStream_t stream = current_stream(params[0].device());
-  dispatch_floating(params[0].dtype(), "sgd_step", [&]<class HostT>() {
-    for_each_launch<3, kTensors>(
-        params.size(), params, {},
-        [&](size_t i, void* (&data)[3]) {
-          data[0] = params[i].raw_data();
-          data[1] = grads[i].raw_data();
-          data[2] = momentum_buffers.empty() ? nullptr : data_or_null(momentum_buffers[i]);
-        },
-        [&](const TensorLists<3, kTensors>& lists, int64_t blocks) {
-          sgd_kernel<device_t<HostT>, kTensors>
-              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
-          MG_CUDA_CHECK_LAUNCH();
-        });
-  });
+  multi_tensor_apply<3>("sgd_step", {params, grads, momentum_buffers}, /*optional=*/{false, false, true},
+                        /*steps=*/{}, /*needs_steps=*/false,
+                        [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream) {
+                          sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
+                        });
 }
 
-template <int kTensors>
-void adam_launches(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
-                   std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
-                   std::span<const Tensor> steps, const AdamHyper& hyper) {
-  if (params.empty()) return;
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+               std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
+               std::span<const Tensor> steps, const AdamHyper& hyper) {
   AdamConstants constants{
       .lr = hyper.lr,
       .beta1 = hyper.beta1,
@@ -316,75 +325,22 @@ void adam_launches(std::span<const Tensor> params, std::span<const Tensor> grads
       .beta2_complement = 1.0 - hyper.beta2,
       .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
       .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay};
-  cudaStream_t stream = current_stream(params[0].device());
-  increment_steps(steps, stream);
-  dispatch_floating(params[0].dtype(), "adam_step", [&]<class HostT>() {
-    for_each_launch<5, kTensors>(
-        params.size(), params, steps,
-        [&](size_t i, void* (&data)[5]) {
-          data[0] = params[i].raw_data();
-          data[1] = grads[i].raw_data();
-          data[2] = exp_avgs[i].raw_data();
-          data[3] = exp_avg_sqs[i].raw_data();
-          data[4] = max_exp_avg_sqs.empty() ? nullptr : data_or_null(max_exp_avg_sqs[i]);
-        },
-        [&](const TensorLists<5, kTensors>& lists, int64_t blocks) {
-          adam_kernel<device_t<HostT>, kTensors>
-              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
-          MG_CUDA_CHECK_LAUNCH();
-        });
-  });
+  multi_tensor_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
+                        /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true,
+                        [&]<class T>(const TensorLists<5>& lists, unsigned blocks, cudaStream_t stream) {
+                          adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
+                        });
 }
 
-}  // namespace
-
-void adagrad_step(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
-                  const AdagradHyper& hyper) {
-  DeviceGuard guard(param.device());  // kernels launch on the current device
-  cudaStream_t stream = current_stream(param.device());
-  std::span<const Tensor> steps(&step, 1);
-  increment_steps(steps, stream);
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+                  std::span<const Tensor> steps, const AdagradHyper& hyper) {
   AdagradConstants constants{
       .lr = hyper.lr, .lr_decay = hyper.lr_decay, .weight_decay = hyper.weight_decay, .eps = hyper.eps};
-  dispatch_floating(param.dtype(), "adagrad_step", [&]<class HostT>() {
-    for_each_launch<3, 1>(
-        1, std::span<const Tensor>(&param, 1), steps,
-        [&](size_t, void* (&data)[3]) {
-          data[0] = param.raw_data();
-          data[1] = grad.raw_data();
-          data[2] = state_sum.raw_data();
-        },
-        [&](const TensorLists<3, 1>& lists, int64_t blocks) {
-          adagrad_kernel<device_t<HostT>, 1>
-              <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(lists, constants);
-          MG_CUDA_CHECK_LAUNCH();
-        });
-  });
-}
-
-void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
-                    std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
-  check_lists("sgd_step", params, {grads, momentum_buffers});
-  MG_CHECK(grads.size() == params.size(), "sgd_step: every parameter needs a gradient");
-  if (params.empty()) return;
-  DeviceGuard guard(params[0].device());  // kernels launch on the current device
-  sgd_launches<kTensorsPerLaunch>(params, grads, momentum_buffers, hyper);
-}
-
-void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
-                     std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
-                     std::span<const Tensor> steps, const AdamHyper& hyper) {
-  check_lists("adam_step", params, {grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs});
-  MG_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
-               exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
-           "adam_step: every parameter needs a gradient, exp_avg, exp_avg_sq and step");
-  for (size_t i = 0; i < steps.size(); ++i) {
-    MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
-             "adam_step: step ", i, " must be a one-element float32 tensor on ", params[i].device());
-  }
-  if (params.empty()) return;
-  DeviceGuard guard(params[0].device());  // kernels launch on the current device
-  adam_launches<kTensorsPerLaunch>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper);
+  multi_tensor_apply<3>("adagrad_step", {params, grads, state_sums},
+                        /*optional=*/{false, false, false}, steps, /*needs_steps=*/true,
+                        [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream) {
+                          adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
+                        });
 }
 
 }  // namespace mg::cuda

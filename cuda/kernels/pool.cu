@@ -1,5 +1,6 @@
-// cuda/kernels/pool.cu — CUDA 2-D max and average pooling (NCHW, contiguous), forward and
-// backward, with the same semantics and the same arithmetic as core/cpu/pool.cpp.
+// cuda/kernels/pool.cu — CUDA 2-D max and average pooling, forward and backward, on
+// tensors dense in NCHW or channels-last order, with the same semantics and the same
+// arithmetic as core/cpu/pool.cpp.
 //
 //   forward: one thread per output element walks its window.
 //   backward: one thread per INPUT element gathers from the outputs whose windows contain
@@ -7,7 +8,13 @@
 //     needs none and is deterministic. The outputs are visited in the CPU's order (rows
 //     then columns ascending), so float32 / float64 results match the CPU bit for bit.
 //
+// Threads take elements in the memory order of the tensor they write (ElementOrder), so
+// writes are coalesced in both layouts; in channels-last order adjacent threads are
+// adjacent channels of one pixel, so the window reads are coalesced too. Every tensor is
+// addressed through its own strides.
+//
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda/check.h"
@@ -22,15 +29,82 @@ namespace {
 template <class Element>
 using pool_compute_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
 
-// Plane geometry: input (H, W), output (P, Q), planes = N * C.
+struct Coordinates {
+  int64_t n, c, h, w;
+};
+
+// (N, C, H, W) element strides of a 4-D tensor.
+struct Strides4 {
+  int64_t n, c, h, w;
+  __device__ __forceinline__ int64_t at(int64_t batch, int64_t channel, int64_t row, int64_t column) const {
+    return batch * n + channel * c + row * h + column * w;
+  }
+};
+
+Strides4 strides_of(const Tensor& tensor) {
+  const Shape& strides = tensor.strides();
+  return {strides[0], strides[1], strides[2], strides[3]};
+}
+
+// The coordinates of the i-th element, in memory order, of a dense (N, C, rows, columns)
+// tensor: NCHW (columns fastest) or channels-last (channels fastest).
+struct ElementOrder {
+  bool channels_last;
+  bool narrow;  // numel < 2^31: divide in 32 bits
+  int64_t channels, rows, columns;
+  IntDivider channel_divider, row_divider, column_divider;
+
+  // i / size, leaving i % size in `index`.
+  __device__ __forceinline__ int64_t split(int64_t& index, int64_t size, const IntDivider& divider) const {
+    int64_t quotient = narrow ? divider.divide(static_cast<uint32_t>(index)) : index / size;
+    int64_t remainder = index - quotient * size;
+    index = quotient;
+    return remainder;
+  }
+
+  __device__ __forceinline__ Coordinates operator()(int64_t i) const {
+    Coordinates at;
+    if (channels_last) {
+      at.c = split(i, channels, channel_divider);
+      at.w = split(i, columns, column_divider);
+      at.h = split(i, rows, row_divider);
+    } else {
+      at.w = split(i, columns, column_divider);
+      at.h = split(i, rows, row_divider);
+      at.c = split(i, channels, channel_divider);
+    }
+    at.n = i;
+    return at;
+  }
+};
+
+// The order of `tensor`'s elements: channels-last when that is how it is dense (the
+// autograd ops hand the kernels NCHW or channels-last tensors only).
+ElementOrder element_order(const Tensor& tensor) {
+  const Shape& sizes = tensor.sizes();
+  ElementOrder order{};
+  order.channels_last = !tensor.is_contiguous();
+  order.narrow = tensor.numel() <= INT32_MAX;
+  order.channels = sizes[1];
+  order.rows = sizes[2];
+  order.columns = sizes[3];
+  if (order.narrow) {
+    order.channel_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[1], 1)));
+    order.row_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[2], 1)));
+    order.column_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[3], 1)));
+  }
+  return order;
+}
+
+// Plane sizes: input (H, W), output (P, Q).
 struct PlaneSizes {
-  int64_t planes, height, width, out_height, out_width;
+  int64_t height, width, out_height, out_width;
 };
 
 PlaneSizes plane_sizes(const Tensor& input_like, const Tensor& output_like) {
   const Shape& in = input_like.sizes();
   const Shape& out = output_like.sizes();
-  return {in[0] * in[1], in[2], in[3], out[2], out[3]};
+  return {in[2], in[3], out[2], out[3]};
 }
 
 // One output's averaging window clipped to the input and its divisor: PyTorch's rule, as
@@ -57,26 +131,47 @@ __device__ __forceinline__ AvgWindow avg_window(const Window2d& window, int64_t 
 template <class C>
 __device__ __forceinline__ bool is_nan(C value) { return value != value; }
 
+// Max pooling's geometry in 32-bit integers: every coordinate fits (a dim has < 2^31
+// elements), and 32-bit division and multiplication are several times cheaper on the GPU
+// than 64-bit; only element offsets need 64 bits.
+struct MaxWindow {
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int height, width, out_height, out_width;
+};
+
+MaxWindow max_window(const Window2d& window, const PlaneSizes& sizes) {
+  auto narrow = [](int64_t value) { return static_cast<int>(value); };
+  return {narrow(window.kernel_h),   narrow(window.kernel_w), narrow(window.stride_h),   narrow(window.stride_w),
+          narrow(window.pad_h),      narrow(window.pad_w),    narrow(window.dilation_h), narrow(window.dilation_w),
+          narrow(sizes.height),      narrow(sizes.width),     narrow(sizes.out_height),  narrow(sizes.out_width)};
+}
+
+// The outputs o along one dim whose window (o * stride - pad + k * dilation, k < kernel)
+// can hold input position x: first..last (empty when first > last).
+__device__ __forceinline__ void covering_outputs(int x, int kernel, int stride, int pad, int dilation, int outputs,
+                                                 int& first, int& last) {
+  int lowest_start = x + pad - (kernel - 1) * dilation;  // o * stride >= this
+  first = lowest_start <= 0 ? 0 : (lowest_start + stride - 1) / stride;
+  last = min((x + pad) / stride, outputs - 1);
+}
+
 template <class T, class C>
-__global__ void max_pool2d_kernel(const T* input, PlaneSizes sizes, Window2d window, T* output,
-                                  uint8_t* window_indices) {
-  int64_t total = sizes.planes * sizes.out_height * sizes.out_width;
+__global__ void max_pool2d_kernel(const T* input, Strides4 in_strides, MaxWindow window, ElementOrder out_order,
+                                  Strides4 out_strides, int64_t total, T* output, uint8_t* window_indices) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    int64_t ow = i % sizes.out_width;
-    int64_t oh = (i / sizes.out_width) % sizes.out_height;
-    int64_t plane = i / (sizes.out_width * sizes.out_height);
-    const T* in_plane = input + plane * sizes.height * sizes.width;
-    int64_t h_start = oh * window.stride_h - window.pad_h;
-    int64_t w_start = ow * window.stride_w - window.pad_w;
+    Coordinates at = out_order(i);  // (n, c, oh, ow)
+    const T* plane = input + at.n * in_strides.n + at.c * in_strides.c;
+    int h_start = static_cast<int>(at.h) * window.stride_h - window.pad_h;
+    int w_start = static_cast<int>(at.w) * window.stride_w - window.pad_w;
     C best = -static_cast<C>(INFINITY);
-    int64_t best_position = -1;
-    for (int64_t r = 0; r < window.kernel_h; ++r) {
-      int64_t h = h_start + r * window.dilation_h;
-      if (h < 0 || h >= sizes.height) continue;
-      for (int64_t s = 0; s < window.kernel_w; ++s) {
-        int64_t w = w_start + s * window.dilation_w;
-        if (w < 0 || w >= sizes.width) continue;
-        C value = to_compute<C>(in_plane[h * sizes.width + w]);
+    int best_position = -1;
+    for (int r = 0; r < window.kernel_h; ++r) {
+      int h = h_start + r * window.dilation_h;
+      if (h < 0 || h >= window.height) continue;
+      for (int s = 0; s < window.kernel_w; ++s) {
+        int w = w_start + s * window.dilation_w;
+        if (w < 0 || w >= window.width) continue;
+        C value = to_compute<C>(plane[h * in_strides.h + w * in_strides.w]);
         // As the CPU: larger or NaN takes over; the first in-bounds element is always taken.
         if (best_position < 0 || value > best || is_nan(value)) {
           best = value;
@@ -84,68 +179,67 @@ __global__ void max_pool2d_kernel(const T* input, PlaneSizes sizes, Window2d win
         }
       }
     }
-    output[i] = from_compute<T>(best);
-    window_indices[i] = static_cast<uint8_t>(best_position < 0 ? 0 : best_position);
+    int64_t out_at = out_strides.at(at.n, at.c, at.h, at.w);
+    output[out_at] = from_compute<T>(best);
+    window_indices[out_at] = static_cast<uint8_t>(best_position < 0 ? 0 : best_position);
   }
 }
 
-template <class T, class C>
-__global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* window_indices, PlaneSizes sizes,
-                                           Window2d window, T* grad_input) {
-  int64_t total = sizes.planes * sizes.height * sizes.width;
+// kDilated = false (dilation 1, the common case) drops the two divisions by the dilation per
+// candidate output, which dominated the kernel: it is bound by integer arithmetic, not memory.
+template <class T, class C, bool kDilated>
+__global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* window_indices,
+                                           Strides4 out_strides, MaxWindow window, ElementOrder in_order,
+                                           Strides4 in_strides, int64_t total, T* grad_input) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    int64_t w = i % sizes.width;
-    int64_t h = (i / sizes.width) % sizes.height;
-    int64_t plane = i / (sizes.width * sizes.height);
-    int64_t out_base = plane * sizes.out_height * sizes.out_width;
+    Coordinates at = in_order(i);  // (n, c, h, w)
+    int h = static_cast<int>(at.h), w = static_cast<int>(at.w);
+    int64_t plane = at.n * out_strides.n + at.c * out_strides.c;
+    int oh_first, oh_last, ow_first, ow_last;
+    covering_outputs(h, window.kernel_h, window.stride_h, window.pad_h, window.dilation_h, window.out_height,
+                     oh_first, oh_last);
+    covering_outputs(w, window.kernel_w, window.stride_w, window.pad_w, window.dilation_w, window.out_width,
+                     ow_first, ow_last);
     C accumulated = 0;
-    // Window row r of output row oh covers h when oh * stride - pad + r * dilation == h.
-    // r descending visits oh ascending (the CPU's scatter order).
-    for (int64_t r = window.kernel_h - 1; r >= 0; --r) {
-      int64_t row_offset = h + window.pad_h - r * window.dilation_h;
-      if (row_offset < 0 || row_offset % window.stride_h != 0) continue;
-      int64_t oh = row_offset / window.stride_h;
-      if (oh >= sizes.out_height) continue;
-      for (int64_t s = window.kernel_w - 1; s >= 0; --s) {
-        int64_t column_offset = w + window.pad_w - s * window.dilation_w;
-        if (column_offset < 0 || column_offset % window.stride_w != 0) continue;
-        int64_t ow = column_offset / window.stride_w;
-        if (ow >= sizes.out_width) continue;
-        int64_t at = out_base + oh * sizes.out_width + ow;
-        if (window_indices[at] == r * window.kernel_w + s) accumulated += to_compute<C>(grad_output[at]);
+    // Outputs in ascending (oh, ow) order: the CPU's scatter order, so sums match it exactly.
+    for (int oh = oh_first; oh <= oh_last; ++oh) {
+      int row_offset = h + window.pad_h - oh * window.stride_h;  // r * dilation_h
+      if (kDilated && row_offset % window.dilation_h != 0) continue;
+      int r = kDilated ? row_offset / window.dilation_h : row_offset;
+      for (int ow = ow_first; ow <= ow_last; ++ow) {
+        int column_offset = w + window.pad_w - ow * window.stride_w;  // s * dilation_w
+        if (kDilated && column_offset % window.dilation_w != 0) continue;
+        int s = kDilated ? column_offset / window.dilation_w : column_offset;
+        int64_t out_at = plane + oh * out_strides.h + ow * out_strides.w;
+        if (window_indices[out_at] == r * window.kernel_w + s) accumulated += to_compute<C>(grad_output[out_at]);
       }
     }
-    grad_input[i] = from_compute<T>(accumulated);
+    grad_input[in_strides.at(at.n, at.c, at.h, at.w)] = from_compute<T>(accumulated);
   }
 }
 
 template <class T, class C>
-__global__ void avg_pool2d_kernel(const T* input, PlaneSizes sizes, Window2d window, T* output) {
-  int64_t total = sizes.planes * sizes.out_height * sizes.out_width;
+__global__ void avg_pool2d_kernel(const T* input, Strides4 in_strides, PlaneSizes sizes, Window2d window,
+                                  ElementOrder out_order, Strides4 out_strides, int64_t total, T* output) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    int64_t ow = i % sizes.out_width;
-    int64_t oh = (i / sizes.out_width) % sizes.out_height;
-    int64_t plane = i / (sizes.out_width * sizes.out_height);
-    const T* in_plane = input + plane * sizes.height * sizes.width;
-    AvgWindow box = avg_window(window, sizes.height, sizes.width, oh, ow);
+    Coordinates at = out_order(i);  // (n, c, oh, ow)
+    AvgWindow box = avg_window(window, sizes.height, sizes.width, at.h, at.w);
     C sum = 0;
     for (int64_t h = box.h_start; h < box.h_end; ++h)
-      for (int64_t w = box.w_start; w < box.w_end; ++w) sum += to_compute<C>(in_plane[h * sizes.width + w]);
-    output[i] = from_compute<T>(box.divisor > 0 ? sum / C(box.divisor) : C(0));
+      for (int64_t w = box.w_start; w < box.w_end; ++w) sum += to_compute<C>(input[in_strides.at(at.n, at.c, h, w)]);
+    output[out_strides.at(at.n, at.c, at.h, at.w)] = from_compute<T>(box.divisor > 0 ? sum / C(box.divisor) : C(0));
   }
 }
 
 template <class T, class C>
-__global__ void avg_pool2d_backward_kernel(const T* grad_output, PlaneSizes sizes, Window2d window, T* grad_input) {
-  int64_t total = sizes.planes * sizes.height * sizes.width;
+__global__ void avg_pool2d_backward_kernel(const T* grad_output, Strides4 out_strides, PlaneSizes sizes,
+                                           Window2d window, ElementOrder in_order, Strides4 in_strides,
+                                           int64_t total, T* grad_input) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    int64_t w = i % sizes.width;
-    int64_t h = (i / sizes.width) % sizes.height;
-    int64_t plane = i / (sizes.width * sizes.height);
-    int64_t out_base = plane * sizes.out_height * sizes.out_width;
+    Coordinates at = in_order(i);  // (n, c, h, w)
     // Candidate outputs: those whose unclipped window [o * stride - pad, + kernel) holds
     // the element; the exact clipped window is checked below.
-    int64_t padded_h = h + window.pad_h, padded_w = w + window.pad_w;
+    int64_t padded_h = at.h + window.pad_h, padded_w = at.w + window.pad_w;
     int64_t oh_first = padded_h < window.kernel_h ? 0 : (padded_h - window.kernel_h) / window.stride_h + 1;
     int64_t ow_first = padded_w < window.kernel_w ? 0 : (padded_w - window.kernel_w) / window.stride_w + 1;
     int64_t oh_last = min(padded_h / window.stride_h, sizes.out_height - 1);
@@ -154,11 +248,13 @@ __global__ void avg_pool2d_backward_kernel(const T* grad_output, PlaneSizes size
     for (int64_t oh = oh_first; oh <= oh_last; ++oh) {
       for (int64_t ow = ow_first; ow <= ow_last; ++ow) {
         AvgWindow box = avg_window(window, sizes.height, sizes.width, oh, ow);
-        if (box.divisor <= 0 || h < box.h_start || h >= box.h_end || w < box.w_start || w >= box.w_end) continue;
-        accumulated += to_compute<C>(grad_output[out_base + oh * sizes.out_width + ow]) / C(box.divisor);
+        if (box.divisor <= 0 || at.h < box.h_start || at.h >= box.h_end || at.w < box.w_start || at.w >= box.w_end) {
+          continue;
+        }
+        accumulated += to_compute<C>(grad_output[out_strides.at(at.n, at.c, oh, ow)]) / C(box.divisor);
       }
     }
-    grad_input[i] = from_compute<T>(accumulated);
+    grad_input[in_strides.at(at.n, at.c, at.h, at.w)] = from_compute<T>(accumulated);
   }
 }
 
@@ -174,7 +270,8 @@ void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& outpu
   dispatch_floating(input.dtype(), "max_pool2d", [&]<class Element>() {
     using T = device_t<Element>;
     max_pool2d_kernel<T, pool_compute_t<Element>><<<launch.blocks, launch.threads, 0, stream>>>(
-        static_cast<const T*>(input.raw_data()), sizes, window, static_cast<T*>(output.raw_data()),
+        static_cast<const T*>(input.raw_data()), strides_of(input), max_window(window, sizes), element_order(output),
+        strides_of(output), output.numel(), static_cast<T*>(output.raw_data()),
         static_cast<uint8_t*>(window_indices.raw_data()));
     MG_CUDA_CHECK_LAUNCH();
   });
@@ -187,12 +284,20 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
   PlaneSizes sizes = plane_sizes(grad_input, grad_output);
-  LaunchConfig launch = launch_config(grad_input.numel());
+  LaunchConfig shape = launch_config(grad_input.numel());
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
-    max_pool2d_backward_kernel<T, pool_compute_t<Element>><<<launch.blocks, launch.threads, 0, stream>>>(
-        static_cast<const T*>(grad_output.raw_data()), static_cast<const uint8_t*>(window_indices.raw_data()), sizes,
-        window, static_cast<T*>(grad_input.raw_data()));
+    auto launch = [&]<bool kDilated>() {
+      max_pool2d_backward_kernel<T, pool_compute_t<Element>, kDilated><<<shape.blocks, shape.threads, 0, stream>>>(
+          static_cast<const T*>(grad_output.raw_data()), static_cast<const uint8_t*>(window_indices.raw_data()),
+          strides_of(grad_output), max_window(window, sizes), element_order(grad_input), strides_of(grad_input),
+          grad_input.numel(), static_cast<T*>(grad_input.raw_data()));
+    };
+    if (window.dilation_h == 1 && window.dilation_w == 1) {
+      launch.template operator()<false>();
+    } else {
+      launch.template operator()<true>();
+    }
     MG_CUDA_CHECK_LAUNCH();
   });
 }
@@ -207,7 +312,8 @@ void avg_pool2d(const Tensor& input, const Window2d& window, const Tensor& outpu
   dispatch_floating(input.dtype(), "avg_pool2d", [&]<class Element>() {
     using T = device_t<Element>;
     avg_pool2d_kernel<T, pool_compute_t<Element>><<<launch.blocks, launch.threads, 0, stream>>>(
-        static_cast<const T*>(input.raw_data()), sizes, window, static_cast<T*>(output.raw_data()));
+        static_cast<const T*>(input.raw_data()), strides_of(input), sizes, window, element_order(output),
+        strides_of(output), output.numel(), static_cast<T*>(output.raw_data()));
     MG_CUDA_CHECK_LAUNCH();
   });
 }
@@ -222,7 +328,9 @@ void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, cons
   dispatch_floating(grad_output.dtype(), "avg_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
     avg_pool2d_backward_kernel<T, pool_compute_t<Element>><<<launch.blocks, launch.threads, 0, stream>>>(
-        static_cast<const T*>(grad_output.raw_data()), sizes, window, static_cast<T*>(grad_input.raw_data()));
+        static_cast<const T*>(grad_output.raw_data()), strides_of(grad_output), sizes, window,
+        element_order(grad_input), strides_of(grad_input), grad_input.numel(),
+        static_cast<T*>(grad_input.raw_data()));
     MG_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,5 +1,5 @@
-// cuda/kernels/softmax_loss.cu — CUDA softmax / log_softmax (forward and backward) and the
-// negative log-likelihood gather/scatter that cross_entropy is built from.
+// cuda/kernels/softmax_loss.cu — CUDA softmax / log_softmax (forward and backward), the
+// negative log-likelihood gather/scatter, and cross entropy fused from logits.
 //
 // As on the CPU (core/cpu/softmax_loss.cpp), a contiguous tensor seen along `dim` is
 // (outer, extent, inner): element (o, k, i) sits at (o * extent + k) * inner + i, and each
@@ -13,9 +13,14 @@
 //   inner > 1: blocks of 32 lines x 8 threads; the 32 lines are consecutive in memory
 //     (coalesced), and the 8 threads of a line split its extent.
 //
-// nll_forward never synchronises to validate targets: a target that is neither
-// ignore_index nor in [0, C) gives a NaN loss (the CPU kernel throws instead), so a bad
-// label shows up as a NaN loss rather than as silent garbage.
+// Cross entropy's forward is the row kernel of softmax with the loss in place of the
+// outputs: the row's maximum, its sums of exponentials and of shifted logits, then one
+// thread writes the row's log-sum-exp and loss. Its backward writes each gradient element
+// once, exp(logit - log_sum_exp) minus the smoothed one-hot target, times the row's grad.
+//
+// nll_forward and cross_entropy_forward never synchronise to validate targets: a target
+// that is neither ignore_index nor in [0, C) gives a NaN loss (the CPU kernels throw
+// instead), so a bad label shows up as a NaN loss rather than as silent garbage.
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -334,6 +339,109 @@ void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_
         static_cast<const T*>(grad_loss.raw_data()), grad_loss.strides()[0],
         static_cast<const int64_t*>(target.raw_data()), target.strides()[0], batch, classes, ignore_index,
         static_cast<T*>(grad_input.raw_data()));
+    MG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// ---- cross entropy ----
+
+namespace {
+
+// One row (or a warp's rows) per block as softmax_rows_kernel; see the top.
+template <class T, class C>
+__global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* target, int64_t rows, int64_t classes,
+                                          int64_t ignore_index, C smoothing, T* loss, C* log_sum_exp) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (row >= rows) return;  // a whole warp (several rows per block only with 32-thread rows)
+  const T* in = logits + row * classes;
+  C max_value = -std::numeric_limits<C>::infinity();
+  for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) max_value = MaxOf{}(max_value, to_compute<C>(in[k]));
+  max_value = reduce_across_row(max_value, MaxOf{});
+  C shift = isinf(max_value) ? C(0) : max_value;
+  C total = 0, shifted_sum = 0;
+  for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) {
+    C shifted = to_compute<C>(in[k]) - shift;
+    total += exp_of(shifted);
+    shifted_sum += shifted;
+  }
+  total = reduce_across_row(total, SumOf{});
+  shifted_sum = reduce_across_row(shifted_sum, SumOf{});
+  if (threadIdx.x != 0) return;
+  C log_total = log_of(total);
+  log_sum_exp[row] = shift + log_total;
+  int64_t label = target[row];
+  C value;
+  if (label == ignore_index) {
+    value = C(0);
+  } else if (label < 0 || label >= classes) {
+    value = std::numeric_limits<C>::quiet_NaN();
+  } else {
+    // -(1 - s) log_p[target] - s mean_c log_p[c], with log_p = shifted - log_total.
+    C target_term = log_total - (to_compute<C>(in[label]) - shift);
+    value = smoothing == C(0) ? target_term
+                              : (C(1) - smoothing) * target_term + smoothing * (log_total - shifted_sum / classes);
+  }
+  loss[row] = from_compute<T>(value);
+}
+
+// Each thread writes one element of grad_logits (N, C); see the top.
+template <class T, class C>
+__global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* logits, const C* log_sum_exp,
+                                              const int64_t* target, int64_t batch, int64_t classes,
+                                              int64_t ignore_index, C kept, C uniform, T* grad_logits) {
+  int64_t total = batch * classes;
+  for (int64_t index = global_thread_index(); index < total; index += grid_stride()) {
+    int64_t n = index / classes, c = index - n * classes;
+    int64_t label = target[n];
+    C value = C(0);
+    if (label != ignore_index) {
+      C probability = exp_of(to_compute<C>(logits[index]) - log_sum_exp[n]);
+      C target_weight = (c == label ? kept : C(0)) + uniform;
+      value = to_compute<C>(grad_loss[n]) * (probability - target_weight);
+    }
+    grad_logits[index] = from_compute<T>(value);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                           const Tensor& loss, const Tensor& log_sum_exp) {
+  int64_t batch = logits.sizes()[0], classes = logits.sizes()[1];
+  if (batch == 0) return;
+  Device device = logits.device();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class Element>() {
+    using T = device_t<Element>;
+    using C = line_compute_t<Element>;
+    RowLaunch launch = row_launch("cross_entropy", batch, classes);
+    cross_entropy_rows_kernel<T, C><<<launch.grid, launch.block, 0, stream>>>(
+        static_cast<const T*>(logits.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch, classes,
+        ignore_index, static_cast<C>(label_smoothing), static_cast<T*>(loss.raw_data()),
+        static_cast<C*>(log_sum_exp.raw_data()));
+    MG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
+                            const Tensor& target, int64_t ignore_index, double label_smoothing,
+                            const Tensor& grad_logits) {
+  int64_t batch = logits.sizes()[0], classes = logits.sizes()[1];
+  if (batch * classes == 0) return;
+  Device device = logits.device();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<class Element>() {
+    using T = device_t<Element>;
+    using C = line_compute_t<Element>;
+    // In C, as the CPU computes them.
+    const C smoothing = static_cast<C>(label_smoothing), kept = C(1) - smoothing, uniform = smoothing / classes;
+    LaunchConfig config = launch_config(batch * classes);  // grid-stride loop
+    cross_entropy_backward_kernel<T, C><<<config.blocks, config.threads, 0, stream>>>(
+        static_cast<const T*>(grad_loss.raw_data()), static_cast<const T*>(logits.raw_data()),
+        static_cast<const C*>(log_sum_exp.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch,
+        classes, ignore_index, kept, uniform, static_cast<T*>(grad_logits.raw_data()));
     MG_CUDA_CHECK_LAUNCH();
   });
 }

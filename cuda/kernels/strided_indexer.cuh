@@ -10,7 +10,9 @@
 //     same 16 bits) and computed in float; convert<Out>(in) follows core/dtype.h's
 //     convert_value on the device.
 //   * map1 / map2: out = fn(in) / fn(a, b) over broadcast views — a flat kernel with 16-byte
-//     vector loads when every operand is contiguous and aligned, the indexer otherwise.
+//     vector loads when every operand is dense with the same strides (all contiguous, or
+//     all channels-last: the dims are put in memory order first, core/memory_order.h) and
+//     aligned, the indexer otherwise.
 //
 // Everything here is a header because kernels are templates over the functor; the
 // functors live in the .cu files that use them (elementwise.cu, copy_fill.cu).
@@ -32,6 +34,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "core/memory_order.h"
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/runtime.h"  // cudaStream_t mg::cuda::current_stream(Device)
@@ -325,6 +328,20 @@ StridedIndexer<sizeof...(Tensors)> make_strided_indexer(const Shape& sizes, cons
       sizes, std::array<Shape, sizeof...(Tensors)>{broadcast_element_strides(operands, sizes)...});
 }
 
+// An indexer for an elementwise map or fill over `sizes` (operand 0 = the output): like
+// make_strided_indexer, but with the dims first put in memory order (the output's layout
+// deciding first), so operands that are all channels-last merge into one flat run. The
+// linear index then no longer follows row-major order: only for kernels whose result does
+// not depend on the visiting order.
+template <class... Tensors>
+StridedIndexer<sizeof...(Tensors)> make_elementwise_indexer(const Shape& sizes, const Tensors&... operands) {
+  constexpr int N = sizeof...(Tensors);
+  std::array<Shape, N> strides{broadcast_element_strides(operands, sizes)...};
+  Shape order = memory_order(sizes, strides);
+  for (Shape& operand_strides : strides) operand_strides = permuted(operand_strides, order);
+  return make_strided_indexer<N>(permuted(sizes, order), strides);
+}
+
 // ---------------------------------------------------------------------------------------
 // map1 / map2: elementwise maps over broadcast views
 // ---------------------------------------------------------------------------------------
@@ -393,7 +410,7 @@ void map1(const Tensor& input, const Tensor& output, Fn fn) {
   auto* out = static_cast<Out*>(output.raw_data());
   const auto* in = static_cast<const In*>(input.raw_data());
   cudaStream_t stream = current_stream(output.device());
-  StridedIndexer<2> indexer = make_strided_indexer(output.sizes(), output, input);
+  StridedIndexer<2> indexer = make_elementwise_indexer(output.sizes(), output, input);
   if constexpr (kVectorize) {
     constexpr int kVec = vector_width_v<Out, In>;
     if (indexer.is_contiguous() && is_aligned(out, sizeof(Out) * kVec) && is_aligned(in, sizeof(In) * kVec)) {
@@ -416,7 +433,7 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& output, Fn fn) {
   const auto* a_data = static_cast<const A*>(a.raw_data());
   const auto* b_data = static_cast<const B*>(b.raw_data());
   cudaStream_t stream = current_stream(output.device());
-  StridedIndexer<3> indexer = make_strided_indexer(output.sizes(), output, a, b);
+  StridedIndexer<3> indexer = make_elementwise_indexer(output.sizes(), output, a, b);
   if constexpr (kVectorize) {
     constexpr int kVec = vector_width_v<Out, A, B>;
     if (indexer.is_contiguous() && is_aligned(out, sizeof(Out) * kVec) && is_aligned(a_data, sizeof(A) * kVec) &&

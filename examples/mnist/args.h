@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 
 #include "core/device.h"
@@ -11,9 +10,9 @@
 namespace mnist {
 
 struct Args {
-  std::string model = "mlp";
+  std::string model = "mlp";  // mlp or cnn
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t epochs = 3;
+  int64_t epochs = 0;      // filled from the model's default when --epochs is not given
   int64_t batch_size = 128;
   std::string optimizer = "adam";
   double lr = 0.0;  // filled from the optimizer's default when --lr is not given
@@ -25,14 +24,8 @@ struct Args {
   bool help = false;
 };
 
-// A mistake on the command line; the program prints it with the usage and exits with 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Parses `--flag value` and `--flag=value`; throws UsageError for unknown flags, missing
-// or malformed values.
+// Parses `--flag value` and `--flag=value`; throws examples::UsageError for unknown flags,
+// missing or malformed values.
 Args parse_args(int argc, char** argv);
 
 std::string usage(const std::string& program);

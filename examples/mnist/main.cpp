@@ -1,37 +1,27 @@
-// examples/mnist/main.cpp — trains an MLP on an MNIST-format dataset (Fashion-MNIST by
-// default), evaluates it after every epoch, and ends with where the memory went: bytes by
-// category (parameters, gradients, optimizer state, activations, inputs, ...), current and
-// peak. `--summary-json FILE` writes the same facts for scripts and benchmarks.
+// examples/mnist/main.cpp — trains an MLP or PyTorch's MNIST example CNN on an MNIST-format
+// dataset (Fashion-MNIST by default), evaluates it after every epoch, and ends with where
+// the memory went: bytes by category (parameters, gradients, optimizer state, activations,
+// inputs, ...), current and peak. `--summary-json FILE` writes the same facts for scripts.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
 // line (printed with the usage).
-#include <cmath>
-#include <omp.h>
-
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
 #include "core/error.h"
-#include "core/factory.h"
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/random.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "examples/common/cli.h"
+#include "examples/common/summary.h"
+#include "examples/common/training.h"
 #include "examples/mnist/args.h"
-#include "examples/mnist/progress.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -65,58 +55,6 @@ std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
   return std::make_unique<Adagrad>(params, AdagradOptions{.lr = args.lr});
 }
 
-// The learning rate for step `step` of `total_steps`: constant, or a half cosine from the
-// base rate down to 0 (annealing lets a few epochs settle into a better minimum).
-double scheduled_lr(const Args& args, int64_t step, int64_t total_steps) {
-  if (args.schedule == "constant") return args.lr;
-  constexpr double kPi = 3.14159265358979323846;
-  return 0.5 * args.lr * (1.0 + std::cos(kPi * static_cast<double>(step) / static_cast<double>(total_steps)));
-}
-
-// One pass over the training set; returns the mean loss per sample.
-double train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer,
-                   mg::data::DataLoader& loader, const Args& args, int64_t epoch) {
-  model.train();
-  mnist::Progress progress(epoch + 1, args.epochs, loader.num_batches());
-  // NOTE: the loss over all samples so far is summed on the device and read only when a
-  // line is printed, so a GPU step never waits for the host; float64 keeps every digit.
-  mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = args.device});
-  int64_t batches = 0, samples = 0;
-  const int64_t total_steps = args.epochs * loader.num_batches();
-  for (const mg::data::Batch& batch : loader) {
-    optimizer.set_lr(scheduled_lr(args, epoch * loader.num_batches() + batches, total_steps));
-    optimizer.zero_grad();
-    mg::Tensor logits = model(batch.inputs);  // (B, classes)
-    mg::Tensor loss = mg::cross_entropy(logits, batch.targets);
-    loss.backward();
-    optimizer.step();
-
-    const int64_t batch_size = batch.targets.size(0);
-    loss_sum = loss_sum + loss.detach() * static_cast<double>(batch_size);
-    ++batches;
-    samples += batch_size;
-    if (progress.wants_update(batches)) {
-      progress.update(batches, samples, loss_sum.item<double>() / samples);
-    }
-  }
-  progress.finish();
-  return loss_sum.item<double>() / samples;
-}
-
-// The fraction of `loader`'s samples whose most likely class is the target.
-double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, const Args& args) {
-  mg::NoGradGuard no_grad;
-  model.eval();
-  mg::Tensor correct = mg::zeros({}, {.dtype = mg::DType::Int64, .device = args.device});
-  int64_t samples = 0;
-  for (const mg::data::Batch& batch : loader) {
-    mg::Tensor predictions = mg::argmax(model(batch.inputs), 1);  // (B)
-    correct = correct + mg::sum(mg::eq(predictions, batch.targets));
-    samples += batch.targets.size(0);
-  }
-  return static_cast<double>(correct.item<int64_t>()) / static_cast<double>(samples);
-}
-
 struct RunResult {
   double test_accuracy = 0;
   double final_train_loss = 0;
@@ -132,17 +70,6 @@ double total(const std::vector<double>& values) {
   return sum;
 }
 
-// Creates and removes `path`'s temporary file, so that an unwritable summary path is
-// reported before training rather than after it.
-void check_writable(const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  MG_CHECK(std::ofstream(temporary).good(), "cannot write the summary file: '", temporary,
-           "' cannot be created. Hint: --summary-json needs a path in a writable folder.");
-  std::filesystem::remove(temporary);
-}
-
-// Writes the summary to path.tmp, then renames it over `path`: a crash mid-write never
-// leaves a half-written summary behind.
 void write_summary(const std::string& path, const Args& args, const RunResult& result) {
   mg::JsonWriter json;
   json.begin_object()
@@ -164,25 +91,12 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
       .key("memory");
   mg::memory::write_json(json, mg::memory::snapshot(args.device));
   json.end_object();
-  const std::string text = json.str();
-
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary);
-    file << text << '\n';
-    MG_CHECK(file.good(), "cannot write the summary file '", temporary, "'.");
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  MG_CHECK(!error, "cannot rename '", temporary, "' to '", path, "': ", error.message(), ".");
+  examples::write_file_atomically(path, json.str());
 }
 
 int run(const Args& args) {
-  if (args.threads) {
-    omp_set_num_threads(*args.threads);
-    Eigen::setNbThreads(*args.threads);
-  }
-  if (!args.summary_json.empty()) check_writable(args.summary_json);
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   mg::manual_seed(args.seed);
 
   // NOTE: the test split is normalised with the training split's pixel statistics: a
@@ -193,15 +107,17 @@ int run(const Args& args) {
   // On a GPU, batches are built in pinned memory two ahead by a background thread, so
   // the GPU need not wait for the host to gather and copy the next one.
   const bool on_gpu = args.device.is_cuda();
+  // The MLP takes flat (B, H*W) rows, the CNN (B, 1, H, W) images.
+  const bool flatten = args.model == "mlp";
   mg::data::DataLoader train_loader(train_set, {.batch_size = args.batch_size,
                                                 .shuffle = true,
                                                 .seed = args.seed,
-                                                .flatten = true,
+                                                .flatten = flatten,
                                                 .device = args.device,
                                                 .pin_memory = on_gpu,
                                                 .prefetch = on_gpu ? 2 : 0});
   mg::data::DataLoader test_loader(test_set, {.batch_size = args.batch_size,
-                                              .flatten = true,
+                                              .flatten = flatten,
                                               .device = args.device,
                                               .pin_memory = on_gpu,
                                               .prefetch = on_gpu ? 2 : 0});
@@ -209,9 +125,17 @@ int run(const Args& args) {
   const mg::Shape image_shape = train_set.image_shape();
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   mg::Generator init_generator(args.seed);
-  std::shared_ptr<mg::nn::Module> model = build_mlp(image_shape.numel(), classes, init_generator);
+  std::shared_ptr<mg::nn::Module> model =
+      args.model == "cnn" ? std::make_shared<mg::nn::MnistCnn>(image_shape, classes, &init_generator)
+                          : build_mlp(image_shape.numel(), classes, init_generator);
   model->to(args.device);
   std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
+  // cosine: the learning rate falls from --lr to 0 along a half cosine over all steps
+  // (annealing lets a few epochs settle into a better minimum).
+  std::unique_ptr<mg::optim::LRScheduler> scheduler;
+  if (args.schedule == "cosine") {
+    scheduler = std::make_unique<mg::optim::CosineAnnealingLR>(*optimizer, args.epochs * train_loader.num_batches());
+  }
 
   RunResult result;
   result.parameters = model->num_parameters();
@@ -227,9 +151,12 @@ int run(const Args& args) {
 
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
-    result.final_train_loss = train_epoch(*model, *optimizer, train_loader, args, epoch);
+    const examples::EpochResult epoch_result = examples::train_epoch(
+        *model, *optimizer, train_loader, args.device,
+        {.epoch = epoch, .epochs = args.epochs, .scheduler = scheduler.get(), .transform = {}});
+    result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
-    result.test_accuracy = evaluate(*model, test_loader, args);
+    result.test_accuracy = examples::evaluate(*model, test_loader, args.device);
     result.seconds_per_epoch.push_back(seconds_since(start));
     result.train_seconds += train_seconds;
     result.train_samples += train_set.size();
@@ -261,22 +188,12 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "mnist";
   Args args;
-  try {
-    args = mnist::parse_args(argc, argv);
-  } catch (const mnist::UsageError& error) {
-    std::cerr << program << ": " << error.what() << "\n\n" << mnist::usage(program);
-    return 2;
-  }
-  if (args.help) {
-    std::cout << mnist::usage(program);
-    return 0;
-  }
-  try {
-    return run(args);
-  } catch (const std::exception& error) {
-    std::cerr << "error: " << error.what() << '\n';
-    return 1;
-  }
+  return examples::run_main(
+      argc, argv, "mnist",
+      [&](int count, char** values) {
+        args = mnist::parse_args(count, values);
+        return !args.help;
+      },
+      mnist::usage, [&] { return run(args); });
 }

@@ -1,6 +1,8 @@
 // tests/autograd/test_conv.cpp — conv2d: values against a naive 7-loop reference on random
 // inputs (stride, padding, dilation, groups, bias), gradients of input, weight and bias
-// against finite differences, error messages, and what the node saves.
+// against finite differences, error messages, and what the node saves; channels_last
+// against NCHW (values, result layouts, gradients), gradcheck in channels_last, and
+// arbitrary views made dense.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,8 +11,11 @@
 
 #include "autograd/conv.h"
 #include "autograd/gradcheck.h"
+#include "autograd/elementwise.h"
 #include "autograd/reduce.h"
+#include "autograd/shape.h"
 #include "core/factory.h"
+#include "core/memory_format.h"
 
 using namespace mg;
 
@@ -141,4 +146,111 @@ TEST_CASE("conv2d rejects bad arguments with clear messages", "[conv]") {
   CHECK_THROWS_WITH(conv2d(zeros({1, 4, 4, 4}), zeros({4, 4, 1, 1}), zeros({5})), Catch::Contains("bias"));
   CHECK_THROWS_WITH(conv2d(zeros({1, 4, 4, 4}), zeros({4, 4, 1, 1}, {.dtype = DType::Float64})),
                     Catch::Contains("float64"));
+}
+
+namespace {
+
+// Output and gradients of conv2d from leaves laid out in the given formats; the upstream
+// gradient is random so every entry of every gradient is exercised. The gradients are the
+// ones conv2d's backward returns, caught by hooks before accumulation into .grad (which
+// may store them in another layout).
+struct LayoutRun {
+  Tensor output, grad_input, grad_weight, grad_bias;
+  // PyTorch's rule: channels_last when the input or weight is (a tensor dense in both
+  // layouts, such as a 1x1 weight, counts as NCHW).
+  MemoryFormat expected_output_format;
+};
+
+LayoutRun run_in(const Config& config, MemoryFormat input_format, MemoryFormat weight_format, uint64_t seed) {
+  Tensor input = contiguous_copy(random_tensor(config.input, DType::Float64, seed), input_format).requires_grad_();
+  Tensor weight =
+      contiguous_copy(random_tensor(config.weight, DType::Float64, seed + 1), weight_format).requires_grad_();
+  Tensor bias = random_tensor({config.weight[0]}, DType::Float64, seed + 2).requires_grad_();
+  Tensor grad_input, grad_weight;
+  input.register_hook([&grad_input](const Tensor& grad) { grad_input = grad; return Tensor(); });
+  weight.register_hook([&grad_weight](const Tensor& grad) { grad_weight = grad; return Tensor(); });
+  Tensor out = conv2d(input, weight, bias, config.options);
+  Tensor upstream = random_tensor(out.sizes(), DType::Float64, seed + 3);
+  sum(mul(out, upstream)).backward();
+  bool channels_last = suggest_memory_format(input) == MemoryFormat::ChannelsLast ||
+                       suggest_memory_format(weight) == MemoryFormat::ChannelsLast;
+  return {out, grad_input, grad_weight, bias.grad(),
+          channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous};
+}
+
+void check_same_values(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.sizes() == expected.sizes());
+  std::vector<double> actual = got.to_vector<double>(), reference = expected.to_vector<double>();
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(std::abs(actual[i] - reference[i]) <= 1e-12 * (1 + std::abs(reference[i])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conv2d in channels_last equals NCHW: values, layouts and gradients", "[conv]") {
+  const MemoryFormat nchw = MemoryFormat::Contiguous, channels_last = MemoryFormat::ChannelsLast;
+  struct Layouts {
+    MemoryFormat input, weight;
+  };
+  uint64_t seed = 40;
+  for (const Config& config : configs()) {
+    seed += 10;
+    LayoutRun expected = run_in(config, nchw, nchw, seed);
+    REQUIRE(expected.output.is_contiguous());
+    for (Layouts layouts : {Layouts{channels_last, channels_last}, Layouts{channels_last, nchw},
+                            Layouts{nchw, channels_last}}) {
+      INFO("input " << config.input << " in " << layouts.input << ", weight " << config.weight << " in "
+                    << layouts.weight);
+      LayoutRun got = run_in(config, layouts.input, layouts.weight, seed);
+      // As PyTorch: a channels_last input or weight makes a channels_last output, and each
+      // gradient keeps the layout of its tensor.
+      CHECK(is_contiguous_in(got.output, got.expected_output_format));
+      CHECK(is_contiguous_in(got.grad_input, layouts.input));
+      CHECK(is_contiguous_in(got.grad_weight, layouts.weight));
+      check_same_values(got.output, expected.output);
+      check_same_values(got.grad_input, expected.grad_input);
+      check_same_values(got.grad_weight, expected.grad_weight);
+      check_same_values(got.grad_bias, expected.grad_bias);
+    }
+  }
+}
+
+TEST_CASE("conv2d gradients in channels_last match finite differences", "[conv]") {
+  auto check = [](const Shape& input_sizes, const Shape& weight_sizes, const Conv2dOptions& options) {
+    Tensor input = leaf(input_sizes, 31), weight = leaf(weight_sizes, 32), bias = leaf({weight_sizes[0]}, 33);
+    // gradcheck perturbs contiguous leaves; the convolution itself sees channels_last
+    // tensors, and its gradients flow back through the layout change.
+    GradcheckResult result = gradcheck(
+        [options](const std::vector<Tensor>& in) {
+          Tensor out = conv2d(in[0].contiguous(MemoryFormat::ChannelsLast),
+                              in[1].contiguous(MemoryFormat::ChannelsLast), in[2], options);
+          MG_CHECK(suggest_memory_format(out) == MemoryFormat::ChannelsLast, "expected a channels_last output");
+          return out;
+        },
+        {input, weight, bias});
+    INFO(result.message);
+    CHECK(result.passed);
+  };
+  SECTION("stride 2, padding 1, dilation 2, groups 2") {
+    check({2, 4, 6, 5}, {4, 2, 2, 2}, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}, .groups = 2});
+  }
+  SECTION("depthwise 3x3 with padding") { check({1, 3, 4, 4}, {3, 1, 3, 3}, {.padding = {1, 1}, .groups = 3}); }
+}
+
+TEST_CASE("conv2d makes arbitrary views dense and still computes the right values", "[conv]") {
+  // A transposed (N, C, W, H) tensor viewed as (N, C, H, W) is dense in neither layout.
+  Tensor stored = random_tensor({2, 3, 7, 6}, DType::Float64, 61).requires_grad_();
+  Tensor input = transpose(stored, 2, 3);  // (2, 3, 6, 7)
+  REQUIRE_FALSE(input.is_contiguous());
+  REQUIRE_FALSE(is_contiguous_in(input, MemoryFormat::ChannelsLast));
+  Tensor weight = random_tensor({4, 3, 3, 3}, DType::Float64, 62);
+  Conv2dOptions options{.padding = {1, 1}};
+  Tensor out = conv2d(input, weight, {}, options);
+  Tensor expected = conv2d(contiguous_copy(input), weight, {}, options);
+  check_same_values(out, expected);
+  sum(out).backward();
+  REQUIRE(stored.grad().defined());
+  CHECK(stored.grad().sizes() == stored.sizes());
 }

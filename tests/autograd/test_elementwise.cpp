@@ -292,3 +292,55 @@ TEST_CASE("sum_to_size reduces a broadcast gradient to the input's shape", "[ele
   CHECK(to_scalar.sizes() == Shape{});
   CHECK(to_scalar.item<float>() == 24.0f);
 }
+
+TEST_CASE("elementwise results on channels_last inputs are channels_last, with NCHW's values", "[elementwise]") {
+  const MemoryFormat kLast = MemoryFormat::ChannelsLast;
+  Tensor x = normal_leaf({2, 3, 4, 5}, 60).detach(), y = normal_leaf({2, 3, 4, 5}, 61).detach();
+  Tensor bias = normal_leaf({1, 3, 1, 1}, 62).detach();
+  Tensor x_last = x.contiguous(kLast), y_last = y.contiguous(kLast);
+  REQUIRE(!x_last.is_contiguous());
+  auto same_values = [](const Tensor& actual, const Tensor& expected) {
+    std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+    REQUIRE(a.size() == e.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(e[i]).margin(1e-15));
+  };
+  struct Check {
+    const char* what;
+    Tensor actual, expected;
+  };
+  for (const Check& check : {
+           Check{"x + y", add(x_last, y_last), add(x, y)},
+           Check{"x * bias (broadcast)", mul(x_last, bias), mul(x, bias)},
+           Check{"bias - x", sub(bias, x_last), sub(bias, x)},
+           Check{"x * 2", mul(x_last, 2.0), mul(x, 2.0)},
+           Check{"1 / x", rdiv(1.0, x_last), rdiv(1.0, x)},
+           Check{"relu", relu(x_last), relu(x)},
+           Check{"exp", exp(x_last), exp(x)},
+           Check{"x > y", gt(x_last, y_last), gt(x, y)},
+           Check{"x + y (NCHW y: the first input decides)", add(x_last, y), add(x, y)},
+       }) {
+    INFO(check.what);
+    CHECK(is_contiguous_in(check.actual, kLast));
+    same_values(check.actual, check.expected);
+  }
+  // An NCHW first operand keeps the result NCHW (PyTorch's rule).
+  CHECK(add(y, x_last).is_contiguous());
+  same_values(add(y, x_last), add(y, x));
+
+  SECTION("gradients: relu's follows the saved output even for a broadcast incoming gradient") {
+    Tensor leaf = x_last.detach().requires_grad_();
+    Tensor out = relu(leaf);
+    mean(out).backward();  // mean's gradient is a stride-0 view
+    REQUIRE(leaf.grad().defined());
+    Tensor expected_leaf = x.detach().requires_grad_();
+    mean(relu(expected_leaf)).backward();
+    same_values(leaf.grad(), expected_leaf.grad());
+  }
+  SECTION("in place on a channels_last tensor") {
+    NoGradGuard no_grad;
+    Tensor target = contiguous_copy(x, kLast);
+    target.add_(y_last).mul_(bias);
+    CHECK(is_contiguous_in(target, kLast));
+    same_values(target, mul(add(x, y), bias));
+  }
+}

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/elementwise.h"
 #include "autograd/gradcheck.h"
 #include "autograd/matmul.h"
 #include "autograd/reduce.h"
@@ -212,6 +213,40 @@ TEST_CASE("linear computes x @ weight^T + bias", "[matmul]") {
   Tensor batched = linear(reshape(x, {1, 2, 3}), weight);
   CHECK(batched.sizes() == Shape{1, 2, 2});
   CHECK(batched.to_vector<float>() == std::vector<float>{1, 5, 4, 11});
+}
+
+TEST_CASE("linear with bias (one fused kernel) equals matmul then add, for every dtype and empty dims",
+          "[matmul]") {
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const Shape& sizes : {Shape{5, 7, 3}, Shape{1, 4, 1}, Shape{3, 0, 2}, Shape{0, 3, 2}}) {
+      int64_t rows = sizes[0], in_features = sizes[1], out_features = sizes[2];
+      INFO(dtype << " rows " << rows << " in " << in_features << " out " << out_features);
+      Generator generator(40 + rows + in_features);
+      auto random = [&](const Shape& shape) {
+        return converted_copy(randn(shape, {}, &generator), dtype, Device::cpu());
+      };
+      Tensor x = random({rows, in_features}), weight = random({out_features, in_features});
+      Tensor bias = random({out_features});
+      Tensor fused = linear(x, weight, bias);
+      Tensor composite = add(matmul(x, transpose(weight, 0, 1)), bias);
+      REQUIRE(fused.sizes() == Shape{rows, out_features});
+      REQUIRE(fused.dtype() == dtype);
+      // 16-bit: the fused product rounds once, the composite twice.
+      double tolerance = dtype == DType::Float16 ? 2e-3 : dtype == DType::BFloat16 ? 2e-2 : 1e-6;
+      std::vector<double> got = fused.to_vector<double>(), expected = composite.to_vector<double>();
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(tolerance).margin(tolerance));
+    }
+  }
+  // No output features: an empty result. (Not compared with matmul, whose kernel asserts on
+  // the (6, 0) output: core reports is_contiguous() false for it.)
+  CHECK(linear(zeros({6, 3}), zeros({0, 3}), zeros({0})).sizes() == Shape{6, 0});
+  // A non-contiguous 3-D input is read as rows of its logical order.
+  Tensor x = leaf({4, 2, 3}, 50).detach(), weight = leaf({5, 3}, 51).detach(), bias = leaf({5}, 52).detach();
+  Tensor fused = linear(transpose(x, 0, 1), weight, bias);
+  Tensor composite = add(matmul(transpose(x, 0, 1), transpose(weight, 0, 1)), bias);
+  REQUIRE(fused.sizes() == Shape{2, 4, 5});
+  std::vector<double> got = fused.to_vector<double>(), expected = composite.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
 }
 
 TEST_CASE("matmul and linear reject mismatched operands with clear messages", "[matmul]") {

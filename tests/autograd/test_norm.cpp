@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/copy.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/norm.h"
@@ -168,6 +169,44 @@ TEST_CASE("batch_norm evaluation gradients match finite differences", "[norm]") 
     Tensor without_grad = batch_norm(x.detach(), running_mean, running_var, weight, bias, false);
     std::vector<double> a = with_grad.to_vector<double>(), b = without_grad.to_vector<double>();
     for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-12).margin(1e-12));
+  }
+}
+
+TEST_CASE("batch_norm of channels_last inputs: NCHW values, channels_last results, gradients", "[norm]") {
+  // Layout changes through Tensor::contiguous(format), so gradcheck's leaves stay contiguous.
+  auto channels_last = [](const Tensor& x) { return x.contiguous(MemoryFormat::ChannelsLast); };
+  Tensor x = normal({3, 4, 2, 3}, 50, true), weight = normal({4}, 51, true), bias = normal({4}, 52, true);
+  Tensor running_mean = from_vector<double>({0.3, -0.7, 0.1, 0.0}), running_var = from_vector<double>({0.5, 2.0, 1.0, 1.5});
+  auto run = [&](const Tensor& input, const Tensor& w, const Tensor& b, bool training) {
+    return training ? batch_norm(input, Tensor(), Tensor(), w, b, true)
+                    : batch_norm(input, running_mean, running_var, w, b, false);
+  };
+  for (bool training : {true, false}) {
+    INFO("training " << training);
+    Tensor expected = run(x.detach(), weight.detach(), bias.detach(), training);
+    Tensor actual = run(channels_last(x.detach()), weight.detach(), bias.detach(), training);
+    CHECK(is_contiguous_in(actual, MemoryFormat::ChannelsLast));
+    std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(e[i]).margin(1e-12));
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          Tensor out = run(channels_last(in[0]), in[1], in[2], training);
+          CHECK(is_contiguous_in(out, MemoryFormat::ChannelsLast));
+          return out;
+        },
+        {x, weight, bias});
+  }
+  SECTION("the running statistics match those of the NCHW input") {
+    Tensor mean_nchw = zeros({4}, {.dtype = DType::Float64}), var_nchw = ones({4}, {.dtype = DType::Float64});
+    Tensor mean_last = zeros({4}, {.dtype = DType::Float64}), var_last = ones({4}, {.dtype = DType::Float64});
+    batch_norm(x.detach(), mean_nchw, var_nchw, Tensor(), Tensor(), true);
+    batch_norm(channels_last(x.detach()), mean_last, var_last, Tensor(), Tensor(), true);
+    std::vector<double> a = mean_last.to_vector<double>(), e = mean_nchw.to_vector<double>();
+    std::vector<double> va = var_last.to_vector<double>(), ve = var_nchw.to_vector<double>();
+    for (size_t c = 0; c < 4; ++c) {
+      CHECK(a[c] == Approx(e[c]).margin(1e-14));
+      CHECK(va[c] == Approx(ve[c]).margin(1e-14));
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "autograd/copy.h"
 #include "autograd/gradcheck.h"
 #include "autograd/pool.h"
 #include "autograd/reduce.h"
@@ -203,6 +204,43 @@ TEST_CASE("adaptive_avg_pool2d gradients match finite differences", "[pool]") {
   Tensor x = random_leaf({2, 3, 4, 6}, 5);
   check_gradients([](const Tensor& in) { return adaptive_avg_pool2d(in, {1, 1}); }, x);
   check_gradients([](const Tensor& in) { return adaptive_avg_pool2d(in, {2, 3}); }, x);
+}
+
+// ---- channels-last ----
+
+// The op on `x` laid out channels-last; the result must keep that layout. Gradients flow
+// back through the layout change (Tensor::contiguous(format)), so gradcheck's contiguous
+// leaves still work.
+Tensor on_channels_last(const std::function<Tensor(const Tensor&)>& op, const Tensor& x) {
+  Tensor result = op(x.contiguous(MemoryFormat::ChannelsLast));
+  CHECK(is_contiguous_in(result, MemoryFormat::ChannelsLast));
+  return result;
+}
+
+TEST_CASE("pooling of channels_last inputs: NCHW values, channels_last results, gradients", "[pool]") {
+  Tensor x = distinct_leaf({2, 3, 6, 7});
+  std::vector<std::function<Tensor(const Tensor&)>> ops = {
+      [](const Tensor& in) { return max_pool2d(in, options_of({3, 3}, {1, 1})); },
+      [](const Tensor& in) { return max_pool2d(in, options_of({3, 2}, {2, 2}, {1, 1})); },
+      [](const Tensor& in) { return avg_pool2d(in, options_of({3, 3}, {2, 1}, {1, 1})); },
+      [](const Tensor& in) {
+        Pool2dOptions options = options_of({2, 2}, {2, 2}, {1, 1});
+        options.count_include_pad = false;
+        options.ceil_mode = true;
+        return avg_pool2d(in, options);
+      },
+      [](const Tensor& in) { return adaptive_avg_pool2d(in, {2, 7}); },
+      [](const Tensor& in) { return adaptive_avg_pool2d(in, {1, 1}); },  // a window over the whole image
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    INFO("op " << i);
+    const auto& op = ops[i];
+    Tensor expected = op(x.detach()), actual = on_channels_last(op, x.detach());
+    std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+    REQUIRE(a.size() == e.size());
+    for (size_t k = 0; k < a.size(); ++k) CHECK(a[k] == Approx(e[k]).margin(1e-12));
+    check_gradients([&](const Tensor& in) { return on_channels_last(op, in); }, x);
+  }
 }
 
 // ---- errors ----

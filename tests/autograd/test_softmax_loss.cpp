@@ -200,6 +200,59 @@ TEST_CASE("cross_entropy gradients match finite differences", "[loss]") {
   }
 }
 
+TEST_CASE("cross_entropy gradients match finite differences for transposed logits and all ignored", "[loss]") {
+  Tensor target = labels({2, -100, 0});
+  for (double smoothing : {0.0, 0.3, 1.0}) {
+    INFO("label_smoothing " << smoothing);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          return cross_entropy(transpose(in[0], 0, 1), target, {.label_smoothing = smoothing});
+        },
+        {leaf({4, 3}, 21)});
+  }
+  // No counted target: the mean is 0 / 0 (NaN, as in PyTorch), the sum 0 with zero gradient.
+  Tensor logits = leaf({2, 3}, 22);
+  CHECK(std::isnan(cross_entropy(logits, labels({-100, -100})).item()));
+  Tensor summed = cross_entropy(logits, labels({-100, -100}), {.reduction = Reduction::Sum});
+  CHECK(summed.item() == 0.0);
+  summed.backward();
+  for (double value : logits.grad().to_vector<double>()) CHECK(value == 0.0);
+}
+
+TEST_CASE("cross_entropy without smoothing equals nll_loss of log_softmax, value and gradient", "[loss]") {
+  Generator generator(23);
+  Tensor logits = randn({16, 9}, {.requires_grad = true}, &generator);
+  Tensor target = randint(0, 9, {16}, {.dtype = DType::Int64}, &generator);
+  Tensor fused = cross_entropy(logits, target);
+  fused.backward();
+  Tensor fused_grad = logits.grad();
+  logits.set_grad(Tensor());
+  Tensor composite = nll_loss(log_softmax(logits, 1), target);
+  composite.backward();
+  CHECK(fused.item() == composite.item());  // the same per-sample arithmetic, bit for bit
+  std::vector<float> expected = logits.grad().to_vector<float>(), got = fused_grad.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-7));
+}
+
+TEST_CASE("cross_entropy saves the logits and one float per row, not a log_softmax copy", "[loss]") {
+  const int64_t batch = 32, classes = 10;
+  Tensor logits = randn({batch, classes}, {.requires_grad = true});
+  Tensor target = randint(0, classes, {batch});
+  int64_t activation_before = category_bytes(MemoryCategory::Activation);
+  int64_t temporary_before = category_bytes(MemoryCategory::Temporary);
+  Tensor loss = cross_entropy(logits, target, {.label_smoothing = 0.1});
+  // Saved: the logits and targets (re-tagged), the float32 log-sum-exp and the count of the
+  // mean. log_softmax + nll_loss kept an (N, C) log_softmax output besides the logits.
+  CHECK(category_bytes(MemoryCategory::Activation) - activation_before ==
+        batch * classes * 4 + batch * 8 + batch * 4 + 4);
+  CHECK(logits.memory_category() == MemoryCategory::Activation);
+  // Nothing else is left allocated but the 0-d loss.
+  CHECK(category_bytes(MemoryCategory::Temporary) - temporary_before == 4 - batch * classes * 4 - batch * 8);
+  loss.backward();
+  CHECK(category_bytes(MemoryCategory::Activation) == activation_before);
+  CHECK(logits.memory_category() == MemoryCategory::Temporary);
+}
+
 TEST_CASE("cross_entropy names what is wrong with its arguments", "[loss]") {
   Tensor logits = empty({4, 10});
   CHECK_THROWS_WITH(cross_entropy(logits, from_vector<float>({1, 2, 3, 4})),

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "core/allocator/caching_allocator.h"
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/cuda_allocator_backend.h"
+#include "cuda/nvml.h"
 #include "cuda/runtime.h"
 #include "cuda/transfer.h"
 
@@ -97,11 +99,38 @@ TEST_CASE("the CUDA backend describes the device's memory", "[cuda]") {
   const std::string description = cuda_allocator().backend().describe_memory();
   CHECK_THAT(description, Catch::StartsWith("cuda:0: ") && Catch::Contains(" free of ") &&
                               Catch::Contains("(cudaMemGetInfo)"));
+  // NVML's view, or a plain statement that there is none.
+  CHECK_THAT(description, Catch::EndsWith("; " + mg::cuda::describe_nvml_memory(0)));
   size_t free_bytes = 0, total_bytes = 0;
   MG_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   CHECK(cuda_allocator().backend().capacity() == total_bytes);  // fraction 1
   CHECK(cuda_allocator().backend().has_storage());
   CHECK_FALSE(cuda_allocator().backend().is_pinned());
+  // memory_summary shows the same line.
+  CHECK_THAT(cuda_allocator().memory_summary(), Catch::Contains("(cudaMemGetInfo)") && Catch::Contains("NVML"));
+}
+
+TEST_CASE("NVML, loaded at run time, sees the device's memory including memgrad's", "[cuda]") {
+  cuda_allocator().empty_cache();  // so the tensor below needs a fresh cudaMalloc
+  std::optional<mg::cuda::NvmlMemory> before = mg::cuda::nvml_memory(0);
+  if (!before) {
+    // A driver without libnvidia-ml.so.1 (or an NVML that does not know the device).
+    CHECK(mg::cuda::describe_nvml_memory(0) == "NVML unavailable");
+    return;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  MG_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // NVML counts the whole frame buffer; CUDA's total leaves out what the driver reserves.
+  CHECK(before->total_bytes >= total_bytes);
+  CHECK(static_cast<double>(before->total_bytes) < 1.1 * static_cast<double>(total_bytes));
+  CHECK(before->used_bytes <= before->total_bytes);
+  // 256 MiB more in use: cudaMalloc'ed by a fresh segment, so NVML's used grows by about
+  // that much (other processes may allocate too, so only a lower bound holds).
+  Tensor held = mg::empty({64 * MiB}, {.device = Device::cuda()});
+  std::optional<mg::cuda::NvmlMemory> after = mg::cuda::nvml_memory(0);
+  REQUIRE(after);
+  CHECK(after->used_bytes >= before->used_bytes + static_cast<uint64_t>(200 * MiB));
+  CHECK_THAT(mg::cuda::describe_nvml_memory(0), Catch::StartsWith("NVML: ") && Catch::Contains(" used of "));
 }
 
 TEST_CASE("beyond the memory fraction an allocation is an OutOfMemoryError", "[cuda]") {

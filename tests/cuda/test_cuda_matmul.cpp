@@ -1,8 +1,10 @@
 // tests/cuda/test_cuda_matmul.cpp — matmul and linear through cuBLAS against the CPU
 // (Eigen) on fresh random inputs: 2-D with odd sizes, transposed views, batched, broadcast
 // (batch stride 0) and strided operands, vectors, empty products, float16/bfloat16,
-// linear with bias and its gradients; the cuBLAS workspace showing up as WORKSPACE; and
-// the TF32 switch (off by default).
+// linear with bias and its gradients; linear_forward (the bias in cuBLASLt's epilogue) for
+// every floating dtype, odd and degenerate sizes and misaligned operands; the cuBLAS
+// workspace showing up as WORKSPACE, shared by cuBLASLt; and the TF32 switch (off by
+// default).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
 #include "core/factory.h"
+#include "core/kernels.h"
 #include "core/memory.h"
 #include "cuda/blas_handle.h"
 #include "cuda/runtime.h"
@@ -186,6 +189,72 @@ TEST_CASE("cuda linear with bias, forward and backward, matches the CPU", "[cuda
       check_matches(bias_gpu.grad(), bias_cpu.grad());
     }
   }
+}
+
+namespace {
+
+// `tensor`'s values in a fresh allocation on `device` that starts `offset` elements in, so
+// the pointer is only element-aligned when offset is odd; contiguous.
+Tensor at_offset(const Tensor& tensor, Device device, int64_t offset) {
+  Tensor storage = empty({tensor.numel() + offset}, {.dtype = tensor.dtype(), .device = device});
+  Tensor view = make_view(storage, tensor.sizes(), contiguous_strides(tensor.sizes()), offset);
+  copy_across_devices(tensor, view);
+  return view;
+}
+
+// kernels(device).linear_forward on copies of the operands at `offset` on that device.
+Tensor linear_forward_on(Device device, const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t offset) {
+  Tensor output = at_offset(zeros({x.sizes()[0], weight.sizes()[0]}, {.dtype = x.dtype()}), device, offset);
+  kernels(device).linear_forward(at_offset(x, device, offset), at_offset(weight, device, offset),
+                                 at_offset(bias, device, offset), output);
+  return output;
+}
+
+}  // namespace
+
+TEST_CASE("cuda linear_forward adds the bias in cuBLASLt's epilogue: every dtype, odd sizes, misaligned",
+          "[cuda]") {
+  // (rows, in, out): cuBLASLt sizes, odd ones, and the degenerate ones that take the
+  // unfused path (a size-1 dim, an empty sum).
+  std::vector<std::array<int64_t, 3>> shapes = {{37, 64, 33}, {4097, 64, 33}, {129, 255, 1000}, {2, 3, 2},
+                                                {1, 64, 33},  {64, 1, 33},    {64, 33, 1},      {8, 0, 5}};
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (auto [rows, in_features, out_features] : shapes) {
+      for (int64_t offset : {0, 1}) {
+        INFO(dtype << " rows " << rows << " in " << in_features << " out " << out_features << " offset " << offset);
+        auto random = [&](const Shape& sizes, uint64_t seed) {
+          return converted_copy(normal(sizes, DType::Float32, seed), dtype, Device::cpu());
+        };
+        Tensor x = random({rows, in_features}, 91 + rows), weight = random({out_features, in_features}, 92);
+        Tensor bias = random({out_features}, 93);
+        Tensor expected = linear_forward_on(Device::cpu(), x, weight, bias, 0);
+        check_matches(linear_forward_on(Device::cuda(), x, weight, bias, offset), expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda linear_forward honours the TF32 switch and shares the cuBLAS workspace", "[cuda]") {
+  Tf32Off restore;
+  Tensor x = normal({256, 512}, DType::Float32, 95), weight = normal({384, 512}, DType::Float32, 96);
+  Tensor bias = normal({384}, DType::Float32, 97);
+  // The reference in float64, rounded to float32.
+  auto in_float64 = [](const Tensor& t) { return converted_copy(t, DType::Float64, Device::cpu()); };
+  Tensor exact = converted_copy(linear_forward_on(Device::cpu(), in_float64(x), in_float64(weight),
+                                                  in_float64(bias), 0),
+                                DType::Float32, Device::cpu());
+  double float32_error = relative_error(linear_forward_on(Device::cuda(), x, weight, bias, 0), exact);
+  int64_t workspace = memory::snapshot(Device::cuda()).category(MemoryCategory::Workspace).current;
+  cuda::set_allow_tf32(true);
+  double tf32_error = relative_error(linear_forward_on(Device::cuda(), x, weight, bias, 0), exact);
+  cuda::set_allow_tf32(false);
+  INFO("float32 error " << float32_error << ", TF32 error " << tf32_error);
+  CHECK(float32_error < 1e-5);
+  CHECK(tf32_error < 1e-2);
+  CHECK(tf32_error > float32_error);
+  // cuBLASLt ran in the stream's cuBLAS workspace: no new WORKSPACE bytes.
+  CHECK(workspace >= static_cast<int64_t>(cuda::blas_workspace_bytes(Device::cuda())));
+  CHECK(memory::snapshot(Device::cuda()).category(MemoryCategory::Workspace).current == workspace);
 }
 
 TEST_CASE("cuda matmul of float16 and bfloat16 accumulates in float32", "[cuda]") {

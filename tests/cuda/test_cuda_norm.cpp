@@ -1,7 +1,8 @@
 // tests/cuda/test_cuda_norm.cpp — the CUDA batch_norm kernels against the CPU ones on fresh
 // random inputs: training forward, the running statistics it updates on the device,
 // evaluation forward, and the backward (grad_input, grad_weight, grad_bias), for (N, C)
-// and (N, C, H, W) shapes, including channels larger than a block's worth of values.
+// and (N, C, H, W) shapes in NCHW and channels-last layouts, including channels whose
+// reductions span many blocks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "autograd/elementwise.h"
+#include "autograd/grad_mode.h"
 #include "autograd/norm.h"
 #include "autograd/reduce.h"
 #include "core/factory.h"
@@ -111,4 +113,89 @@ TEST_CASE("CUDA batch_norm without weight, bias or running statistics", "[cuda]"
   sum(mul(cpu_out, grad_output)).backward();
   sum(mul(cuda_out, on_cuda(grad_output))).backward();
   check_matches(cuda_x.grad(), x.grad(), 1e-5);
+}
+
+namespace {
+
+// The same values laid out in `format` (a copy when the layout differs).
+Tensor laid_out(const Tensor& tensor, MemoryFormat format) {
+  return is_contiguous_in(tensor, format) ? tensor : contiguous_copy(tensor, format);
+}
+
+struct LayoutCase {
+  Shape sizes;
+  DType dtype;
+  double offset;  // added to N(0, 2^2) inputs: the statistics must not cancel
+};
+
+}  // namespace
+
+// The CPU runs NCHW; the GPU runs NCHW and channels-last. The shapes cover the reduction
+// grids: many chunks per channel (64 x 64 x 32 x 32), few channels (3), odd runs that
+// defeat vector accesses (7 x 7, 5 x 3), the ResNet-50 tail (2048 channels of 7 x 7), and
+// one value per pixel (H = W = 1, where both layouts are the rows layout).
+TEST_CASE("CUDA batch_norm in NCHW and channels_last matches the CPU (forward, running stats, backward, eval)",
+          "[cuda]") {
+  auto [sizes, dtype, offset] = GENERATE(
+      LayoutCase{{4, 5, 7, 9}, DType::Float32, 3.0}, LayoutCase{{64, 64, 32, 32}, DType::Float32, 3.0},
+      LayoutCase{{64, 3, 32, 32}, DType::Float32, 3.0}, LayoutCase{{32, 64, 7, 7}, DType::Float32, 3.0},
+      LayoutCase{{8, 2048, 7, 7}, DType::Float32, 3.0}, LayoutCase{{16, 40, 1, 1}, DType::Float32, 3.0},
+      LayoutCase{{6, 33, 5, 3}, DType::Float32, 1000.0}, LayoutCase{{5, 3, 6, 4}, DType::Float64, 3.0},
+      LayoutCase{{7, 96, 8, 8}, DType::Float64, 3.0});
+  auto format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  INFO("input " << sizes << " " << dtype << " in " << format << ", offset " << offset);
+  // At an offset of 1000 a float32 mean is only known to 6e-5 (one ulp), and the two devices
+  // may round it differently: the gradients then differ by about that much.
+  const double relative = dtype == DType::Float64 ? 1e-12 : (offset > 100 ? 1e-4 : 1e-5);
+  int64_t channels = sizes[1];
+  Tensor x = normal(sizes, dtype, 31, 2.0, offset).requires_grad_();
+  Tensor weight = normal({channels}, dtype, 32).requires_grad_();
+  Tensor bias = normal({channels}, dtype, 33).requires_grad_();
+  Tensor cpu_running_mean = normal({channels}, dtype, 34), cpu_running_var = ones({channels}, {.dtype = dtype});
+  Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+  Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
+  Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
+  Tensor grad_output = normal(sizes, dtype, 35);
+  // The gradient batch_norm hands back, seen before the leaf's accumulation copies it.
+  Tensor incoming;
+  cuda_x.register_hook([&](const Tensor& grad) {
+    incoming = grad;
+    return Tensor();
+  });
+
+  Tensor cpu_out = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
+  Tensor cuda_out = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
+  CHECK(is_contiguous_in(cuda_out, format));
+  check_matches(cuda_out, cpu_out, relative);
+  check_matches(cuda_running_mean, cpu_running_mean, relative);
+  check_matches(cuda_running_var, cpu_running_var, relative);
+
+  sum(mul(cpu_out, grad_output)).backward();
+  // The incoming gradient in the other layout: the backward must bring it to the input's.
+  sum(mul(cuda_out, on_cuda(grad_output))).backward();
+  CHECK(is_contiguous_in(incoming, format));
+  check_matches(cuda_x.grad(), x.grad(), relative);
+  check_matches(cuda_weight.grad(), weight.grad(), relative);
+  check_matches(cuda_bias.grad(), bias.grad(), relative);
+
+  NoGradGuard no_grad;
+  Tensor cpu_eval = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, false, 0.1, 1e-5);
+  Tensor cuda_eval = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false, 0.1, 1e-5);
+  CHECK(is_contiguous_in(cuda_eval, format));
+  check_matches(cuda_eval, cpu_eval, relative);
+}
+
+TEST_CASE("CUDA batch_norm of float16 channels_last activations with float32 statistics", "[cuda]") {
+  Shape sizes{16, 64, 8, 8};
+  Tensor x = normal(sizes, DType::Float16, 41, 2.0, 1.0);
+  Tensor weight = normal({64}, DType::Float32, 42), bias = normal({64}, DType::Float32, 43);
+  Tensor running_mean = zeros({64}), running_var = ones({64});
+  Tensor cuda_running_mean = on_cuda(running_mean), cuda_running_var = on_cuda(running_var);
+  Tensor cpu_out = batch_norm(x, running_mean, running_var, weight, bias, true, 0.1, 1e-5);
+  Tensor cuda_out = batch_norm(contiguous_copy(on_cuda(x), MemoryFormat::ChannelsLast), cuda_running_mean,
+                               cuda_running_var, on_cuda(weight), on_cuda(bias), true, 0.1, 1e-5);
+  CHECK(is_contiguous_in(cuda_out, MemoryFormat::ChannelsLast));
+  check_matches(cuda_out, cpu_out, 4e-3);  // a few float16 ulps
+  check_matches(cuda_running_mean, running_mean, 1e-5);
+  check_matches(cuda_running_var, running_var, 1e-5);
 }

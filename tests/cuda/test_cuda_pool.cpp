@@ -1,10 +1,12 @@
 // tests/cuda/test_cuda_pool.cpp — the CUDA pooling kernels against the CPU kernels on
 // random inputs: max (overlapping windows, padding, dilation, ceil_mode; window positions
 // must be identical) and average (count_include_pad on and off, ceil_mode), forward and
-// backward, float32 and float64, plus float16 max pooling (exact: it only selects).
+// backward, float32 and float64, plus float16 max pooling (exact: it only selects), and
+// channels-last inputs against the CPU's NCHW results.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "autograd/pool.h"
@@ -80,6 +82,19 @@ void check_close(const Tensor& cuda_result, const Tensor& cpu_result, double rel
   }
 }
 
+// d(sum(y * grad_output)) / dx through autograd, as the op hands it back (a hook sees it
+// before the leaf's accumulation copies it); x's gradient is cleared first.
+Tensor autograd_grad(const Tensor& y, const Tensor& x, const Tensor& grad_output) {
+  x.set_grad(Tensor());
+  auto incoming = std::make_shared<Tensor>();  // outlives this call: the hook stays registered
+  x.register_hook([incoming](const Tensor& grad) {
+    *incoming = grad;
+    return Tensor();
+  });
+  y.backward(grad_output, /*retain_graph=*/true);
+  return *incoming;
+}
+
 }  // namespace
 
 TEST_CASE("CUDA max_pool2d matches the CPU, window positions included", "[cuda]") {
@@ -151,4 +166,46 @@ TEST_CASE("CUDA pooling ops: float16 max pooling and autograd on the GPU", "[cud
   cpu_y.backward(ones_like(cpu_y));
   cuda_y.backward(ones_like(cuda_y));
   check_close(cuda_x.grad(), cpu_x.grad(), 1e-6);
+}
+
+// Through autograd with channels-last inputs on the GPU against NCHW on the CPU: the
+// outputs, window positions and gradients keep the input's layout and the CPU's values.
+TEST_CASE("CUDA pooling of channels_last inputs matches the CPU in NCHW", "[cuda]") {
+  uint64_t seed = 300;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const PoolCase& test : cases()) {
+      INFO("input " << test.input_sizes << ", dtype " << dtype);
+      Tensor cpu_x = random_input(test.input_sizes, dtype, seed++).requires_grad_();
+      Tensor cuda_x = contiguous_copy(on_cuda(cpu_x.detach()), MemoryFormat::ChannelsLast).requires_grad_();
+      for (bool is_max : {true, false}) {
+        Tensor cpu_y = is_max ? max_pool2d(cpu_x, test.options) : avg_pool2d(cpu_x, test.options);
+        Tensor cuda_y = is_max ? max_pool2d(cuda_x, test.options) : avg_pool2d(cuda_x, test.options);
+        CHECK(is_contiguous_in(cuda_y, MemoryFormat::ChannelsLast));
+        check_close(cuda_y, cpu_y, 1e-6);
+        // An NCHW incoming gradient: the backward brings it to the positions' layout.
+        Tensor grad_output = random_input(cpu_y.sizes(), dtype, seed++);
+        Tensor cpu_grad = autograd_grad(cpu_y, cpu_x, grad_output);
+        Tensor cuda_grad = autograd_grad(cuda_y, cuda_x, on_cuda(grad_output));
+        CHECK(is_contiguous_in(cuda_grad, MemoryFormat::ChannelsLast));
+        check_close(cuda_grad, cpu_grad, 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA max_pool2d kernels on channels_last tensors write channels_last window positions", "[cuda]") {
+  PoolCase test{{4, 40, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true)};
+  Shape out_sizes = max_pool2d(zeros(test.input_sizes), test.options).sizes();
+  Window2d window = window_of(test.options, true);
+  Tensor input = random_input(test.input_sizes, DType::Float32, 400);
+  Tensor cpu_out = empty_on(out_sizes, DType::Float32, Device::cpu());
+  Tensor cpu_indices = empty_on(out_sizes, DType::UInt8, Device::cpu());
+  kernels(Device::cpu()).max_pool2d(input, window, cpu_out, cpu_indices);
+  TensorOptions on_gpu{.device = Device::cuda()};
+  Tensor cuda_out = empty(out_sizes, on_gpu, MemoryFormat::ChannelsLast);
+  Tensor cuda_indices = empty(out_sizes, {.dtype = DType::UInt8, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  kernels(Device::cuda()).max_pool2d(contiguous_copy(on_cuda(input), MemoryFormat::ChannelsLast), window, cuda_out,
+                                     cuda_indices);
+  check_close(cuda_out, cpu_out, 0.0);
+  CHECK(on_cpu(cuda_indices).to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
 }

@@ -1,6 +1,6 @@
 // tests/cuda/test_cuda_reduce_softmax.cpp — the CUDA reductions (sum, mean, amax, min,
 // max along a dim, argmax), softmax / log_softmax with their gradients, and the
-// nll / cross_entropy kernels, each against the CPU kernels on fresh random inputs:
+// nll / fused cross_entropy kernels, each against the CPU kernels on fresh random inputs:
 // every dim set of 3-D tensors, strided and expanded inputs, odd sizes (1, 7, 1000, 4097),
 // the large shapes that split work across blocks (a 4096 x 512 column sum, a 2^22-element
 // sum), NaN and infinity rules, ties, and integer dtypes.
@@ -18,6 +18,7 @@
 #include "autograd/softmax.h"
 #include "core/factory.h"
 #include "core/kernels.h"
+#include "core/memory.h"
 
 using namespace mg;
 
@@ -368,4 +369,94 @@ TEST_CASE("cuda nll_loss per sample; an out-of-range target gives NaN, not garba
   CHECK(bad[0] == good[0]);
   CHECK(bad[3] == good[3]);
   CHECK(std::isnan(nll_loss(on_cuda(log_probs), on_cuda(bad_target)).item<double>()));
+}
+
+TEST_CASE("cuda fused cross_entropy kernels match the CPU's for every dtype, row length and smoothing", "[cuda]") {
+  // Row lengths for a warp per row (1, 11, 1000) and a block per row (5000); every fifth
+  // sample ignored; smoothing 1 leaves only the uniform term.
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    DType lse_dtype = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+    for (const Shape& sizes : {Shape{1, 1}, Shape{37, 11}, Shape{300, 1000}, Shape{9, 5000}}) {
+      int64_t batch = sizes[0], classes = sizes[1];
+      Generator generator(101 + classes);
+      std::vector<int64_t> labels = randint(0, classes, {batch}, {.dtype = DType::Int64}, &generator)
+                                        .to_vector<int64_t>();
+      for (int64_t n = 3; n < batch; n += 5) labels[n] = -100;
+      Tensor target = from_vector(labels);
+      // Logits of spread 3: softmax far from uniform, so the gradient is not near 0.
+      Tensor logits = converted_copy(mul(normal(sizes, DType::Float32, 102 + classes), 3.0), dtype, Device::cpu());
+      Tensor grad_loss = converted_copy(normal({batch}, DType::Float32, 103 + classes), dtype, Device::cpu());
+      for (double smoothing : {0.0, 0.1, 1.0}) {
+        INFO(dtype << " sizes " << sizes << " smoothing " << smoothing);
+        Tensor loss_cpu = empty({batch}, {.dtype = dtype}), lse_cpu = empty({batch}, {.dtype = lse_dtype});
+        Tensor loss_gpu = empty({batch}, {.dtype = dtype, .device = Device::cuda()});
+        Tensor lse_gpu = empty({batch}, {.dtype = lse_dtype, .device = Device::cuda()});
+        kernels(Device::cpu()).cross_entropy_forward(logits, target, -100, smoothing, loss_cpu, lse_cpu);
+        kernels(Device::cuda())
+            .cross_entropy_forward(on_cuda(logits), on_cuda(target), -100, smoothing, loss_gpu, lse_gpu);
+        check_matches(loss_gpu, loss_cpu);
+        check_matches(lse_gpu, lse_cpu, tolerance(lse_dtype));
+        for (int64_t n = 3; n < batch; n += 5) CHECK(host_values(loss_gpu)[n] == 0.0);
+
+        Tensor grad_cpu = empty(sizes, {.dtype = dtype});
+        Tensor grad_gpu = empty(sizes, {.dtype = dtype, .device = Device::cuda()});
+        kernels(Device::cpu()).cross_entropy_backward(grad_loss, logits, lse_cpu, target, -100, smoothing, grad_cpu);
+        kernels(Device::cuda())
+            .cross_entropy_backward(on_cuda(grad_loss), on_cuda(logits), lse_gpu, on_cuda(target), -100, smoothing,
+                                    grad_gpu);
+        check_matches(grad_gpu, grad_cpu);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda cross_entropy of float16, bfloat16 and transposed logits matches the CPU", "[cuda]") {
+  Tensor target = from_vector(std::vector<int64_t>{3, 0, -100, 6, 6, 1, 2, 5});
+  for (DType dtype : {DType::Float16, DType::BFloat16, DType::Float32}) {
+    // (8, 7) logits as the transpose of a (7, 8) tensor: not contiguous.
+    Tensor stored = converted_copy(normal({7, 8}, DType::Float32, 111), dtype, Device::cpu());
+    for (double smoothing : {0.0, 0.2}) {
+      INFO(dtype << " smoothing " << smoothing);
+      Tensor stored_cpu = stored.detach().requires_grad_();
+      Tensor stored_gpu = on_cuda(stored).requires_grad_();
+      Tensor loss_cpu = cross_entropy(transpose(stored_cpu, 0, 1), target, {.label_smoothing = smoothing});
+      Tensor loss_gpu = cross_entropy(transpose(stored_gpu, 0, 1), on_cuda(target), {.label_smoothing = smoothing});
+      check_matches(loss_gpu, loss_cpu);
+      loss_cpu.backward();
+      loss_gpu.backward();
+      check_matches(stored_gpu.grad(), stored_cpu.grad());
+    }
+  }
+}
+
+TEST_CASE("cuda cross_entropy: an out-of-range target gives a NaN loss, not garbage", "[cuda]") {
+  Tensor logits = normal({6, 5}, DType::Float32, 121);
+  Tensor bad_target = from_vector(std::vector<int64_t>{0, 5, -100, 2, -7, 3});
+  CHECK_THROWS_WITH(cross_entropy(logits, bad_target), Catch::Contains("out of range"));
+  std::vector<double> losses =
+      host_values(cross_entropy(on_cuda(logits), on_cuda(bad_target), {.reduction = Reduction::None}));
+  CHECK(std::isfinite(losses[0]));
+  CHECK(std::isnan(losses[1]));
+  CHECK(losses[2] == 0.0);
+  CHECK(std::isnan(losses[4]));
+  CHECK(std::isnan(cross_entropy(on_cuda(logits), on_cuda(bad_target)).item<double>()));
+}
+
+TEST_CASE("cuda cross_entropy saves the logits and one float per row, no log_softmax copy", "[cuda]") {
+  const int64_t batch = 64, classes = 1000;
+  Tensor logits = on_cuda(normal({batch, classes}, DType::Float32, 131)).requires_grad_();
+  Generator generator(132);
+  Tensor target = on_cuda(randint(0, classes, {batch}, {.dtype = DType::Int64}, &generator));
+  auto bytes = [](MemoryCategory category) { return memory::snapshot(Device::cuda()).category(category).current; };
+  int64_t activation_before = bytes(MemoryCategory::Activation);
+  int64_t temporary_before = bytes(MemoryCategory::Temporary);
+  Tensor loss = cross_entropy(logits, target);
+  // Saved: the logits and targets (re-tagged), the log-sum-exp and the count of the mean.
+  CHECK(bytes(MemoryCategory::Activation) - activation_before ==
+        batch * classes * 4 + batch * 8 + batch * 4 + 4);
+  // Left over besides what was re-tagged: only the 0-d loss.
+  CHECK(bytes(MemoryCategory::Temporary) - temporary_before == 4 - batch * classes * 4 - batch * 8);
+  loss.backward();
+  CHECK(bytes(MemoryCategory::Activation) == activation_before);
+  CHECK(logits.grad().sizes() == Shape{batch, classes});
 }

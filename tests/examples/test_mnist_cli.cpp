@@ -76,7 +76,7 @@ TEST_CASE("mnist refuses a bad command line with exit code 2 and the usage", "[e
       {"--epochs zero", "--epochs expects a number, got 'zero'"},
       {"--batch 0", "--batch must be at least 1"},
       {"--optim rmsprop", "--optim must be sgd, adam, adamw or adagrad"},
-      {"--model cnn", "model 'cnn' is not available yet; choose mlp"},
+      {"--model resnet", "unknown model 'resnet'; choose mlp or cnn"},
       {"--device tpu", "--device must be cpu or cuda"},
       {"--epochs", "--epochs needs a value"},
   }));

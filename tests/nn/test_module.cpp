@@ -17,7 +17,10 @@ namespace {
 using mg::Device;
 using mg::DType;
 using mg::MemoryCategory;
+using mg::MemoryFormat;
 using mg::Tensor;
+using mg::nn::BatchNorm2d;
+using mg::nn::Conv2d;
 using mg::nn::Linear;
 using mg::nn::Module;
 using mg::nn::ReLU;
@@ -289,6 +292,38 @@ TEST_CASE("to(dtype) converts in place: old handles see the new dtype, grads mov
   CHECK(weight.grad().dtype() == DType::Float64);
 
   CHECK_THROWS_WITH(net->to(DType::Int64), Catch::Contains("Net.to(int64)") && Catch::Contains("floating"));
+}
+
+TEST_CASE("to(memory_format) lays 4-D parameters out channels_last in place, grads too", "[nn]") {
+  const MemoryFormat kLast = MemoryFormat::ChannelsLast;
+  auto model = std::make_shared<Sequential>(std::make_shared<Conv2d>(3, 8, 3), std::make_shared<BatchNorm2d>(8),
+                                            std::make_shared<Linear>(8, 4));
+  Tensor conv_weight = model->parameters()[0];  // handles taken before the change
+  REQUIRE(conv_weight.sizes() == mg::Shape{8, 3, 3, 3});
+  std::vector<Tensor> others = model->parameters();
+  others.erase(others.begin());
+  for (const Tensor& buffer : model->buffers()) others.push_back(buffer);
+  std::vector<float> values = conv_weight.to_vector<float>();
+  mg::Generator generator(7);
+  Tensor grad = mg::randn(conv_weight.sizes(), {}, &generator);
+  conv_weight.set_grad(grad);
+  std::vector<float> grad_values = grad.to_vector<float>();
+
+  model->to(kLast);
+  CHECK(!conv_weight.is_contiguous());
+  CHECK(mg::is_contiguous_in(conv_weight, kLast));
+  CHECK(conv_weight.to_vector<float>() == values);
+  CHECK(conv_weight.requires_grad());
+  CHECK(conv_weight.memory_category() == MemoryCategory::Parameter);
+  CHECK(mg::is_contiguous_in(conv_weight.grad(), kLast));
+  CHECK(conv_weight.grad().to_vector<float>() == grad_values);
+  CHECK(conv_weight.grad().memory_category() == MemoryCategory::Gradient);
+  for (const Tensor& other : others) CHECK(other.is_contiguous());  // 1-D and 2-D tensors stay
+
+  model->to(MemoryFormat::Contiguous);
+  CHECK(conv_weight.is_contiguous());
+  CHECK(conv_weight.to_vector<float>() == values);
+  CHECK(conv_weight.grad().is_contiguous());
 }
 
 TEST_CASE("to(device) moves the bytes to the other device's allocator", "[nn]") {

@@ -1,4 +1,4 @@
-// examples/mnist/progress.h — training progress on stderr: on a terminal one line that
+// examples/common/progress.h — training progress on stderr: on a terminal one line that
 // updates in place (at most ~10 times a second), otherwise a plain line every ~10% of the
 // epoch, so logs stay short.
 //
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace mnist {
+namespace examples {
 
 class Progress {
  public:
@@ -34,4 +34,4 @@ class Progress {
   Clock::time_point last_update_;
 };
 
-}  // namespace mnist
+}  // namespace examples

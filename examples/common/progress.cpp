@@ -1,5 +1,5 @@
-// examples/mnist/progress.cpp — formatting and pacing of the progress line.
-#include "examples/mnist/progress.h"
+// examples/common/progress.cpp — formatting and pacing of the progress line.
+#include "examples/common/progress.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-namespace mnist {
+namespace examples {
 namespace {
 
 constexpr auto kTerminalInterval = std::chrono::milliseconds(100);
@@ -62,4 +62,4 @@ void Progress::finish() {
   std::fflush(stderr);
 }
 
-}  // namespace mnist
+}  // namespace examples

@@ -1,0 +1,44 @@
+// cuda/cudnn/settings.h — the process-wide switches of CUDA convolution, after PyTorch's
+// torch.backends.cudnn: whether cuDNN runs at all (enabled), how it picks an algorithm
+// (benchmark), whether float32 may use TF32 tensor cores (allow_tf32), and how much
+// scratch memory an algorithm may borrow (workspace_limit).
+//
+// They exist in every CUDA build, with or without cuDNN, so a program sets them without
+// #if; without cuDNN, convolution always runs the im2col + cuBLAS kernels and the switches
+// only record their values. Switching them mid-run is safe: the algorithm cache keys on
+// benchmark and on the math mode that allow_tf32 selects.
+#pragma once
+
+#include <cstddef>
+
+namespace mg::cuda {
+
+// True when memgrad was built with cuDNN (MG_WITH_CUDNN); then conv2d on CUDA uses it
+// unless set_cudnn_enabled(false).
+bool cudnn_is_available();
+
+// On (default): cuDNN runs CUDA convolutions. Off: the im2col + cuBLAS kernels do — the
+// reference the cuDNN path is tested against, kept working in every build.
+void set_cudnn_enabled(bool enabled);
+bool cudnn_enabled();
+
+// Off (default): the algorithm is the first of cuDNN's heuristics (cudnnGet*Algorithm_v7)
+// whose workspace fits cudnn_workspace_limit(). On: the first call per shape times every
+// algorithm (cudnnFind*AlgorithmEx) and keeps the fastest — slower once, faster after.
+void set_cudnn_benchmark(bool benchmark);
+bool cudnn_benchmark();
+
+// On (default, as torch.backends.cudnn.allow_tf32): float32 convolutions may run on TF32
+// tensor cores (CUDNN_DEFAULT_MATH: ~10 mantissa bits in the products). Off:
+// CUDNN_FMA_MATH, full float32. Separate from set_allow_tf32 (matmuls, default off), as in
+// PyTorch. 16-bit convolutions always use tensor cores; float64 never does.
+void set_cudnn_allow_tf32(bool allow);
+bool cudnn_allow_tf32();
+
+// The most workspace bytes one convolution may borrow from the caching allocator (default
+// 1 GiB). Algorithms that need more are skipped; in benchmark mode it also caps the
+// scratch memory the timing run borrows.
+void set_cudnn_workspace_limit(size_t bytes);
+size_t cudnn_workspace_limit();
+
+}  // namespace mg::cuda

@@ -1,0 +1,30 @@
+// examples/common/summary.cpp — atomic writing of the examples' summary files.
+#include "examples/common/summary.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace examples {
+
+void check_writable(const std::string& path, const std::string& flag) {
+  const std::string temporary = path + ".tmp";
+  MG_CHECK(std::ofstream(temporary).good(), "cannot write the summary file: '", temporary,
+           "' cannot be created. Hint: ", flag, " needs a path in a writable folder.");
+  std::filesystem::remove(temporary);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary);
+    file << text << '\n';
+    MG_CHECK(file.good(), "cannot write the summary file '", temporary, "'.");
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  MG_CHECK(!error, "cannot rename '", temporary, "' to '", path, "': ", error.message(), ".");
+}
+
+}  // namespace examples

@@ -1,0 +1,47 @@
+// examples/common/training.h — the examples' epoch loop and evaluation: one pass of
+// zero_grad, forward, cross-entropy, backward, step (and the scheduler's step) with a
+// progress line, and the accuracy over a loader.
+//
+// NOTE: the loss over the epoch is summed on the device and read only when a progress
+// line is printed, and the accuracy's count likewise once per evaluation, so a GPU step
+// never waits for the host.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "core/device.h"
+#include "data/dataloader.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+
+namespace examples {
+
+// What a model takes, made from what the loader yields (padding, augmentation, a copy to
+// the device). Empty: the batch as it comes.
+using BatchTransform = std::function<mg::data::Batch(const mg::data::Batch&)>;
+
+struct EpochPlan {
+  int64_t epoch = 0;   // from 0
+  int64_t epochs = 1;  // for the progress line
+  int64_t max_batches = 0;                    // 0: the whole loader
+  mg::optim::LRScheduler* scheduler = nullptr;  // stepped after every optimizer step
+  BatchTransform transform;
+};
+
+struct EpochResult {
+  double mean_loss = 0;  // per sample
+  int64_t samples = 0;
+  int64_t steps = 0;
+};
+
+EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, mg::data::DataLoader& loader,
+                        mg::Device device, const EpochPlan& plan);
+
+// The fraction of the loader's samples (its first max_batches batches unless 0) whose
+// most likely class is the target, in eval mode without autograd.
+double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device device,
+                const BatchTransform& transform = {}, int64_t max_batches = 0);
+
+}  // namespace examples

@@ -1,0 +1,98 @@
+// examples/resnet/args.cpp — the resnet program's flags, their defaults and checks.
+#include "examples/resnet/args.h"
+
+#include "examples/common/cli.h"
+
+namespace resnet {
+
+using examples::UsageError;
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  bool model_given = false;
+  auto file_name = [](const std::string& flag, const std::string& value) {
+    if (value.empty()) throw UsageError(flag + " needs a file name");
+    return value;
+  };
+  const examples::FlagHandlers flags = {
+      {"--model",
+       [&](const std::string& value) {
+         if (value != "resnet18" && value != "resnet50") {
+           throw UsageError("unknown model '" + value + "'; choose resnet18 or resnet50");
+         }
+         args.model = value;
+         model_given = true;
+       }},
+      {"--data", [&](const std::string& value) { args.data_dir = value; }},
+      {"--epochs", [&](const std::string& value) { args.epochs = examples::parse_count("--epochs", value); }},
+      {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
+      {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
+      {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
+      {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
+      {"--threads",
+       [&](const std::string& value) { args.threads = static_cast<int>(examples::parse_count("--threads", value)); }},
+      {"--limit", [&](const std::string& value) { args.limit = examples::parse_count("--limit", value); }},
+      {"--save", [&](const std::string& value) { args.save_path = file_name("--save", value); }},
+      {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
+      {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
+      {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
+      {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
+  };
+  const examples::SwitchHandlers switches = {
+      {"--help", [&] { args.help = true; }},
+      {"-h", [&] { args.help = true; }},
+      {"--bench", [&] { args.bench = true; }},
+      {"--augment", [&] { args.augment = true; }},
+      {"--channels-last", [&] { args.channels_last = true; }},
+  };
+  examples::parse_flags(argc, argv, flags, switches);
+  if (!args.bench && model_given && args.model != "resnet18") {
+    throw UsageError("training uses resnet18; --model " + args.model + " is for --bench");
+  }
+  if (args.bench && (!args.save_path.empty() || !args.resume_path.empty() || args.augment)) {
+    throw UsageError("--save, --resume and --augment are for training, not --bench");
+  }
+  return args;
+}
+
+std::string usage(const std::string& program) {
+  return "usage: " + program + R"( [options]
+   or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
+                [--device cpu|cuda] [--channels-last]
+
+Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
+channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay
+5e-4) and a one-cycle learning-rate schedule, and reports accuracy, time and memory.
+
+  --data DIR               MNIST-format folder (default /usr/share/datasets/fashion-mnist)
+  --epochs N               passes over the training set (default 15)
+  --batch N                samples per batch (default 256)
+  --lr X                   the one-cycle schedule's peak learning rate (default 0.1)
+  --augment                random crops (pad 4, crop 32) and horizontal flips
+  --channels-last          keep the model's weights and the batches in channels-last
+                           (NHWC) memory format, which convolution kernels prefer on GPUs
+  --seed N                 seeds initialisation, shuffling and augmentation (default 0)
+  --device cpu|cuda        where to run (default cpu)
+  --threads N              CPU threads (default: all cores)
+  --limit N                only about N training and N test samples per epoch (whole
+                           batches), for quick trials
+  --save FILE              after every epoch, write the model, the optimizer and the run's
+                           progress to FILE (one safetensors file, written atomically)
+  --resume FILE            continue the run saved in FILE exactly where it stopped (give
+                           the same --epochs, --batch, --lr, --limit and --augment)
+  --stop-after N           end after epoch N of the --epochs the schedule is laid out for
+                           (with --save, a later --resume continues the same run)
+  --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
+                           category) as JSON
+  --bench                  time training steps on random data instead: --model resnet18
+                           (3x32x32 inputs, 10 classes) or resnet50 (3x224x224, 1000
+                           classes), --batch (default 256), --steps timed steps (default
+                           20) after --warmup steps (default 5); prints the median step
+                           time, samples/s and peak memory, and one JSON line on stdout
+                           with bench_train_step's fields
+  --help                   show this text
+)";
+}
+
+}  // namespace resnet

@@ -1,0 +1,41 @@
+// examples/resnet/args.h — the resnet program's command line: training on Fashion-MNIST
+// (the default) or, with --bench, timing training steps on synthetic data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+
+namespace resnet {
+
+struct Args {
+  bool bench = false;
+  std::string model = "resnet18";  // --bench only: resnet18 (3x32x32) or resnet50 (3x224x224)
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t epochs = 15;
+  int64_t batch_size = 256;
+  double lr = 0.1;  // the one-cycle schedule's peak
+  bool augment = false;
+  bool channels_last = false;  // model and batches in channels-last (NHWC) memory format
+  uint64_t seed = 0;
+  mg::Device device = mg::Device::cpu();
+  std::optional<int> threads;  // unset: all cores
+  int64_t limit = 0;           // > 0: about this many training and test samples per epoch
+  std::string save_path;       // empty: no checkpoints
+  std::string resume_path;     // empty: start afresh
+  int64_t stop_after = 0;      // > 0: end after this many epochs of the schedule
+  std::string summary_json;    // empty: no summary file
+  int64_t steps = 20;          // --bench: timed steps
+  int64_t warmup = 5;          // --bench: untimed steps first
+  bool help = false;
+};
+
+// Parses `--flag value` and `--flag=value`; throws examples::UsageError for unknown flags,
+// missing or malformed values, and flags that do not fit the mode.
+Args parse_args(int argc, char** argv);
+
+std::string usage(const std::string& program);
+
+}  // namespace resnet

@@ -1,0 +1,41 @@
+// nn/mnist_cnn.h — the convolutional net of PyTorch's MNIST example (pytorch/examples,
+// mnist/main.py), with its layer names, so state_dict keys ("conv1.weight", "fc1.bias")
+// match a model trained there:
+//
+//   conv 1->32 3x3, ReLU, conv 32->64 3x3, ReLU, max-pool 2, dropout 0.25, flatten,
+//   fc 9216->128, ReLU, dropout 0.5, fc 128->classes      (for 28x28 inputs)
+//
+// Memory: 1.2 M parameters, 97% of them in fc1; the activations are dominated by conv2's
+// output (64 x 24 x 24 floats per image, saved for ReLU's and the pool's backward).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/random.h"
+#include "core/shape.h"
+#include "nn/activation.h"
+#include "nn/conv.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/pooling.h"
+
+namespace mg::nn {
+
+class MnistCnn : public Module {
+ public:
+  // image_shape: (H, W) of the single-channel inputs; fc1 takes 64 * (H-4)/2 * (W-4)/2.
+  explicit MnistCnn(Shape image_shape = {28, 28}, int64_t num_classes = 10, Generator* generator = nullptr);
+  // (N, 1, H, W) -> (N, num_classes) logits.
+  Tensor forward(const Tensor& input) override;
+
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<Conv2d> conv2;
+  std::shared_ptr<MaxPool2d> pool;
+  std::shared_ptr<Dropout> dropout1;
+  std::shared_ptr<Linear> fc1;
+  std::shared_ptr<Dropout> dropout2;
+  std::shared_ptr<Linear> fc2;
+};
+
+}  // namespace mg::nn

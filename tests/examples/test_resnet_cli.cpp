@@ -1,0 +1,179 @@
+// tests/examples/test_resnet_cli.cpp — the resnet program as a user runs it: --bench writes
+// bench_train_step's JSON fields; a run stopped after one epoch and resumed from its
+// checkpoint ends with the same model, optimizer state and accuracies as a run that was
+// never stopped; a checkpoint that does not fit the command line is refused.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "data/mnist_test_files.h"
+
+using Catch::Matchers::Contains;
+using mg_test::TempDir;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+Outcome run_resnet(const TempDir& dir, const std::string& arguments) {
+  const std::string out_path = dir.file("stdout.txt"), err_path = dir.file("stderr.txt");
+  const std::string command =
+      std::string(MG_BINARY_DIR "/resnet ") + arguments + " >" + out_path + " 2>" + err_path;
+  const int status = std::system(command.c_str());
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), read_text(out_path), read_text(err_path)};
+}
+
+// 28x28 images of two classes (bright top half or bright bottom half, with noise).
+void write_split(const TempDir& dir, const std::string& prefix, int count, uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_int_distribution<int> noise(0, 60);
+  std::vector<uint8_t> pixels, labels;
+  for (int image = 0; image < count; ++image) {
+    const int label = image % 2;
+    for (int row = 0; row < 28; ++row) {
+      for (int col = 0; col < 28; ++col) {
+        pixels.push_back(static_cast<uint8_t>(noise(engine) + ((row < 14) == (label == 0) ? 180 : 0)));
+      }
+    }
+    labels.push_back(static_cast<uint8_t>(label));
+  }
+  mg_test::write_mnist_split(dir, prefix, 28, 28, pixels, labels);
+}
+
+// The text after "key": in `json`, up to the next ',' or '}' (or the whole nested object).
+std::string json_field(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  REQUIRE(at != std::string::npos);
+  const size_t begin = at + key.size() + 3;
+  if (json[begin] == '{' || json[begin] == '[') return json.substr(begin, json.find_first_of("}]", begin) - begin + 1);
+  return json.substr(begin, json.find_first_of(",}", begin) - begin);
+}
+
+// A checkpoint's tensors by name, as raw bytes, and its run.* fields.
+std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string& path) {
+  std::map<std::string, std::vector<uint8_t>> bytes;
+  for (const auto& [name, tensor] : mg::load_safetensors(path)) {
+    const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
+    bytes[name].assign(data, data + tensor.nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("resnet --bench writes bench_train_step's fields", "[examples][resnet]") {
+  TempDir dir("resnet-cli");
+  const std::string summary = dir.file("bench.json");
+  const Outcome outcome = run_resnet(
+      dir, "--bench --model resnet18 --batch 4 --steps 2 --warmup 0 --device cpu --summary-json " + summary);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_code == 0);
+  const std::string json = read_text(summary);
+  CHECK(json == outcome.out);  // the one JSON line on stdout, for bench/summarize.py
+  CHECK(json_field(json, "framework") == "\"memgrad\"");
+  CHECK(json_field(json, "model") == "\"resnet18\"");
+  CHECK(json_field(json, "batch") == "4");
+  CHECK(json_field(json, "steps") == "2");
+  CHECK(json_field(json, "device") == "\"cpu\"");
+  for (const char* key : {"step_ms_median", "step_ms_p10", "step_ms_p90", "mean_ms", "samples_per_s"}) {
+    INFO(key);
+    CHECK(std::strtod(json_field(json, key).c_str(), nullptr) > 0);
+  }
+  // ResNet-18's 11.2 M float32 parameters (3 input channels, 10 classes), and as many
+  // bytes again of gradients and of momentum buffers.
+  const double parameter_bytes = std::strtod(json_field(json, "PARAMETER").c_str(), nullptr);
+  CHECK(parameter_bytes > 44.0e6);
+  CHECK(parameter_bytes < 45.0e6);
+  CHECK(std::strtod(json_field(json, "OPTIMIZER_STATE").c_str(), nullptr) > 44.0e6);
+  CHECK(std::strtod(json_field(json, "GRADIENT").c_str(), nullptr) > 44.0e6);
+  CHECK(std::strtod(json_field(json, "ACTIVATION").c_str(), nullptr) > 0);
+  CHECK(std::strtod(json_field(json, "peak_allocated_bytes").c_str(), nullptr) > 3 * parameter_bytes);
+  CHECK_THAT(outcome.err, Contains("median step"));
+}
+
+TEST_CASE("resnet refuses a bad command line with exit code 2", "[examples][resnet]") {
+  TempDir dir("resnet-cli");
+  const auto [arguments, message] = GENERATE(table<std::string, std::string>({
+      {"--model resnet50", "--model resnet50 is for --bench"},
+      {"--bench --save x", "--save, --resume and --augment are for training"},
+      {"--bench --model vgg", "unknown model 'vgg'"},
+      {"--epochs 0", "--epochs must be at least 1"},
+  }));
+  INFO(arguments);
+  const Outcome outcome = run_resnet(dir, arguments);
+  CHECK(outcome.exit_code == 2);
+  CHECK_THAT(outcome.err, Contains(message));
+  CHECK_THAT(outcome.err, Contains("usage:"));
+}
+
+TEST_CASE("a resnet run stopped and resumed ends as one that never stopped", "[examples][resnet]") {
+  TempDir dir("resnet-cli");
+  // NOTE: tiny (two steps of 4 images per epoch): ResNet-18 on a CPU is slow, more so
+  // under the sanitizers.
+  write_split(dir, "train", 8, 1);
+  write_split(dir, "t10k", 4, 2);
+  const std::string common = "--data " + dir.path.string() + " --epochs 2 --batch 4 --augment --lr 0.05 --threads 2 ";
+
+  const Outcome straight = run_resnet(
+      dir, common + "--save " + dir.file("straight.safetensors") + " --summary-json " + dir.file("straight.json"));
+  INFO(straight.err);
+  REQUIRE(straight.exit_code == 0);
+
+  const Outcome first = run_resnet(dir, common + "--stop-after 1 --save " + dir.file("resumed.safetensors"));
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Contains("epoch 1:"));
+  CHECK_THAT(first.out, !Contains("epoch 2:"));
+
+  {  // the resumed run continues from the saved epoch, exactly
+    const Outcome second = run_resnet(dir, common + "--resume " + dir.file("resumed.safetensors") + " --save " +
+                                               dir.file("resumed.safetensors") + " --summary-json " +
+                                               dir.file("resumed.json"));
+    INFO(second.err);
+    REQUIRE(second.exit_code == 0);
+    CHECK_THAT(second.out, Contains("resumed after epoch 1"));
+    CHECK_THAT(second.out, !Contains("epoch 1:"));
+    CHECK_THAT(second.out, Contains("epoch 2:"));
+
+    const auto expected = tensor_bytes(dir.file("straight.safetensors"));
+    const auto resumed = tensor_bytes(dir.file("resumed.safetensors"));
+    REQUIRE(expected.size() == resumed.size());
+    for (const auto& [name, bytes] : expected) {
+      if (name.rfind("run.seconds", 0) == 0) continue;  // wall-clock times differ
+      INFO(name);
+      REQUIRE(resumed.count(name) == 1);
+      CHECK(resumed.at(name) == bytes);
+    }
+    const std::string straight_json = read_text(dir.file("straight.json"));
+    const std::string resumed_json = read_text(dir.file("resumed.json"));
+    CHECK(json_field(resumed_json, "resumed_from_epoch") == "1");
+    CHECK(json_field(resumed_json, "test_accuracy_per_epoch") == json_field(straight_json, "test_accuracy_per_epoch"));
+    CHECK(json_field(resumed_json, "best_test_accuracy") == json_field(straight_json, "best_test_accuracy"));
+    CHECK_THAT(resumed_json, Contains("\"peak_bytes_by_category\":{\"PARAMETER\":"));
+  }
+  {  // a checkpoint of another schedule is refused
+    const Outcome other = run_resnet(dir, "--data " + dir.path.string() + " --epochs 3 --batch 4 --threads 2 --resume " +
+                                              dir.file("resumed.safetensors"));
+    CHECK(other.exit_code == 1);
+    CHECK_THAT(other.err, Contains("belongs to a run of 4 steps, but this one has 3 epochs of 2 batches"));
+  }
+}
