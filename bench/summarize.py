@@ -7,7 +7,7 @@ median step time of each run and their ratio, peak allocated bytes and their rat
 must not use more). Optionally also the test counts from a ctest log and the accuracy from
 the mnist example's --summary-json.
 
-  python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--mnist-json mnist.json]
+  python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--training-json summary.json ...]
   python3 bench/summarize.py bench.jsonl --markdown     # rows for docs/benchmarks.md
 
 Lines that are not JSON objects (a crashed run's error text, say) are skipped with a note.
@@ -139,7 +139,8 @@ def main(argv):
     parser = argparse.ArgumentParser(description="Summarise bench.jsonl (memgrad vs PyTorch).")
     parser.add_argument("jsonl", help="JSON lines from bench_train_step and torch_reference.py")
     parser.add_argument("--ctest-log", help="ctest's output, for the test counts")
-    parser.add_argument("--mnist-json", help="the mnist example's --summary-json file")
+    parser.add_argument("--training-json", action="append", default=[],
+                        help="an example's --summary-json file (mnist, resnet); may repeat")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     args = parser.parse_args(argv)
 
@@ -150,15 +151,15 @@ def main(argv):
         else:
             passed, failed, skipped, total = counts
             print(f"tests: {passed} passed, {failed} failed, {skipped} skipped (of {total})")
-    if args.mnist_json:
+    for path in args.training_json:
         try:
-            with open(args.mnist_json, encoding="utf-8") as file:
-                mnist = json.load(file)
-            print(f"mnist: test accuracy {100 * mnist['test_accuracy']:.2f}% after "
-                  f"{mnist['epochs']} epochs on {mnist['device']}, {mnist['seconds']:.1f} s, "
-                  f"{mnist['samples_per_s']:.0f} samples/s")
+            with open(path, encoding="utf-8") as file:
+                run = json.load(file)
+            print(f"{run.get('model', 'training')}: test accuracy {100 * run['test_accuracy']:.2f}% after "
+                  f"{run['epochs']} epochs on {run['device']}, {run['seconds']:.1f} s, "
+                  f"{run['samples_per_s']:.0f} samples/s")
         except (OSError, ValueError, KeyError) as error:
-            print(f"mnist: no summary ({args.mnist_json}: {error})")
+            print(f"training: no summary ({path}: {error})")
 
     try:
         results, skipped = read_results(args.jsonl)

@@ -138,7 +138,7 @@ void Optimizer::for_each_update(const Update& update) {
       MG_CHECK(is_contiguous_in(param, format), "optimizer.step(): parameter ", i, " of group ",
                group_index, " (shape ", param.sizes(), ", strides ", param.strides(), ") is not ",
                "dense; the fused updates need dense parameters. Hint: optimize a contiguous leaf.");
-      if (grad.strides() != param.strides()) grad = contiguous_copy(grad, format);
+      if (!is_contiguous_in(grad, format)) grad = contiguous_copy(grad, format);
       auto same_kind = [&](const auto& list) {
         return list.first[0].device() == param.device() && list.first[0].dtype() == param.dtype();
       };

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <span>
 
+#include "core/memory_format.h"
 #include "cuda/kernels/cuda_kernels.h"
 #include "cuda/kernels/strided_indexer.cuh"
 
@@ -102,12 +103,16 @@ void check_lists(const char* op, const std::array<std::span<const Tensor>, kList
     MG_CHECK(params[i].dtype() == params[0].dtype() && params[i].device() == params[0].device(), op,
              ": every parameter must share one dtype and device; parameter ", i, " is ", params[i].dtype(), " on ",
              params[i].device(), ", parameter 0 is ", params[0].dtype(), " on ", params[0].device());
+    // The kernels walk each tensor as one flat array, so all of a parameter's tensors must be
+    // dense in one layout: row-major, or channels_last after Module::to(ChannelsLast).
+    const MemoryFormat layout = suggest_memory_format(params[i]);
     for (std::span<const Tensor> list : lists) {
       if (list.empty()) continue;
       MG_CHECK(list[i].numel() == params[i].numel() && list[i].dtype() == params[i].dtype() &&
-                   list[i].device() == params[i].device() && list[i].is_contiguous(),
-               op, ": the tensors of parameter ", i, " must be contiguous, of its dtype (", params[i].dtype(),
-               "), device and ", params[i].numel(), " elements");
+                   list[i].device() == params[i].device() && is_contiguous_in(list[i], layout),
+               op, ": the tensors of parameter ", i, " must be dense in its layout (", layout, "), of its dtype (",
+               params[i].dtype(), "), device and ", params[i].numel(), " elements; got shape ", list[i].sizes(),
+               " with strides ", list[i].strides());
     }
     if (needs_steps) {
       MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),

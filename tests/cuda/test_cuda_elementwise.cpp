@@ -582,17 +582,18 @@ void check_state(const optim::ParamState* cuda_state, const optim::ParamState* c
 // Three steps of the same optimizer on a CPU parameter and its CUDA copy, with the same
 // fresh random gradients; parameters and state must agree.
 template <class Optimizer, class Options>
-void check_optimizer(const std::string& name, const Options& options, DType dtype, const Shape& sizes, uint64_t seed) {
-  Tensor param_cpu = random_values(sizes, dtype, seed);
-  Tensor param_cuda = param_cpu.to(kCuda);
+void check_optimizer(const std::string& name, const Options& options, DType dtype, const Shape& sizes, uint64_t seed,
+                     MemoryFormat format = MemoryFormat::Contiguous) {
+  Tensor param_cpu = contiguous_copy(random_values(sizes, dtype, seed), format);
+  Tensor param_cuda = contiguous_copy(param_cpu.to(kCuda), format);
   param_cpu.requires_grad_();
   param_cuda.requires_grad_();
   Optimizer optimizer_cpu({param_cpu}, options);
   Optimizer optimizer_cuda({param_cuda}, options);
   for (int step = 0; step < 3; ++step) {
-    Tensor gradient = random_values(sizes, dtype, seed + 1 + step);
+    Tensor gradient = contiguous_copy(random_values(sizes, dtype, seed + 1 + step), format);
     param_cpu.set_grad(gradient);
-    param_cuda.set_grad(gradient.to(kCuda));
+    param_cuda.set_grad(contiguous_copy(gradient.to(kCuda), format));
     optimizer_cpu.step();
     optimizer_cuda.step();
   }
@@ -605,6 +606,20 @@ void check_optimizer(const std::string& name, const Options& options, DType dtyp
 }
 
 }  // namespace
+
+TEST_CASE("CUDA optimizer steps update channels_last parameters as the CPU does", "[cuda]") {
+  // A channels_last conv weight, and a 1x1 one (dense in both layouts at once).
+  uint64_t seed = 7500;
+  for (const Shape& sizes : {Shape{8, 3, 3, 3}, Shape{16, 4, 1, 1}}) {
+    auto format = MemoryFormat::ChannelsLast;
+    check_optimizer<optim::SGD>("sgd momentum channels_last", optim::SGDOptions{.lr = 0.1, .momentum = 0.9},
+                                DType::Float32, sizes, seed += 10, format);
+    check_optimizer<optim::Adam>("adam channels_last", optim::AdamOptions{.lr = 0.01}, DType::Float32, sizes,
+                                 seed += 10, format);
+    check_optimizer<optim::Adagrad>("adagrad channels_last", optim::AdagradOptions{}, DType::Float32, sizes,
+                                    seed += 10, format);
+  }
+}
 
 TEST_CASE("CUDA optimizer steps match the CPU for every configuration", "[cuda]") {
   uint64_t seed = 7000;
