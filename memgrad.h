@@ -1,6 +1,8 @@
 // memgrad.h — the umbrella header: everything a user of memgrad needs.
 #pragma once
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "autograd/checkpoint.h"
 #include "autograd/copy.h"
 #include "autograd/dropout.h"

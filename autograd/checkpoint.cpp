@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "amp/autocast.h"
 #include "autograd/copy.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -22,13 +23,14 @@ namespace {
 thread_local bool recomputing = false;
 
 // The conditions of the forward, for as long as fn runs again: grad mode on, the default
-// generator where it stood at the forward, is_recomputing() true. The destructor puts
+// generator where it stood at the forward, the forward's autocast state (so the recomputed
+// outputs have the forward's dtypes), is_recomputing() true. The destructor puts
 // everything back (also when fn throws), so the step's later dropout masks stay where an
 // unchecked run would draw them.
 class RecomputeScope {
  public:
-  explicit RecomputeScope(PhiloxState forward_rng)
-      : outer_rng_(default_generator().state()), was_recomputing_(recomputing) {
+  RecomputeScope(PhiloxState forward_rng, const amp::AutocastState& forward_autocast)
+      : autocast_(forward_autocast), outer_rng_(default_generator().state()), was_recomputing_(recomputing) {
     default_generator().set_state(forward_rng);
     recomputing = true;
   }
@@ -41,6 +43,7 @@ class RecomputeScope {
 
  private:
   EnableGradGuard grad_on_;
+  amp::AutocastStateGuard autocast_;
   PhiloxState outer_rng_;
   bool was_recomputing_;
 };
@@ -62,12 +65,13 @@ std::string describe(const OutputSignature& output) {
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFunction fn, std::vector<SavedTensor>&& inputs, std::vector<OutputSignature> outputs,
-                     PhiloxState forward_rng)
+                     PhiloxState forward_rng, const amp::AutocastState& forward_autocast)
       : Node("CheckpointBackward", static_cast<uint32_t>(outputs.size())),
         fn_(std::move(fn)),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
-        forward_rng_(forward_rng) {}
+        forward_rng_(forward_rng),
+        forward_autocast_(forward_autocast) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
     MG_CHECK(!released_, "trying to backward through the graph a second time: CheckpointBackward's saved inputs "
@@ -87,7 +91,7 @@ class CheckpointBackward final : public Node {
     }
     std::vector<Tensor> recomputed;
     {
-      RecomputeScope scope(forward_rng_);
+      RecomputeScope scope(forward_rng_, forward_autocast_);
       recomputed = fn_(leaves);
     }
     check_same_outputs(recomputed);
@@ -165,6 +169,7 @@ class CheckpointBackward final : public Node {
   std::vector<SavedTensor> inputs_;  // (possibly undefined) fn's inputs, as at the forward
   std::vector<OutputSignature> outputs_;
   PhiloxState forward_rng_;
+  amp::AutocastState forward_autocast_;
   bool released_ = false;
 };
 
@@ -196,7 +201,7 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   // NOTE: created after fn ran, so its sequence number is later than that of any node fn
   // could have captured (check_graph_is_local relies on it).
   auto node = std::make_shared<autograd::CheckpointBackward>(fn, std::move(saved_inputs), std::move(signatures),
-                                                             forward_rng);
+                                                             forward_rng, amp::autocast_state());
   std::vector<autograd::Edge> edges;
   edges.reserve(inputs.size());
   for (const Tensor& input : inputs) edges.push_back(autograd::gradient_edge(input));

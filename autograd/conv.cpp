@@ -9,6 +9,7 @@
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
 #include "autograd/conv.h"
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "autograd/op_support.h"
 #include "autograd/reduce.h"
@@ -89,9 +90,9 @@ int64_t output_size(const Tensor& input, const Tensor& weight, const Conv2dOptio
   return (padded - span) / options.stride[i] + 1;
 }
 
-}  // namespace
-
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+// conv2d in the operands' own dtypes (what autocast hands it, or the caller's).
+Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                              const Conv2dOptions& options) {
   check_arguments(input, weight, bias, options);
   int64_t out_h = output_size(input, weight, options, 0), out_w = output_size(input, weight, options, 1);
   Window2d window;
@@ -134,6 +135,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
         });
   }
   return out;
+}
+
+}  // namespace
+
+// Convolutions run in the autocast dtype inside an autocast region (amp/autocast.h).
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  if (amp::is_autocast_on_for(input)) {
+    return conv2d_in_given_dtypes(amp::cast_to_autocast_dtype(input), amp::cast_to_autocast_dtype(weight),
+                                  amp::cast_to_autocast_dtype(bias), options);
+  }
+  return conv2d_in_given_dtypes(input, weight, bias, options);
 }
 
 }  // namespace mg

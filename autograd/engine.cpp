@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "amp/autocast.h"
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -56,6 +57,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
   MG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
+  // NOTE: no autocast in backward, even when called inside an autocast region: each
+  // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
+  // must not turn a bfloat16 input's gradient into float32).
+  amp::AutocastStateGuard no_autocast(amp::AutocastState{});
   std::vector<Edge> root_edges;
   std::vector<Tensor> root_grads;
   for (size_t i = 0; i < roots.size(); ++i) {

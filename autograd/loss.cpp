@@ -12,6 +12,7 @@
 // one-hot target, is one kernel too.
 #include "autograd/loss.h"
 
+#include "amp/autocast.h"
 #include "autograd/elementwise.h"
 #include "autograd/function.h"
 #include "autograd/op_support.h"
@@ -112,15 +113,8 @@ Tensor reduce_losses(const Tensor& losses, Reduction reduction) {
   MG_ASSERT(false, "unknown reduction ", static_cast<int>(reduction));
 }
 
-}  // namespace
-
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  check_class_targets("nll_loss", log_probs, target);
-  return nll_loss_checked(log_probs, target, reduction, ignore_index);
-}
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  check_class_targets("cross_entropy", logits, target);
+// cross_entropy in the logits' own dtype, after check_class_targets.
+Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   double smoothing = options.label_smoothing;
   MG_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            smoothing);
@@ -153,6 +147,24 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
         });
   }
   return out;
+}
+
+}  // namespace
+
+// Autocast (amp/autocast.h) computes losses in float32: the log-sum-exp and the sum over
+// the batch need float32's range and precision, and the loss the user reads is float32.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  check_class_targets("nll_loss", log_probs, target);
+  if (amp::is_autocast_on_for(log_probs)) {
+    return nll_loss_checked(amp::cast_to_float32(log_probs), target, reduction, ignore_index);
+  }
+  return nll_loss_checked(log_probs, target, reduction, ignore_index);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  check_class_targets("cross_entropy", logits, target);
+  if (amp::is_autocast_on_for(logits)) return cross_entropy_checked(amp::cast_to_float32(logits), target, options);
+  return cross_entropy_checked(logits, target, options);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

@@ -7,6 +7,7 @@
 // viewed back in keepdim form and expanded (stride 0, no bytes) over the input.
 #include "autograd/reduce.h"
 
+#include "amp/autocast.h"
 #include "autograd/elementwise.h"
 #include "autograd/function.h"
 #include "autograd/op_support.h"
@@ -100,11 +101,8 @@ Tensor argmax_along(const Tensor& x, int d, const Reduction& plan) {
   return as_result(indices, plan);
 }
 
-}  // namespace
-
-Tensor sum(const Tensor& x) { return sum(x, {}, false); }
-
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+// sum and mean in the input's own dtype (what autocast hands them, or the caller's).
+Tensor sum_in_given_dtype(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Reduction plan = plan_reduction("sum", x, dims, keepdim);
   // As in PyTorch, integer and bool sums widen to int64 so they do not overflow.
   DType dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -118,9 +116,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return output;
 }
 
-Tensor mean(const Tensor& x) { return mean(x, {}, false); }
-
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean_in_given_dtype(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   autograd::check_floating("mean", x);
   Reduction plan = plan_reduction("mean", x, dims, keepdim);
   Tensor output = reduce_into(ReduceOp::Sum, x, plan, x.dtype());
@@ -136,6 +132,24 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
            });
   }
   return output;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+
+// Autocast (amp/autocast.h) sums in float32: a long sum of 16-bit values loses the small
+// terms (bfloat16 keeps 8 bits of mantissa) and overflows float16.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (amp::is_autocast_on_for(x)) return sum_in_given_dtype(amp::cast_to_float32(x), dims, keepdim);
+  return sum_in_given_dtype(x, dims, keepdim);
+}
+
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (amp::is_autocast_on_for(x)) return mean_in_given_dtype(amp::cast_to_float32(x), dims, keepdim);
+  return mean_in_given_dtype(x, dims, keepdim);
 }
 
 Tensor max(const Tensor& x) { return amax_as("max", "MaxBackward", x, {}, false); }

@@ -5,6 +5,7 @@
 // bytes are free to go as soon as nothing else holds them.
 #include "autograd/softmax.h"
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "autograd/op_support.h"
 
@@ -15,7 +16,7 @@ namespace {
 // The kernel walks lines along a dim, so a 0-d tensor becomes one line of one element.
 Tensor as_lines(const Tensor& x) { return x.dim() == 0 ? make_view(x, {1}, {1}, x.storage_offset()) : x; }
 
-Tensor softmax_along(const char* op, const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_in_given_dtype(const char* op, const Tensor& x, int64_t dim, bool log) {
   autograd::check_defined(op, x);
   autograd::check_floating(op, x);
   int wrapped_dim = wrap_dim(dim, x.dim());
@@ -34,6 +35,13 @@ Tensor softmax_along(const char* op, const Tensor& x, int64_t dim, bool log) {
                      });
   }
   return out;
+}
+
+// Autocast (amp/autocast.h) runs softmax in float32: exp overflows float16, and the
+// normalising sum would lose what little mantissa bfloat16 has.
+Tensor softmax_along(const char* op, const Tensor& x, int64_t dim, bool log) {
+  if (amp::is_autocast_on_for(x)) return softmax_in_given_dtype(op, amp::cast_to_float32(x), dim, log);
+  return softmax_in_given_dtype(op, x, dim, log);
 }
 
 }  // namespace

@@ -16,35 +16,25 @@
 //
 // Output: one JSON line on stdout. Exit codes: 0 done, 1 an error while running, 2 a bad
 // command line.
-#include <algorithm>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <omp.h>
-
-#include <Eigen/Core>
-
 #include "autograd/elementwise.h"
-#include "bench/timeline.h"
 #include "autograd/grad_mode.h"
 #include "autograd/loss.h"
 #include "core/device.h"
 #include "core/factory.h"
 #include "core/json.h"
-#include "core/memory.h"
 #include "core/memory_category.h"
 #include "core/random.h"
+#include "examples/common/cli.h"
+#include "examples/common/step_benchmark.h"
+#include "examples/common/timeline.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -54,11 +44,13 @@
 
 namespace {
 
-using bench::quantile;
-using bench::Timeline;
+using examples::quantile;
+using examples::Timeline;
 using Clock = std::chrono::steady_clock;
 
 // ---- command line ----
+
+using examples::UsageError;
 
 struct Args {
   std::string model = "mlp";
@@ -77,11 +69,6 @@ struct Args {
   bool help = false;
 };
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 std::string usage(const std::string& program) {
   return "usage: " + program +
          " [--model mlp] [--batch N] [--optim sgd|adam|adamw|adagrad] [--lr X]\n"
@@ -98,34 +85,15 @@ std::string usage(const std::string& program) {
          "--ops 1000 --repeats 20; --lr as torch.optim's defaults (sgd: 0.01, momentum 0.9).\n";
 }
 
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  if (text.empty() || error != std::errc() || stop != end) {
-    throw UsageError(flag + " expects a number, got '" + text + "'");
-  }
-  return value;
-}
-
-int64_t parse_count(const std::string& flag, const std::string& text, int64_t minimum) {
-  const auto value = parse_number<int64_t>(flag, text);
-  if (value < minimum) {
-    throw UsageError(flag + " must be at least " + std::to_string(minimum) + ", got " + text);
-  }
-  return value;
-}
-
 Args parse_args(int argc, char** argv) {
   Args args;
-  const std::map<std::string, std::function<void(const std::string&)>> flags = {
+  const examples::FlagHandlers flags = {
       {"--model",
        [&](const std::string& value) {
          if (value != "mlp") throw UsageError("unknown model '" + value + "'; choose mlp");
          args.model = value;
        }},
-      {"--batch", [&](const std::string& value) { args.batch_size = parse_count("--batch", value, 1); }},
+      {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
       {"--optim",
        [&](const std::string& value) {
          if (value != "sgd" && value != "adam" && value != "adamw" && value != "adagrad") {
@@ -133,53 +101,26 @@ Args parse_args(int argc, char** argv) {
          }
          args.optimizer = value;
        }},
-      {"--lr",
-       [&](const std::string& value) {
-         args.lr = parse_number<double>("--lr", value);
-         if (!(*args.lr > 0) || !std::isfinite(*args.lr)) {
-           throw UsageError("--lr must be a positive number, got " + value);
-         }
-       }},
+      {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
       {"--device",
        [&](const std::string& value) {
-         if (value == "cpu") args.device = mg::Device::cpu();
-         else if (value == "cuda") args.device = mg::Device::cuda();
-         else throw UsageError("--device must be cpu or cuda, got '" + value + "'");
+         args.device = examples::parse_device(value);
          args.device_name = value;
        }},
-      {"--warmup", [&](const std::string& value) { args.warmup = parse_count("--warmup", value, 0); }},
-      {"--steps", [&](const std::string& value) { args.steps = parse_count("--steps", value, 1); }},
-      {"--seed", [&](const std::string& value) { args.seed = parse_number<uint64_t>("--seed", value); }},
+      {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
+      {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
+      {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--threads",
-       [&](const std::string& value) {
-         args.threads = static_cast<int>(parse_count("--threads", value, 1));
-       }},
-      {"--ops", [&](const std::string& value) { args.ops = parse_count("--ops", value, 2); }},
-      {"--repeats", [&](const std::string& value) { args.repeats = parse_count("--repeats", value, 1); }},
+       [&](const std::string& value) { args.threads = static_cast<int>(examples::parse_count("--threads", value)); }},
+      {"--ops", [&](const std::string& value) { args.ops = examples::parse_count("--ops", value, 2); }},
+      {"--repeats", [&](const std::string& value) { args.repeats = examples::parse_count("--repeats", value); }},
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      args.help = true;
-      continue;
-    }
-    if (flag == "--host-overhead") {
-      args.host_overhead = true;
-      continue;
-    }
-    std::optional<std::string> value;
-    if (const size_t equals = flag.find('='); equals != std::string::npos) {
-      value = flag.substr(equals + 1);
-      flag = flag.substr(0, equals);
-    }
-    const auto found = flags.find(flag);
-    if (found == flags.end()) throw UsageError("unknown flag '" + flag + "'");
-    if (!value) {
-      if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-      value = argv[++i];
-    }
-    found->second(*value);
-  }
+  const examples::SwitchHandlers switches = {
+      {"--help", [&] { args.help = true; }},
+      {"-h", [&] { args.help = true; }},
+      {"--host-overhead", [&] { args.host_overhead = true; }},
+  };
+  examples::parse_flags(argc, argv, flags, switches);
   return args;
 }
 
@@ -250,27 +191,8 @@ Trainer make_trainer(const Args& args) {
 
 int run_train_step(const Args& args) {
   Trainer trainer = make_trainer(args);
-  for (int64_t i = 0; i < args.warmup; ++i) trainer.step();
-
-  // Peak memory of one step, from the state a step starts in (parameters, optimizer state,
-  // the batch; gradients freed by zero_grad inside the step).
-  Timeline::synchronize(args.device);
-  mg::memory::reset_peak_stats(args.device);
-  trainer.step();
-  Timeline::synchronize(args.device);
-  const mg::memory::Snapshot memory = mg::memory::snapshot(args.device);
-
-  Timeline timeline(args.device, args.steps + 1);
-  const Clock::time_point loop_start = Clock::now();
-  timeline.mark();
-  for (int64_t i = 0; i < args.steps; ++i) {
-    trainer.step();
-    timeline.mark();
-  }
-  Timeline::synchronize(args.device);
-  const double loop_ms = std::chrono::duration<double, std::milli>(Clock::now() - loop_start).count();
-  const std::vector<double> step_ms = timeline.intervals_ms();
-  const double mean_ms = loop_ms / static_cast<double>(args.steps);
+  const examples::StepMeasurement measurement =
+      examples::measure_steps(args.device, args.warmup, args.steps, [&] { trainer.step(); });
 
   mg::JsonWriter json;
   json.begin_object()
@@ -280,19 +202,9 @@ int run_train_step(const Args& args) {
       .key("optim").value(args.optimizer)
       .key("device").value(args.device_name)
       .key("warmup").value(args.warmup)
-      .key("steps").value(args.steps)
-      .key("step_ms_median").value(quantile(step_ms, 0.5))
-      .key("step_ms_p10").value(quantile(step_ms, 0.1))
-      .key("step_ms_p90").value(quantile(step_ms, 0.9))
-      .key("mean_ms").value(mean_ms)
-      .key("samples_per_s").value(static_cast<double>(args.batch_size) / (mean_ms / 1000.0))
-      .key("peak_allocated_bytes").value(memory.peak_allocated_bytes)
-      .key("peak_reserved_bytes").value(memory.peak_reserved_bytes)
-      .key("peak_bytes_by_category").begin_object();
-  for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
-    json.key(mg::category_name(static_cast<mg::MemoryCategory>(c))).value(memory.by_category[c].peak);
-  }
-  json.end_object().end_object();
+      .key("steps").value(args.steps);
+  examples::write_step_fields(json, measurement, args.batch_size);
+  json.end_object();
   std::cout << json.str() << std::endl;
   return 0;
 }
@@ -341,29 +253,19 @@ int run_host_overhead(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string program = "bench_train_step";
   Args args;
-  try {
-    args = parse_args(argc, argv);
-  } catch (const UsageError& error) {
-    std::cerr << program << ": " << error.what() << "\n\n" << usage(program);
-    return 2;
-  }
-  if (args.help) {
-    std::cout << usage(program);
-    return 0;
-  }
-  try {
-    if (args.threads) {
-      omp_set_num_threads(*args.threads);
-      Eigen::setNbThreads(*args.threads);
-    }
+  return examples::run_main(
+      argc, argv, "bench_train_step",
+      [&](int count, char** values) {
+        args = parse_args(count, values);
+        return !args.help;
+      },
+      usage,
+      [&] {
+        if (args.threads) examples::set_cpu_threads(*args.threads);
 #ifdef MG_WITH_CUDA
-    mg::cuda::set_allow_tf32(false);  // full float32 matmuls, as torch_reference.py asks
+        mg::cuda::set_allow_tf32(false);  // full float32 matmuls, as torch_reference.py asks
 #endif
-    return args.host_overhead ? run_host_overhead(args) : run_train_step(args);
-  } catch (const std::exception& error) {
-    std::cerr << "error: " << error.what() << '\n';
-    return 1;
-  }
+        return args.host_overhead ? run_host_overhead(args) : run_train_step(args);
+      });
 }

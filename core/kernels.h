@@ -52,18 +52,25 @@ struct PhiloxState {
 
 // Hyper-parameters of the fused optimizer updates (see optim/): one update call reads them
 // by value, so changing the learning rate between steps costs nothing on the device.
+// Each ends with `found_inf`, null unless a GradScaler steps (amp/grad_scaler.h): a
+// one-element float32 on the parameters' device; where it holds a non-zero value the
+// update leaves parameters, state and step counters as they were. The device reads it, so
+// skipping a step after an overflow needs no host sync.
 struct SgdHyper {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
   bool first_step;  // the momentum buffer was just created: it starts as the gradient
+  const Tensor* found_inf = nullptr;
 };
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW: param *= 1 - lr * weight_decay, not grad += wd * param
   bool amsgrad;
+  const Tensor* found_inf = nullptr;
 };
 struct AdagradHyper {
   double lr, lr_decay, weight_decay, eps;
+  const Tensor* found_inf = nullptr;
 };
 
 struct KernelTable {
@@ -134,6 +141,19 @@ struct KernelTable {
   void (*adagrad_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
                        std::span<const Tensor> state_sums, std::span<const Tensor> steps,
                        const AdagradHyper& hyper);
+  // Mixed-precision loss scaling (amp/grad_scaler.h), as torch's
+  // _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_. found_inf, inv_scale
+  // and scale are 0-d float32, growth_tracker 0-d int32, all on the tensors' device.
+  // non_finite_check_and_unscale multiplies every gradient of `grads` (one device and dtype,
+  // each dense) by *inv_scale and sets *found_inf = 1 if any element was inf or NaN; it
+  // never clears found_inf (the caller zeroes it first).
+  void (*non_finite_check_and_unscale)(std::span<const Tensor> grads, const Tensor& found_inf,
+                                       const Tensor& inv_scale);
+  // After an overflow (*found_inf != 0): scale *= backoff_factor, growth_tracker = 0. Else
+  // growth_tracker += 1, and on reaching growth_interval scale *= growth_factor (unless
+  // that would overflow float32) and growth_tracker = 0.
+  void (*update_scale)(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                       double growth_factor, double backoff_factor, int64_t growth_interval);
   // 2-D convolution: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) contiguous or
   // undefined, output (N, K, P, Q). Each 4-D tensor is dense in NCHW or in channels_last,
   // independently of the others (autograd/conv.cpp allocates results in the layout PyTorch

@@ -12,6 +12,7 @@ const char* category_name(MemoryCategory category) {
     case MemoryCategory::Input: return "INPUT";
     case MemoryCategory::Temporary: return "TEMPORARY";
     case MemoryCategory::Workspace: return "WORKSPACE";
+    case MemoryCategory::AutocastCache: return "AUTOCAST_CACHE";
   }
   return "UNKNOWN";
 }

@@ -17,9 +17,10 @@ enum class MemoryCategory : uint8_t {
   Input,           // batches from the data loader
   Temporary,       // everything else: intermediate results, outputs not saved
   Workspace,       // scratch space of libraries (cuBLAS, cuDNN)
+  AutocastCache,   // 16-bit copies of parameters that autocast keeps for its region
 };
 
-inline constexpr int kNumMemoryCategories = 7;
+inline constexpr int kNumMemoryCategories = 8;
 
 // Upper-case names, as used in reports and JSON: "PARAMETER", "OPTIMIZER_STATE", ...
 const char* category_name(MemoryCategory category);

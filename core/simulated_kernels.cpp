@@ -40,6 +40,8 @@ const KernelTable& simulated_kernel_table() {
       .sgd_step = ignore<&KernelTable::sgd_step>,
       .adam_step = ignore<&KernelTable::adam_step>,
       .adagrad_step = ignore<&KernelTable::adagrad_step>,
+      .non_finite_check_and_unscale = ignore<&KernelTable::non_finite_check_and_unscale>,
+      .update_scale = ignore<&KernelTable::update_scale>,
       .conv2d = ignore<&KernelTable::conv2d>,
       .conv2d_backward_input = ignore<&KernelTable::conv2d_backward_input>,
       .conv2d_backward_weight = ignore<&KernelTable::conv2d_backward_weight>,

@@ -6,59 +6,15 @@
 #include <map>
 #include <mutex>
 #include <utility>
-#include <vector>
 
 #include "core/factory.h"
 #include "cuda/check.h"
+#include "cuda/handle_pool.h"
 #include "cuda/runtime.h"
 
 namespace mg::cuda {
 
 namespace {
-
-// Handles of threads that have ended, per device, for the next thread to reuse.
-// NOTE: leaked on purpose (as is every handle and workspace): threads may end, and return
-// their handles, during static destruction, and destroying a handle after the CUDA
-// context is gone would fail. The driver frees everything at process exit.
-struct HandlePool {
-  std::mutex mutex;
-  std::array<std::vector<cublasHandle_t>, kMaxDevices> free;
-};
-HandlePool& handle_pool() {
-  static auto* pool = new HandlePool;
-  return *pool;
-}
-
-struct ThreadHandles {
-  std::array<cublasHandle_t, kMaxDevices> handles{};
-  ~ThreadHandles() {
-    HandlePool& pool = handle_pool();
-    std::lock_guard lock(pool.mutex);
-    for (int d = 0; d < kMaxDevices; ++d) {
-      if (handles[d] != nullptr) pool.free[d].push_back(handles[d]);
-    }
-  }
-};
-thread_local ThreadHandles thread_handles;
-
-cublasHandle_t handle_for(Device device) {
-  MG_CHECK(device.is_cuda() && device.index >= 0 && device.index < kMaxDevices, "cuBLAS: ", device,
-           " is not a CUDA device memgrad can use");
-  cublasHandle_t& handle = thread_handles.handles[device.index];
-  if (handle != nullptr) return handle;
-  {
-    HandlePool& pool = handle_pool();
-    std::lock_guard lock(pool.mutex);
-    std::vector<cublasHandle_t>& free = pool.free[device.index];
-    if (!free.empty()) {
-      handle = free.back();
-      free.pop_back();
-      return handle;
-    }
-  }
-  MG_CUBLAS_CHECK(cublasCreate(&handle));
-  return handle;
-}
 
 // One workspace per (device, stream): two streams running matmuls at once must not share
 // scratch memory. A stream's workspace is allocated on that stream, so the caching
@@ -68,7 +24,9 @@ struct Workspaces {
   std::map<std::pair<int, cudaStream_t>, Tensor> by_stream;
 };
 Workspaces& workspaces() {
-  static auto* all = new Workspaces;  // NOTE: leaked on purpose, like the handles
+  // NOTE: leaked on purpose, like the handles (cuda/handle_pool.h): a thread may end during
+  // static destruction, after the CUDA context is gone.
+  static auto* all = new Workspaces;
   return *all;
 }
 
@@ -108,7 +66,11 @@ size_t blas_workspace_bytes(Device device) {
 }
 
 cublasHandle_t blas_handle(Device device, cudaStream_t stream) {
-  cublasHandle_t handle = handle_for(device);
+  cublasHandle_t handle = thread_handle<cublasHandle_t>(device, "cuBLAS", [] {
+    cublasHandle_t created = nullptr;
+    MG_CUBLAS_CHECK(cublasCreate(&created));
+    return created;
+  });
   // NOTE: cublasSetStream resets the handle's workspace to cuBLAS's own pool, so the
   // workspace is set again after it, at every call (both only store pointers).
   MG_CUBLAS_CHECK(cublasSetStream(handle, stream));

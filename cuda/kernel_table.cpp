@@ -30,6 +30,8 @@ const KernelTable& kernel_table() {
       .sgd_step = sgd_step,
       .adam_step = adam_step,
       .adagrad_step = adagrad_step,
+      .non_finite_check_and_unscale = non_finite_check_and_unscale,
+      .update_scale = update_scale,
       .conv2d = conv2d,
       .conv2d_backward_input = conv2d_backward_input,
       .conv2d_backward_weight = conv2d_backward_weight,

@@ -19,18 +19,16 @@
 // allows it by default), since its ~1e-3 relative error would hide a real mismatch.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command line.
-#include <charconv>
 #include <cstdint>
 #include <iostream>
 #include <memory>
-#include <optional>
-#include <stdexcept>
 #include <string>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/safetensors.h"
+#include "examples/common/cli.h"
 #include "nn/resnet.h"
 
 #ifdef MG_WITH_CUDA
@@ -40,12 +38,14 @@
 
 namespace {
 
+using examples::UsageError;
+
 struct Args {
   std::string weights;    // run mode: the state_dict to load
   std::string input;      // run mode: the file holding "input"
   std::string output;     // run mode: the file to write "logits" to
   std::string save_init;  // init mode: where to save a fresh model's state_dict
-  std::string device = "cpu";
+  mg::Device device = mg::Device::cpu();
   std::string arch = "resnet18";
   int64_t num_classes = 1000;
   bool small_image_stem = false;
@@ -53,62 +53,45 @@ struct Args {
   bool help = false;
 };
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-const char* kUsage =
-    "usage: resnet_logits --weights W.safetensors --input X.safetensors --output Y.safetensors\n"
-    "                     [--device cpu|cuda] [--arch resnet18|resnet34|resnet50]\n"
-    "                     [--num-classes N] [--small-image-stem]\n"
-    "   or: resnet_logits --save-init W.safetensors [--seed N] [--arch ...] [--num-classes N]\n"
-    "                     [--small-image-stem]\n"
-    "\n"
-    "Loads a ResNet state_dict (torchvision's keys) strictly, runs it in evaluation mode on the\n"
-    "tensor \"input\" of X and writes the tensor \"logits\" to Y; or saves the state_dict of a\n"
-    "model freshly initialised from --seed. Defaults: --device cpu --arch resnet18\n"
-    "--num-classes 1000 --seed 0, the ImageNet stem (7x7 stride 2 and a max pool).\n";
-
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  if (text.empty() || error != std::errc() || stop != end) {
-    throw UsageError(flag + " expects a non-negative integer, got '" + text + "'");
-  }
-  return value;
+std::string usage(const std::string& program) {
+  const std::string indent(program.size(), ' ');
+  return "usage: " + program + " --weights W.safetensors --input X.safetensors --output Y.safetensors\n"
+         "       " + indent + " [--device cpu|cuda] [--arch resnet18|resnet34|resnet50]\n"
+         "       " + indent + " [--num-classes N] [--small-image-stem]\n"
+         "   or: " + program + " --save-init W.safetensors [--seed N] [--arch ...] [--num-classes N]\n"
+         "       " + indent + " [--small-image-stem]\n"
+         "\n"
+         "Loads a ResNet state_dict (torchvision's keys) strictly, runs it in evaluation mode on the\n"
+         "tensor \"input\" of X and writes the tensor \"logits\" to Y; or saves the state_dict of a\n"
+         "model freshly initialised from --seed. Defaults: --device cpu --arch resnet18\n"
+         "--num-classes 1000 --seed 0, the ImageNet stem (7x7 stride 2 and a max pool).\n";
 }
 
 Args parse_args(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      args.help = true;
-      return args;
-    }
-    if (flag == "--small-image-stem") {
-      args.small_image_stem = true;
-      continue;
-    }
-    if (i + 1 >= argc) throw UsageError("unknown flag or missing value: '" + flag + "'");
-    const std::string value = argv[++i];
-    if (flag == "--weights") args.weights = value;
-    else if (flag == "--input") args.input = value;
-    else if (flag == "--output") args.output = value;
-    else if (flag == "--save-init") args.save_init = value;
-    else if (flag == "--device") args.device = value;
-    else if (flag == "--arch") args.arch = value;
-    else if (flag == "--num-classes") args.num_classes = parse_number<int64_t>(flag, value);
-    else if (flag == "--seed") args.seed = parse_number<uint64_t>(flag, value);
-    else throw UsageError("unknown flag '" + flag + "'");
-  }
-  if (args.arch != "resnet18" && args.arch != "resnet34" && args.arch != "resnet50") {
-    throw UsageError("--arch must be resnet18, resnet34 or resnet50, got '" + args.arch + "'");
-  }
-  if (args.num_classes < 1) throw UsageError("--num-classes must be at least 1");
+  const examples::FlagHandlers flags = {
+      {"--weights", [&](const std::string& value) { args.weights = value; }},
+      {"--input", [&](const std::string& value) { args.input = value; }},
+      {"--output", [&](const std::string& value) { args.output = value; }},
+      {"--save-init", [&](const std::string& value) { args.save_init = value; }},
+      {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
+      {"--arch",
+       [&](const std::string& value) {
+         if (value != "resnet18" && value != "resnet34" && value != "resnet50") {
+           throw UsageError("--arch must be resnet18, resnet34 or resnet50, got '" + value + "'");
+         }
+         args.arch = value;
+       }},
+      {"--num-classes", [&](const std::string& value) { args.num_classes = examples::parse_count("--num-classes", value); }},
+      {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
+  };
+  const examples::SwitchHandlers switches = {
+      {"--help", [&] { args.help = true; }},
+      {"-h", [&] { args.help = true; }},
+      {"--small-image-stem", [&] { args.small_image_stem = true; }},
+  };
+  examples::parse_flags(argc, argv, flags, switches);
+  if (args.help) return args;  // the mode checks below are for a run
   const bool run_mode = !args.weights.empty() || !args.input.empty() || !args.output.empty();
   if (run_mode == !args.save_init.empty()) {
     throw UsageError("give either --weights, --input and --output, or --save-init");
@@ -147,21 +130,20 @@ int run(const Args& args) {
     return 0;
   }
 
-  const mg::Device device = mg::Device::parse(args.device);
 #ifdef MG_WITH_CUDA
   mg::cuda::set_allow_tf32(false);
   mg::cuda::set_cudnn_allow_tf32(false);
 #endif
-  model->to(device);
+  model->to(args.device);
   mg::nn::load(*model, args.weights, /*strict=*/true);
   model->eval();
-  const mg::Tensor input = load_tensor(args.input, "input", device);  // (N, C, H, W)
+  const mg::Tensor input = load_tensor(args.input, "input", args.device);  // (N, C, H, W)
   MG_CHECK(input.dtype() == mg::DType::Float32, "'", args.input, "': \"input\" must be float32, got ",
            input.dtype());
   mg::NoGradGuard no_grad;
   const mg::Tensor logits = model->forward(input);  // (N, num_classes)
   mg::save_safetensors(args.output, {{"logits", logits}}, {{"format", "pt"}});
-  std::cout << args.arch << " logits " << logits.sizes() << " on " << device << " written to "
+  std::cout << args.arch << " logits " << logits.sizes() << " on " << args.device << " written to "
             << args.output << "\n";
   return 0;
 }
@@ -170,20 +152,11 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  try {
-    args = parse_args(argc, argv);
-  } catch (const UsageError& error) {
-    std::cerr << "error: " << error.what() << "\n\n" << kUsage;
-    return 2;
-  }
-  if (args.help) {
-    std::cout << kUsage;
-    return 0;
-  }
-  try {
-    return run(args);
-  } catch (const std::exception& error) {
-    std::cerr << "error: " << error.what() << "\n";
-    return 1;
-  }
+  return examples::run_main(
+      argc, argv, "resnet_logits",
+      [&](int count, char** values) {
+        args = parse_args(count, values);
+        return !args.help;
+      },
+      usage, [&] { return run(args); });
 }

@@ -1,12 +1,14 @@
 // nn/mnist_cnn.cpp — PyTorch's MNIST example net, built from the nn layers.
 #include "nn/mnist_cnn.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/elementwise.h"
 #include "core/error.h"
 
 namespace mg::nn {
 
-MnistCnn::MnistCnn(Shape image_shape, int64_t num_classes, Generator* generator) : Module("MnistCnn") {
+MnistCnn::MnistCnn(Shape image_shape, int64_t num_classes, Generator* generator, bool checkpoint_convolutions)
+    : Module("MnistCnn"), checkpoint_convolutions_(checkpoint_convolutions) {
   MG_CHECK(image_shape.size() == 2 && image_shape[0] >= 6 && image_shape[1] >= 6, "MnistCnn: images of ",
            image_shape, " are too small; two 3x3 convolutions and a 2x2 pool need at least 6x6.");
   const int64_t pooled_features = 64 * ((image_shape[0] - 4) / 2) * ((image_shape[1] - 4) / 2);
@@ -20,11 +22,19 @@ MnistCnn::MnistCnn(Shape image_shape, int64_t num_classes, Generator* generator)
 }
 
 Tensor MnistCnn::forward(const Tensor& input) {
-  Tensor x = mg::relu(conv1->forward(input));               // (N, 32, H-2, W-2)
-  x = mg::relu(conv2->forward(x));                          // (N, 64, H-4, W-4)
-  x = dropout1->forward(pool->forward(x)).flatten(1);       // (N, 64 * (H-4)/2 * (W-4)/2)
-  x = dropout2->forward(mg::relu(fc1->forward(x)));         // (N, 128)
-  return fc2->forward(x);                                   // (N, num_classes)
+  // The checkpoint's node keeps this function until backward; holding the layers by
+  // shared_ptr keeps them alive that long.
+  auto convolutions = [conv1 = conv1, conv2 = conv2, pool = pool](const Tensor& image) {
+    Tensor x = mg::relu(conv1->forward(image));  // (N, 32, H-2, W-2)
+    x = mg::relu(conv2->forward(x));             // (N, 64, H-4, W-4)
+    return pool->forward(x);                     // (N, 64, (H-4)/2, (W-4)/2)
+  };
+  // NOTE: the checkpoint ends before dropout1, so it keeps only the image and its
+  // recompute replays no random draws.
+  Tensor x = checkpoint_convolutions_ && is_training() ? checkpoint(convolutions, input) : convolutions(input);
+  x = dropout1->forward(x).flatten(1);               // (N, 64 * (H-4)/2 * (W-4)/2)
+  x = dropout2->forward(mg::relu(fc1->forward(x)));  // (N, 128)
+  return fc2->forward(x);                            // (N, num_classes)
 }
 
 }  // namespace mg::nn

@@ -7,6 +7,11 @@
 //
 // Memory: 1.2 M parameters, 97% of them in fc1; the activations are dominated by conv2's
 // output (64 x 24 x 24 floats per image, saved for ReLU's and the pool's backward).
+// checkpoint_convolutions runs conv1..pool under mg::checkpoint in training: their outputs
+// are recomputed when backward reaches them, after the head's activations are freed.
+// NOTE: that lowers the ACTIVATION peak (the end of the forward), not the step's: the
+// step peaks inside the convolutions' backward, which holds their activations and
+// gradients either way, and the recompute adds its output there (docs/memory.md).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +30,8 @@ namespace mg::nn {
 class MnistCnn : public Module {
  public:
   // image_shape: (H, W) of the single-channel inputs; fc1 takes 64 * (H-4)/2 * (W-4)/2.
-  explicit MnistCnn(Shape image_shape = {28, 28}, int64_t num_classes = 10, Generator* generator = nullptr);
+  explicit MnistCnn(Shape image_shape = {28, 28}, int64_t num_classes = 10, Generator* generator = nullptr,
+                    bool checkpoint_convolutions = false);
   // (N, 1, H, W) -> (N, num_classes) logits.
   Tensor forward(const Tensor& input) override;
 
@@ -36,6 +42,9 @@ class MnistCnn : public Module {
   std::shared_ptr<Linear> fc1;
   std::shared_ptr<Dropout> dropout2;
   std::shared_ptr<Linear> fc2;
+
+ private:
+  bool checkpoint_convolutions_ = false;
 };
 
 }  // namespace mg::nn

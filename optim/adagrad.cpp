@@ -24,7 +24,8 @@ void Adagrad::step() {
     AdagradHyper hyper{.lr = param_groups()[group_index].lr,
                        .lr_decay = options.lr_decay,
                        .weight_decay = options.weight_decay,
-                       .eps = options.eps};
+                       .eps = options.eps,
+                       .found_inf = found_inf()};
     std::vector<Tensor> sums, steps;
     for (const Tensor& param : params) {
       ParamState& state = state_for(param);

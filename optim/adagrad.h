@@ -22,6 +22,10 @@ class Adagrad : public Optimizer {
   void add_param_group(std::vector<Tensor> params, AdagradOptions options);
   void step() override;
 
+ protected:
+  // The fused kernels read found_inf() on the device.
+  bool skips_on_device() const override { return true; }
+
  private:
   std::vector<AdagradOptions> options_;  // per group; their lr is the group's starting lr only
 };

@@ -42,7 +42,8 @@ void Adam::step() {
                     .eps = options.eps,
                     .weight_decay = options.weight_decay,
                     .decoupled_weight_decay = decoupled_weight_decay_,
-                    .amsgrad = options.amsgrad};
+                    .amsgrad = options.amsgrad,
+                    .found_inf = found_inf()};
     kernels(params[0].device()).adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper);
   });
 }

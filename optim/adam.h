@@ -31,6 +31,9 @@ class Adam : public Optimizer {
   std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const override;
 
  protected:
+  // The fused kernels read found_inf() on the device.
+  bool skips_on_device() const override { return true; }
+
   // AdamW's entry: the same algorithm with decoupled weight decay in every group.
   explicit Adam(bool decoupled_weight_decay) : decoupled_weight_decay_(decoupled_weight_decay) {}
 

@@ -78,6 +78,32 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+void Optimizer::step_skipping_if(const Tensor& found_inf) {
+  MG_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == DType::Float32,
+           "optimizer.step_skipping_if(): found_inf must be a one-element float32 tensor, got ",
+           found_inf.defined() ? detail::str_cat(found_inf.sizes(), " ", found_inf.dtype()) : "an undefined tensor",
+           ". Hint: pass the flag a GradScaler's unscale_() wrote.");
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& param : group.params) {
+      MG_CHECK(param.device() == found_inf.device(), "optimizer.step_skipping_if(): found_inf is on ",
+               found_inf.device(), " but a parameter (shape ", param.sizes(), ") is on ", param.device(),
+               ". Hint: the flag must live where the parameters' kernels run.");
+    }
+  }
+  if (!skips_on_device()) {
+    // NOTE: item() waits for the device; only optimizers without a device-side skip get here.
+    if (found_inf.item<float>() == 0.0f) step();
+    return;
+  }
+  // Cleared however step() ends, so that a later plain step() never skips.
+  struct ClearOnExit {
+    const Tensor*& flag;
+    ~ClearOnExit() { flag = nullptr; }
+  } clear{found_inf_};
+  found_inf_ = &found_inf;
+  step();
+}
+
 double Optimizer::lr() const { return groups_.front().lr; }
 
 void Optimizer::set_lr(double lr) {

@@ -49,6 +49,16 @@ class Optimizer {
   // Updates every parameter that has a gradient, in place; parameters without one are
   // skipped (as in PyTorch).
   virtual void step() = 0;
+  // step(), except that nothing changes (parameters, state, step counters) where found_inf,
+  // a one-element float32 on the parameters' device, holds a non-zero value: what a
+  // GradScaler calls when an overflow may have happened (amp/grad_scaler.h). SGD, Adam,
+  // AdamW and Adagrad decide on the device, inside their fused kernels, so nothing waits
+  // for the host; an optimizer that cannot (skips_on_device() false) reads the flag on the
+  // host, which synchronises with the device.
+  // NOTE: state created by a skipped first step stays as created (zero moments, step 0),
+  // which later steps treat exactly like no state — except SGD's momentum buffer, which
+  // then starts at (1 - dampening) * grad rather than grad: the same with dampening 0.
+  void step_skipping_if(const Tensor& found_inf);
   // Drops the gradients (set_to_none, the default: their GRADIENT bytes are freed) or
   // fills them with zeros.
   void zero_grad(bool set_to_none = true);
@@ -95,6 +105,13 @@ class Optimizer {
                                     const std::vector<Tensor>& grads)>;
   void for_each_update(const Update& update);
 
+  // The flag of the step_skipping_if() in progress, or null: step() hands it to its fused
+  // kernels (the hyper-parameters' found_inf, core/kernels.h).
+  const Tensor* found_inf() const { return found_inf_; }
+  // Whether step() hands found_inf() to its kernels; false makes step_skipping_if() read the
+  // flag on the host instead.
+  virtual bool skips_on_device() const { return false; }
+
   // `param`'s state, empty at its first step.
   ParamState& state_for(const Tensor& param) { return state_[param.impl()]; }
   // A new state tensor like `param`, filled with `value`, tagged OPTIMIZER_STATE.
@@ -105,6 +122,7 @@ class Optimizer {
  private:
   std::vector<ParamGroup> groups_;
   size_t groups_added_ = 0;  // to catch groups added through param_groups() directly
+  const Tensor* found_inf_ = nullptr;  // set during step_skipping_if()
   // NOTE: keyed by the parameter's TensorImpl, which the groups keep alive; set_data()
   // (a module moved to another device) keeps the impl, so state follows the parameter.
   std::unordered_map<const TensorImpl*, ParamState> state_;

@@ -27,7 +27,8 @@ void SGD::step() {
                    .dampening = options.dampening,
                    .weight_decay = options.weight_decay,
                    .nesterov = options.nesterov,
-                   .first_step = false};
+                   .first_step = false,
+                   .found_inf = found_inf()};
     const KernelTable& device_kernels = kernels(params[0].device());
     if (options.momentum == 0) {
       device_kernels.sgd_step(params, grads, {}, hyper);

@@ -25,6 +25,10 @@ class SGD : public Optimizer {
   // momentum, dampening, weight_decay, nesterov.
   std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const override;
 
+ protected:
+  // The fused kernels read found_inf() on the device.
+  bool skips_on_device() const override { return true; }
+
  private:
   std::vector<SGDOptions> options_;  // per group; their lr is the group's starting lr only
 };

@@ -110,7 +110,8 @@ void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, cons
     std::string section, field;
     size_t index = 0;
     MG_CHECK(split_key(key, section, index, field), source, ": unexpected entry \"", key,
-             "\"; an optimizer state dict holds state.<index>.<name> and param_groups.<index>.<name>.");
+             "\"; an optimizer state dict holds state.<index>.<name> and param_groups.<index>.<name>. Hint: a ",
+             "checkpoint written by amp::save (with a GradScaler's scaler.* entries) loads with amp::load.");
     auto& entries = section == "state" ? param_entries : group_entries;
     entries[index][field] = tensor;
   }
@@ -192,22 +193,31 @@ void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, cons
 
 void save(const Optimizer& optimizer, const std::string& path,
           const std::vector<std::pair<std::string, std::string>>& metadata) {
-  const OptimizerStateDict state = state_dict(optimizer);
+  save(state_dict(optimizer), path, metadata);
+}
+
+void load(Optimizer& optimizer, const std::string& path) {
+  load_state_dict(optimizer, read_state_dict(path), checkpoint_source(path));
+}
+
+void save(const OptimizerStateDict& state, const std::string& path,
+          const std::vector<std::pair<std::string, std::string>>& metadata) {
   std::vector<std::pair<std::string, std::string>> all_metadata = {{"format", "pt"}, {kKindKey, state.kind}};
   all_metadata.insert(all_metadata.end(), metadata.begin(), metadata.end());
   save_safetensors(path, state.tensors, all_metadata);
 }
 
-void load(Optimizer& optimizer, const std::string& path) {
-  const std::string source = "optimizer checkpoint '" + path + "'";
+OptimizerStateDict read_state_dict(const std::string& path) {
   OptimizerStateDict state;
   for (const auto& [key, value] : read_safetensors_metadata(path)) {
     if (key == kKindKey) state.kind = value;
   }
-  MG_CHECK(!state.kind.empty(), source, " names no optimizer in its __metadata__ (\"", kKindKey,
+  MG_CHECK(!state.kind.empty(), checkpoint_source(path), " names no optimizer in its __metadata__ (\"", kKindKey,
            "\"). Hint: is it a model's file? Optimizer checkpoints are written by optim::save.");
   state.tensors = load_safetensors(path);
-  load_state_dict(optimizer, state, source);
+  return state;
 }
+
+std::string checkpoint_source(const std::string& path) { return "optimizer checkpoint '" + path + "'"; }
 
 }  // namespace mg::optim

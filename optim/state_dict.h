@@ -54,4 +54,13 @@ void save(const Optimizer& optimizer, const std::string& path,
 // one, changes nothing and throws mg::Error naming the file.
 void load(Optimizer& optimizer, const std::string& path);
 
+// The two halves of save() and load(), for callers that keep entries of their own in the
+// same file (amp::save adds a GradScaler's "scaler.*" and amp::load takes them out before
+// load_state_dict, which refuses names it does not know).
+void save(const OptimizerStateDict& state, const std::string& path,
+          const std::vector<std::pair<std::string, std::string>>& metadata = {});
+OptimizerStateDict read_state_dict(const std::string& path);
+// How error messages name the checkpoint at `path`: "optimizer checkpoint '<path>'".
+std::string checkpoint_source(const std::string& path);
+
 }  // namespace mg::optim

@@ -52,6 +52,11 @@ void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                   std::span<const Tensor> state_sums, std::span<const Tensor> steps,
                   const AdagradHyper& hyper);
 
+// amp_kernels.cpp
+void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& found_inf, const Tensor& inv_scale);
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                  double backoff_factor, int64_t growth_interval);
+
 // conv.cpp / conv.cu
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
             const Tensor& output);

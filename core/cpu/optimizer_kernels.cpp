@@ -31,6 +31,11 @@ T* data_or_null(const Tensor& tensor) {
 // Element i of an optional list, or an undefined tensor when the list is empty.
 Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty() ? Tensor() : list[i]; }
 
+// Whether a GradScaler found an inf or NaN in this step's gradients, so that the update of
+// the whole list is skipped (parameters, state, step counters). On the CPU the flag is host
+// memory: reading it is no sync.
+bool overflowed(const Tensor* found_inf) { return found_inf != nullptr && *found_inf->data_ptr<float>() != 0.0f; }
+
 void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdHyper& hyper) {
   dispatch_floating(param.dtype(), "sgd_step", [&]<class T>() {
@@ -127,6 +132,7 @@ void update_adagrad(const Tensor& param, const Tensor& grad, const Tensor& state
 // On the CPU a list is updated one parameter after another: there is no launch to save.
 void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
               std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
   for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
 }
 
@@ -134,6 +140,7 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                const AdamHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
   for (size_t i = 0; i < params.size(); ++i) {
     update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
   }
@@ -141,6 +148,7 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
 
 void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
                   std::span<const Tensor> steps, const AdagradHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
   for (size_t i = 0; i < params.size(); ++i) update_adagrad(params[i], grads[i], state_sums[i], steps[i], hyper);
 }
 

@@ -1,6 +1,6 @@
 // cuda/cudnn/handle.h — the cuDNN handle a thread uses on a device.
 //
-// As with cuBLAS (cuda/blas_handle.h), one handle per (thread, device), created lazily —
+// As with cuBLAS, one handle per (thread, device) (cuda/handle_pool.h), created lazily —
 // a handle holds per-call state and must not be used by two threads at once — and handed
 // to a pool when its thread ends, for the next thread. Each call binds it to the stream
 // the work goes to. cuDNN's scratch memory never comes from the handle: every call passes

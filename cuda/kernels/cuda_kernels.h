@@ -35,6 +35,13 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, st
 void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
                   std::span<const Tensor> steps, const AdagradHyper& hyper);
 
+// amp.cu
+// Unscaling is multi-tensor like the optimizers (one launch per 48 gradients); the scale's
+// update is one thread.
+void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& found_inf, const Tensor& inv_scale);
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                  double backoff_factor, int64_t growth_interval);
+
 // reduce.cu
 void reduce(ReduceOp op, const Tensor& input, const Tensor& output);
 void argmax(const Tensor& input, int dim, const Tensor& output);

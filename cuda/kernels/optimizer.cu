@@ -14,158 +14,83 @@
 // counter and computes the block's per-step scalars (two pow() in double) into shared
 // memory, so they cost once per block, not once per element.
 //
-// Work layout: a launch covers up to kTensorsPerLaunch tensors, each cut into chunks of
-// kChunk elements, one block per chunk. The tensors' pointers, sizes and first blocks
-// travel in the kernel's argument (a struct of arrays, under the 4 KiB argument limit); a
-// block finds its tensor by scanning first_block. multi_tensor_apply does this plumbing
-// (checks, counters, dtype dispatch, packing, launches) for every optimizer; each one adds
-// only its per-element update and its kernel.
+// A GradScaler's found_inf (core/kernels.h's hyper.found_inf) is read by both launches:
+// where it is set, the counters are not incremented and every block returns at once, so
+// a skipped step costs two near-empty launches and no host sync.
+//
+// The packing of many tensors into one launch is multi_tensor_apply.cuh's; optimizer_apply
+// adds the checks, the counters and the skip flag for every optimizer, and each optimizer
+// adds only its per-element update and its kernel.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <span>
 
-#include "core/memory_format.h"
 #include "cuda/kernels/cuda_kernels.h"
+#include "cuda/kernels/multi_tensor_apply.cuh"
 #include "cuda/kernels/strided_indexer.cuh"
 
 namespace mg::cuda {
 
 namespace {
 
-inline constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
-inline constexpr int kTensorsPerLaunch = 48;
 inline constexpr int kStepsPerLaunch = 256;
-
-// Pointers of up to kTensorsPerLaunch tensors: kLists per tensor (param, grad, states...).
-template <int kLists>
-struct TensorLists {
-  void* data[kLists][kTensorsPerLaunch];       // null where an optional list is empty
-  const float* step[kTensorsPerLaunch];        // null for optimizers without a counter
-  int64_t numel[kTensorsPerLaunch];
-  int32_t first_block[kTensorsPerLaunch + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
-  int count;
-};
-static_assert(sizeof(TensorLists<5>) <= 3584, "kernel arguments must stay under 4 KiB");
 
 struct StepList {
   float* step[kStepsPerLaunch];
   int count;
 };
 
-__global__ void increment_steps_kernel(StepList list) {
+// Whether a GradScaler found an inf or NaN in this step's gradients (null: no scaler).
+__device__ __forceinline__ bool overflowed(const float* found_inf) {
+  return found_inf != nullptr && *found_inf != 0.0f;
+}
+
+__global__ void increment_steps_kernel(StepList list, const float* found_inf) {
+  if (overflowed(found_inf)) return;
   int t = static_cast<int>(threadIdx.x);
   if (t < list.count) *list.step[t] += 1.0f;
 }
 
-// Adds 1 to every counter in `steps` (each tensor is a distinct one-element float32).
-void increment_steps(std::span<const Tensor> steps, cudaStream_t stream) {
+// Adds 1 to every counter in `steps` (each tensor is a distinct one-element float32),
+// unless *found_inf is set.
+void increment_steps(std::span<const Tensor> steps, const float* found_inf, cudaStream_t stream) {
   for (size_t begin = 0; begin < steps.size(); begin += kStepsPerLaunch) {
     StepList list{};
     list.count = static_cast<int>(std::min<size_t>(kStepsPerLaunch, steps.size() - begin));
     for (int t = 0; t < list.count; ++t) list.step[t] = steps[begin + t].data_ptr<float>();
-    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list);
+    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list, found_inf);
     MG_CUDA_CHECK_LAUNCH();
   }
 }
 
-// The tensor of this block and the element range of its chunk.
-struct BlockWork {
-  int tensor;
-  int64_t begin;
-  int64_t end;
-};
-
-template <int kLists>
-__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
-  auto block = static_cast<int32_t>(blockIdx.x);
-  int t = 0;
-  while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
-  int64_t begin = static_cast<int64_t>(block - lists.first_block[t]) * kChunk;
-  return {t, begin, std::min(begin + kChunk, lists.numel[t])};
-}
-
-// Checks the lists of one update: lists[0] holds the parameters; each other list is as long
-// (or empty: `optional` says which may be) with, per parameter, a contiguous tensor of its
-// dtype, device and numel; every parameter shares one dtype and device; `steps` is empty
-// for an optimizer without counters, else one float32 counter per parameter.
-template <int kLists>
-void check_lists(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
-                 const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps) {
-  std::span<const Tensor> params = lists[0];
-  for (int k = 1; k < kLists; ++k) {
-    MG_CHECK(lists[k].size() == params.size() || (optional[k] && lists[k].empty()), op, ": got ", params.size(),
-             " parameters but a list of ", lists[k].size(), " tensors");
-  }
-  MG_CHECK(steps.size() == (needs_steps ? params.size() : 0), op, ": got ", params.size(), " parameters but ",
-           steps.size(), " step counters");
-  for (size_t i = 0; i < params.size(); ++i) {
-    MG_CHECK(params[i].dtype() == params[0].dtype() && params[i].device() == params[0].device(), op,
-             ": every parameter must share one dtype and device; parameter ", i, " is ", params[i].dtype(), " on ",
-             params[i].device(), ", parameter 0 is ", params[0].dtype(), " on ", params[0].device());
-    // The kernels walk each tensor as one flat array, so all of a parameter's tensors must be
-    // dense in one layout: row-major, or channels_last after Module::to(ChannelsLast).
-    const MemoryFormat layout = suggest_memory_format(params[i]);
-    for (std::span<const Tensor> list : lists) {
-      if (list.empty()) continue;
-      MG_CHECK(list[i].numel() == params[i].numel() && list[i].dtype() == params[i].dtype() &&
-                   list[i].device() == params[i].device() && is_contiguous_in(list[i], layout),
-               op, ": the tensors of parameter ", i, " must be dense in its layout (", layout, "), of its dtype (",
-               params[i].dtype(), "), device and ", params[i].numel(), " elements; got shape ", list[i].sizes(),
-               " with strides ", list[i].strides());
-    }
-    if (needs_steps) {
-      MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
-               op, ": step ", i, " must be a one-element float32 tensor on ", params[i].device());
-    }
-  }
-}
-
 // The update of every parameter of `lists` (see check_lists) in few launches: increments
-// the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream)
-// for each group of up to kTensorsPerLaunch non-empty tensors, T the parameters' device
-// element type. Empty tensors are skipped (their counters were still incremented, as on
-// the CPU).
+// the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream,
+// found_inf) for each group of up to kTensorsPerLaunch non-empty tensors (T the parameters'
+// device element type, found_inf the skip flag's device pointer or null). Empty tensors
+// are skipped (their counters were still incremented, as on the CPU).
 template <int kLists, class Launch>
-void multi_tensor_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
-                        const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps,
-                        Launch launch) {
+void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                     const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps,
+                     const Tensor* found_inf, Launch launch) {
   check_lists<kLists>(op, lists, optional, steps, needs_steps);
   std::span<const Tensor> params = lists[0];
   if (params.empty()) return;
   Device device = params[0].device();
+  const float* skip_flag = nullptr;
+  if (found_inf != nullptr) {
+    MG_CHECK(found_inf->numel() == 1 && found_inf->dtype() == DType::Float32 && found_inf->device() == device, op,
+             ": found_inf must be a one-element float32 tensor on ", device, " (the parameters' device); got ",
+             found_inf->sizes(), " ", found_inf->dtype(), " on ", found_inf->device());
+    skip_flag = found_inf->data_ptr<float>();
+  }
   DeviceGuard guard(device);  // kernels launch on the current device
   cudaStream_t stream = current_stream(device);
-  increment_steps(steps, stream);
-  dispatch_floating(params[0].dtype(), op, [&]<class HostT>() {
-    TensorLists<kLists> packed;
-    packed.count = 0;
-    int64_t blocks = 0;
-    auto flush = [&] {
-      if (packed.count == 0) return;
-      packed.first_block[packed.count] = static_cast<int32_t>(blocks);
-      launch.template operator()<device_t<HostT>>(packed, static_cast<unsigned>(blocks), stream);
-      MG_CUDA_CHECK_LAUNCH();
-      packed.count = 0;
-      blocks = 0;
-    };
-    for (size_t i = 0; i < params.size(); ++i) {
-      int64_t numel = params[i].numel();
-      if (numel == 0) continue;
-      int slot = packed.count;
-      for (int k = 0; k < kLists; ++k) {
-        packed.data[k][slot] = lists[k].empty() ? nullptr : lists[k][i].raw_data();
-      }
-      packed.step[slot] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
-      packed.numel[slot] = numel;
-      packed.first_block[slot] = static_cast<int32_t>(blocks);
-      blocks += (numel + kChunk - 1) / kChunk;
-      MG_ASSERT(blocks <= INT32_MAX, "too many blocks for one optimizer launch");
-      ++packed.count;
-      if (packed.count == kTensorsPerLaunch) flush();
-    }
-    flush();
-  });
+  increment_steps(steps, skip_flag, stream);
+  launch_multi_tensor<kLists>(op, lists, steps, stream,
+                              [&]<class T>(const TensorLists<kLists>& packed, unsigned blocks, cudaStream_t on) {
+                                launch.template operator()<T>(packed, blocks, on, skip_flag);
+                              });
 }
 
 __host__ __device__ __forceinline__ float square_root(float x) { return sqrtf(x); }
@@ -195,7 +120,9 @@ __host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, in
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreadsPerBlock) sgd_kernel(TensorLists<3> lists, SgdConstants constants) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    sgd_kernel(TensorLists<3> lists, SgdConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   T* p = static_cast<T*>(lists.data[0][work.tensor]);
@@ -248,7 +175,9 @@ __host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* 
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreadsPerBlock) adam_kernel(TensorLists<5> lists, AdamConstants constants) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    adam_kernel(TensorLists<5> lists, AdamConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;  // every thread of the block, before __syncthreads
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   __shared__ AdamStepScalars scalars;
@@ -289,7 +218,9 @@ __host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreadsPerBlock) adagrad_kernel(TensorLists<3> lists, AdagradConstants constants) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    adagrad_kernel(TensorLists<3> lists, AdagradConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   double decayed_lr = adagrad_clr(constants, *lists.step[work.tensor]);  // one cached load per thread
@@ -311,11 +242,12 @@ void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads, std
                          .undampened = 1.0 - hyper.dampening,
                          .nesterov = hyper.nesterov,
                          .first_step = hyper.first_step};
-  multi_tensor_apply<3>("sgd_step", {params, grads, momentum_buffers}, /*optional=*/{false, false, true},
-                        /*steps=*/{}, /*needs_steps=*/false,
-                        [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream) {
-                          sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
-                        });
+  optimizer_apply<3>("sgd_step", {params, grads, momentum_buffers}, /*optional=*/{false, false, true},
+                     /*steps=*/{}, /*needs_steps=*/false, hyper.found_inf,
+                     [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
 }
 
 void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
@@ -330,22 +262,24 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, st
       .beta2_complement = 1.0 - hyper.beta2,
       .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
       .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay};
-  multi_tensor_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
-                        /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true,
-                        [&]<class T>(const TensorLists<5>& lists, unsigned blocks, cudaStream_t stream) {
-                          adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
-                        });
+  optimizer_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
+                     /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     [&]<class T>(const TensorLists<5>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
 }
 
 void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
                   std::span<const Tensor> steps, const AdagradHyper& hyper) {
   AdagradConstants constants{
       .lr = hyper.lr, .lr_decay = hyper.lr_decay, .weight_decay = hyper.weight_decay, .eps = hyper.eps};
-  multi_tensor_apply<3>("adagrad_step", {params, grads, state_sums},
-                        /*optional=*/{false, false, false}, steps, /*needs_steps=*/true,
-                        [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream) {
-                          adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants);
-                        });
+  optimizer_apply<3>("adagrad_step", {params, grads, state_sums},
+                     /*optional=*/{false, false, false}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
 }
 
 }  // namespace mg::cuda

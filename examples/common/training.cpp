@@ -7,7 +7,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/loss.h"
 #include "autograd/reduce.h"
+#include "core/error.h"
 #include "core/factory.h"
+#include "examples/common/accumulation.h"
 #include "examples/common/progress.h"
 
 namespace examples {
@@ -19,28 +21,40 @@ int64_t batches_to_run(const mg::data::DataLoader& loader, int64_t max_batches) 
 
 }  // namespace
 
+int64_t batches_per_epoch(const mg::data::DataLoader& loader, int64_t batch_size, int64_t limit) {
+  return limit > 0 ? std::min(loader.num_batches(), (limit + batch_size - 1) / batch_size) : loader.num_batches();
+}
+
 EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, mg::data::DataLoader& loader,
                         mg::Device device, const EpochPlan& plan) {
+  MG_CHECK(plan.accum >= 1, "train_epoch: accum must be at least 1, got ", plan.accum);
   model.train();
   const int64_t num_batches = batches_to_run(loader, plan.max_batches);
   Progress progress(plan.epoch + 1, plan.epochs, num_batches);
   mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = device});
   EpochResult result;
+  int64_t batches = 0;
   for (const mg::data::Batch& loaded : loader) {
-    if (result.steps == num_batches) break;
+    if (batches == num_batches) break;
+    // Micro-batch `position` of a step of `step_batches` (accum, or the epoch's remainder).
+    const int64_t position = batches % plan.accum;
+    const int64_t step_batches = std::min(plan.accum, num_batches - (batches - position));
+    if (position == 0) optimizer.zero_grad();
     const mg::data::Batch batch = plan.transform ? plan.transform(loaded) : loaded;
-    optimizer.zero_grad();
     mg::Tensor loss = mg::cross_entropy(model(batch.inputs), batch.targets);
-    loss.backward();
-    optimizer.step();
-    if (plan.scheduler != nullptr) plan.scheduler->step();
+    backward_micro_batch(loss, step_batches);
+    if (position + 1 == step_batches) {
+      optimizer.step();
+      if (plan.scheduler != nullptr) plan.scheduler->step();
+      ++result.steps;
+    }
 
     const int64_t batch_size = batch.targets.size(0);
     loss_sum = loss_sum + loss.detach() * static_cast<double>(batch_size);
-    ++result.steps;
+    ++batches;
     result.samples += batch_size;
-    if (progress.wants_update(result.steps)) {
-      progress.update(result.steps, result.samples, loss_sum.item<double>() / result.samples);
+    if (progress.wants_update(batches)) {
+      progress.update(batches, result.samples, loss_sum.item<double>() / result.samples);
     }
   }
   progress.finish();

@@ -1,6 +1,7 @@
 // examples/common/training.h — the examples' epoch loop and evaluation: one pass of
 // zero_grad, forward, cross-entropy, backward, step (and the scheduler's step) with a
-// progress line, and the accuracy over a loader.
+// progress line, optionally accumulating several batches per step (accumulation.h), and
+// the accuracy over a loader.
 //
 // NOTE: the loss over the epoch is summed on the device and read only when a progress
 // line is printed, and the accuracy's count likewise once per evaluation, so a GPU step
@@ -26,6 +27,9 @@ struct EpochPlan {
   int64_t epoch = 0;   // from 0
   int64_t epochs = 1;  // for the progress line
   int64_t max_batches = 0;                    // 0: the whole loader
+  // Batches (micro-batches) whose gradients one optimizer step accumulates; the epoch's
+  // last step takes the remainder.
+  int64_t accum = 1;
   mg::optim::LRScheduler* scheduler = nullptr;  // stepped after every optimizer step
   BatchTransform transform;
 };
@@ -33,8 +37,12 @@ struct EpochPlan {
 struct EpochResult {
   double mean_loss = 0;  // per sample
   int64_t samples = 0;
-  int64_t steps = 0;
+  int64_t steps = 0;  // optimizer steps
 };
+
+// The batches an epoch runs: all of the loader's, or with limit > 0 enough for about
+// `limit` samples in whole batches of batch_size (the examples' --limit).
+int64_t batches_per_epoch(const mg::data::DataLoader& loader, int64_t batch_size, int64_t limit);
 
 EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, mg::data::DataLoader& loader,
                         mg::Device device, const EpochPlan& plan);

@@ -35,6 +35,8 @@ Args parse_args(int argc, char** argv) {
       {"--data", [&](const std::string& value) { args.data_dir = value; }},
       {"--epochs", [&](const std::string& value) { args.epochs = examples::parse_count("--epochs", value); }},
       {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
+      {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
+      {"--limit", [&](const std::string& value) { args.limit = examples::parse_count("--limit", value); }},
       {"--lr",
        [&](const std::string& value) {
          args.lr = examples::parse_positive_real("--lr", value);
@@ -67,8 +69,15 @@ Args parse_args(int argc, char** argv) {
        }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
-                                             {"-h", [&] { args.help = true; }}};
+                                             {"-h", [&] { args.help = true; }},
+                                             {"--checkpoint", [&] { args.checkpoint = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
+  // NOTE: the MLP saves two ReLU outputs (768 floats per image) for backward; a checkpoint
+  // would keep its input instead, the 784-pixel image, and save nothing.
+  if (args.checkpoint && args.model != "cnn") {
+    throw UsageError("--checkpoint is for --model cnn: the MLP's activations are smaller than the input a "
+                     "checkpoint would keep");
+  }
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
   return args;
@@ -85,6 +94,19 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            companions (default /usr/share/datasets/fashion-mnist)
   --epochs N               passes over the training set (default: mlp 3, cnn 5)
   --batch N                samples per batch (default 128)
+  --accum N                accumulate the gradients of N batches of --batch samples
+                           before each optimizer step (the loss of each scaled by 1/N):
+                           steps of N x --batch samples at the activation memory of one
+                           batch (default 1); --schedule counts optimizer steps
+  --checkpoint             cnn only: gradient checkpointing of the convolution block
+                           (conv1, conv2 and the pool run again in backward instead of
+                           keeping their outputs): the ACTIVATION peak falls (16% at
+                           batch 128), the total peak does not, as this net's peak is in
+                           the convolutions' own backward (see docs/memory.md); refused
+                           for the MLP, whose saved activations are smaller than the
+                           input a checkpoint keeps
+  --limit N                only about N training and N test samples per epoch (whole
+                           batches), for quick trials
   --optim NAME             sgd (momentum 0.9), adam, adamw or adagrad (default adam)
   --lr X                   learning rate (default: sgd 0.05, adam/adamw 1e-3, adagrad 1e-2)
   --schedule NAME          cosine (the learning rate falls from --lr to 0 along a half

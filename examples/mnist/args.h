@@ -13,7 +13,10 @@ struct Args {
   std::string model = "mlp";  // mlp or cnn
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 0;      // filled from the model's default when --epochs is not given
-  int64_t batch_size = 128;
+  int64_t batch_size = 128;  // samples per micro-batch when accumulating
+  int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
+  bool checkpoint = false;   // cnn: recompute the convolutions' activations in backward
+  int64_t limit = 0;         // > 0: about this many training and test samples per epoch
   std::string optimizer = "adam";
   double lr = 0.0;  // filled from the optimizer's default when --lr is not given
   std::string schedule = "cosine";  // how the learning rate moves over the run

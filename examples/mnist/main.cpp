@@ -18,6 +18,7 @@
 #include "core/random.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
@@ -80,6 +81,8 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
       .key("schedule").value(args.schedule)
       .key("epochs").value(args.epochs)
       .key("batch_size").value(args.batch_size)
+      .key("accum").value(args.accum)
+      .key("checkpoint").value(args.checkpoint)
       .key("test_accuracy").value(result.test_accuracy)
       .key("final_train_loss").value(result.final_train_loss)
       .key("seconds").value(total(result.seconds_per_epoch))
@@ -126,15 +129,19 @@ int run(const Args& args) {
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   mg::Generator init_generator(args.seed);
   std::shared_ptr<mg::nn::Module> model =
-      args.model == "cnn" ? std::make_shared<mg::nn::MnistCnn>(image_shape, classes, &init_generator)
-                          : build_mlp(image_shape.numel(), classes, init_generator);
+      args.model == "cnn"
+          ? std::make_shared<mg::nn::MnistCnn>(image_shape, classes, &init_generator, args.checkpoint)
+          : build_mlp(image_shape.numel(), classes, init_generator);
   model->to(args.device);
   std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
+  const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
+  const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
   // cosine: the learning rate falls from --lr to 0 along a half cosine over all steps
   // (annealing lets a few epochs settle into a better minimum).
   std::unique_ptr<mg::optim::LRScheduler> scheduler;
   if (args.schedule == "cosine") {
-    scheduler = std::make_unique<mg::optim::CosineAnnealingLR>(*optimizer, args.epochs * train_loader.num_batches());
+    scheduler = std::make_unique<mg::optim::CosineAnnealingLR>(
+        *optimizer, args.epochs * examples::optimizer_steps(train_batches, args.accum));
   }
 
   RunResult result;
@@ -143,9 +150,11 @@ int run(const Args& args) {
               args.model.c_str(), args.data_dir.c_str(), static_cast<long long>(train_set.size()),
               static_cast<long long>(test_set.size()), static_cast<long long>(image_shape[0]),
               static_cast<long long>(image_shape[1]), static_cast<long long>(classes));
-  std::printf("%lld parameters; %s, lr %g, batch %lld, %lld epochs, on %s\n",
+  std::printf("%lld parameters; %s, lr %g, batch %lld%s%s, %lld epochs, on %s\n",
               static_cast<long long>(result.parameters), args.optimizer.c_str(), args.lr,
-              static_cast<long long>(args.batch_size), static_cast<long long>(args.epochs),
+              static_cast<long long>(args.batch_size),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
+              args.checkpoint ? ", convolutions checkpointed" : "", static_cast<long long>(args.epochs),
               args.device.str().c_str());
   std::fflush(stdout);
 
@@ -153,17 +162,22 @@ int run(const Args& args) {
     const Clock::time_point start = Clock::now();
     const examples::EpochResult epoch_result = examples::train_epoch(
         *model, *optimizer, train_loader, args.device,
-        {.epoch = epoch, .epochs = args.epochs, .scheduler = scheduler.get(), .transform = {}});
+        {.epoch = epoch,
+         .epochs = args.epochs,
+         .max_batches = train_batches,
+         .accum = args.accum,
+         .scheduler = scheduler.get(),
+         .transform = {}});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
-    result.test_accuracy = examples::evaluate(*model, test_loader, args.device);
+    result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches);
     result.seconds_per_epoch.push_back(seconds_since(start));
     result.train_seconds += train_seconds;
-    result.train_samples += train_set.size();
+    result.train_samples += epoch_result.samples;
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n",
                 static_cast<long long>(epoch + 1), result.final_train_loss,
                 100.0 * result.test_accuracy, result.seconds_per_epoch.back(),
-                train_set.size() / train_seconds);
+                epoch_result.samples / train_seconds);
     std::fflush(stdout);
   }
 

@@ -26,6 +26,7 @@ Args parse_args(int argc, char** argv) {
       {"--data", [&](const std::string& value) { args.data_dir = value; }},
       {"--epochs", [&](const std::string& value) { args.epochs = examples::parse_count("--epochs", value); }},
       {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
+      {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
       {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
       {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
@@ -45,6 +46,7 @@ Args parse_args(int argc, char** argv) {
       {"--bench", [&] { args.bench = true; }},
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
+      {"--checkpoint", [&] { args.checkpoint = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   if (!args.bench && model_given && args.model != "resnet18") {
@@ -59,7 +61,7 @@ Args parse_args(int argc, char** argv) {
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
-                [--device cpu|cuda] [--channels-last]
+                [--accum N] [--checkpoint] [--device cpu|cuda] [--channels-last]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay
@@ -68,6 +70,15 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --data DIR               MNIST-format folder (default /usr/share/datasets/fashion-mnist)
   --epochs N               passes over the training set (default 15)
   --batch N                samples per batch (default 256)
+  --accum N                accumulate the gradients of N batches of --batch samples
+                           before each optimizer step (the loss of each scaled by 1/N):
+                           steps of N x --batch samples at the activation memory of one
+                           batch (default 1; batch norm still normalises each batch of
+                           --batch on its own); the schedule counts optimizer steps
+  --checkpoint             gradient checkpointing: keep only the inputs of layer1..layer4
+                           through the forward and recompute each stage's activations
+                           when backward reaches it (one more forward of the trunk per
+                           step, for a lower activation peak)
   --lr X                   the one-cycle schedule's peak learning rate (default 0.1)
   --augment                random crops (pad 4, crop 32) and horizontal flips
   --channels-last          keep the model's weights and the batches in channels-last
@@ -80,7 +91,8 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --save FILE              after every epoch, write the model, the optimizer and the run's
                            progress to FILE (one safetensors file, written atomically)
   --resume FILE            continue the run saved in FILE exactly where it stopped (give
-                           the same --epochs, --batch, --lr, --limit and --augment)
+                           the same --epochs, --batch, --accum, --lr, --limit and
+                           --augment)
   --stop-after N           end after epoch N of the --epochs the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
@@ -88,9 +100,10 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --bench                  time training steps on random data instead: --model resnet18
                            (3x32x32 inputs, 10 classes) or resnet50 (3x224x224, 1000
                            classes), --batch (default 256), --steps timed steps (default
-                           20) after --warmup steps (default 5); prints the median step
-                           time, samples/s and peak memory, and one JSON line on stdout
-                           with bench_train_step's fields
+                           20) after --warmup steps (default 5), a step being --accum
+                           micro-batches and one optimizer step; prints the median step
+                           time, samples/s and the peak memory of one step, and one JSON
+                           line on stdout with bench_train_step's fields
   --help                   show this text
 )";
 }

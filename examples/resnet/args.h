@@ -15,7 +15,9 @@ struct Args {
   std::string model = "resnet18";  // --bench only: resnet18 (3x32x32) or resnet50 (3x224x224)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 15;
-  int64_t batch_size = 256;
+  int64_t batch_size = 256;  // samples per micro-batch when accumulating
+  int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
+  bool checkpoint = false;   // gradient checkpointing of layer1..layer4
   double lr = 0.1;  // the one-cycle schedule's peak
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format

@@ -25,6 +25,7 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/transforms.h"
+#include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
@@ -46,14 +47,6 @@ const std::string kModelName = "resnet18";
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Batches per epoch: all of them, or enough for about --limit samples.
-int64_t batches_per_epoch(const mg::data::DataLoader& loader, const Args& args) {
-  return args.limit > 0 ? std::min(loader.num_batches(), ceil_div(args.limit, args.batch_size))
-                        : loader.num_batches();
 }
 
 // Pads (and with --augment, crops and flips) a host batch, then moves it to the device.
@@ -113,6 +106,8 @@ void write_summary(const Args& args, const RunProgress& progress, const SessionF
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("epochs").value(args.epochs)
       .key("batch_size").value(args.batch_size)
+      .key("accum").value(args.accum)
+      .key("checkpoint").value(args.checkpoint)
       .key("train_samples_per_epoch").value(facts.samples_per_epoch)
       .key("resumed_from_epoch").value(facts.resumed_from)
       .key("test_accuracy").value(progress.test_accuracy.empty() ? 0.0 : progress.test_accuracy.back())
@@ -155,23 +150,27 @@ int run_training(const Args& args) {
 
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   mg::Generator init_generator(args.seed);
-  std::shared_ptr<mg::nn::ResNet> model = mg::nn::resnet18(
-      {.num_classes = classes, .small_image_stem = true, .in_channels = 1, .generator = &init_generator});
+  std::shared_ptr<mg::nn::ResNet> model = mg::nn::resnet18({.num_classes = classes,
+                                                            .small_image_stem = true,
+                                                            .in_channels = 1,
+                                                            .generator = &init_generator,
+                                                            .checkpoint_stages = args.checkpoint});
   model->to(args.device);
   if (args.channels_last) model->to(mg::MemoryFormat::ChannelsLast);
   mg::optim::SGD optimizer(model->parameters(),
                            {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-  const int64_t train_batches = batches_per_epoch(train_loader, args);
-  const int64_t test_batches = batches_per_epoch(test_loader, args);
-  mg::optim::OneCycleLR scheduler(optimizer, args.lr, args.epochs * train_batches);
+  const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
+  const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
+  const int64_t train_steps = examples::optimizer_steps(train_batches, args.accum);
+  mg::optim::OneCycleLR scheduler(optimizer, args.lr, args.epochs * train_steps);
 
   RunProgress progress;
-  progress.total_steps = args.epochs * train_batches;
+  progress.total_steps = args.epochs * train_steps;
   if (!args.resume_path.empty()) {
     progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, optimizer);
-    MG_CHECK(progress.total_steps == args.epochs * train_batches, "checkpoint '", args.resume_path,
+    MG_CHECK(progress.total_steps == args.epochs * train_steps, "checkpoint '", args.resume_path,
              "' belongs to a run of ", progress.total_steps, " steps, but this one has ", args.epochs, " epochs of ",
-             train_batches, " batches. Hint: resume with the --epochs, --batch and --limit it was saved with.");
+             train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with.");
     MG_CHECK(progress.epochs_done <= args.epochs, "checkpoint '", args.resume_path, "' is past the run's end.");
     // The schedule and the shuffling are closed forms of the step and the epoch: replaying
     // their counters puts both exactly where the saved run was.
@@ -187,10 +186,12 @@ int run_training(const Args& args) {
               static_cast<long long>(image_shape[1]), static_cast<long long>(kImageSize),
               static_cast<long long>(kImageSize), static_cast<long long>(classes),
               args.augment ? ", random crops and flips" : "");
-  std::printf("%lld parameters; SGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld, "
+  std::printf("%lld parameters; SGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s, "
               "%lld epochs of %lld steps, on %s%s\n",
               static_cast<long long>(facts.parameters), args.lr, static_cast<long long>(args.batch_size),
-              static_cast<long long>(args.epochs), static_cast<long long>(train_batches), args.device.str().c_str(),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
+              args.checkpoint ? ", stages checkpointed" : "", static_cast<long long>(args.epochs),
+              static_cast<long long>(train_steps), args.device.str().c_str(),
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
   std::fflush(stdout);
 
@@ -200,7 +201,11 @@ int run_training(const Args& args) {
     prepare.start_epoch(epoch, args.augment);
     const examples::EpochResult result = examples::train_epoch(
         *model, optimizer, train_loader, args.device,
-        {.epoch = epoch, .epochs = args.epochs, .max_batches = train_batches, .scheduler = &scheduler,
+        {.epoch = epoch,
+         .epochs = args.epochs,
+         .max_batches = train_batches,
+         .accum = args.accum,
+         .scheduler = &scheduler,
          .transform = std::ref(prepare)});
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;

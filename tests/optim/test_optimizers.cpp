@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/allocator/registry.h"
@@ -320,4 +321,53 @@ TEST_CASE("step refuses a gradient that does not match its parameter", "[optim]"
   REQUIRE_THROWS_WITH(optimizer.step(), Contains("parameter 0 of group 0 is [2, 3] float64 on cpu") &&
                                             Contains("its gradient is [3] float64"));
   REQUIRE(param.to_vector<double>() == kStart);
+}
+
+TEST_CASE("step_skipping_if: a set flag leaves parameters, state and step counters alone", "[optim]") {
+  const Tensor clear = zeros({}), set = full({}, 1.0);
+  for (int kind = 0; kind < 3; ++kind) {
+    Tensor param = make_param(), reference = make_param();
+    std::unique_ptr<optim::Optimizer> optimizer, plain;
+    if (kind == 0) {
+      optimizer = std::make_unique<optim::SGD>(std::vector<Tensor>{param}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      plain = std::make_unique<optim::SGD>(std::vector<Tensor>{reference}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    } else if (kind == 1) {
+      optimizer = std::make_unique<optim::Adam>(std::vector<Tensor>{param}, optim::AdamOptions{.lr = 0.1});
+      plain = std::make_unique<optim::Adam>(std::vector<Tensor>{reference}, optim::AdamOptions{.lr = 0.1});
+    } else {
+      optimizer = std::make_unique<optim::Adagrad>(std::vector<Tensor>{param}, optim::AdagradOptions{.lr = 0.1});
+      plain = std::make_unique<optim::Adagrad>(std::vector<Tensor>{reference}, optim::AdagradOptions{.lr = 0.1});
+    }
+    INFO("optimizer " << kind);
+    // Clear, set, clear: the skipped middle step leaves no trace, so two plain steps match.
+    set_grad(param, kGrads[0]);
+    optimizer->step_skipping_if(clear);
+    const std::vector<double> after_first = param.to_vector<double>();
+    const optim::ParamState state = *optimizer->state(param);
+    const std::vector<double> first_state =
+        (kind == 0 ? state.momentum_buffer : kind == 1 ? state.exp_avg : state.sum).to_vector<double>();
+    set_grad(param, kGrads[1]);
+    optimizer->step_skipping_if(set);
+    CHECK(param.to_vector<double>() == after_first);
+    CHECK((kind == 0 ? state.momentum_buffer : kind == 1 ? state.exp_avg : state.sum).to_vector<double>() ==
+          first_state);
+    if (kind > 0) CHECK(state.step.item<float>() == 1.0f);
+    set_grad(param, kGrads[2]);
+    optimizer->step_skipping_if(clear);
+    for (int step : {0, 2}) {
+      set_grad(reference, kGrads[step]);
+      plain->step();
+    }
+    CHECK(param.to_vector<double>() == reference.to_vector<double>());
+    // A plain step() after a skipping one does not skip.
+    set_grad(param, kGrads[1]);
+    optimizer->step_skipping_if(set);
+    CHECK(param.to_vector<double>() == reference.to_vector<double>());
+    optimizer->step();
+    CHECK(param.to_vector<double>() != reference.to_vector<double>());
+  }
+  Tensor param = make_param();
+  optim::SGD sgd({param});
+  CHECK_THROWS_WITH(sgd.step_skipping_if(zeros({2})), Contains("one-element float32"));
+  CHECK_THROWS_WITH(sgd.step_skipping_if(zeros({}, {.dtype = DType::Float64})), Contains("one-element float32"));
 }

@@ -1,10 +1,10 @@
-// bench/timeline.cpp — device-timeline marks and quantiles.
-#include "bench/timeline.h"
+// examples/common/timeline.cpp — device-timeline marks and quantiles.
+#include "examples/common/timeline.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace bench {
+namespace examples {
 
 Timeline::Timeline(mg::Device device, int64_t marks) : device_(device) {
 #ifdef MG_WITH_CUDA
@@ -63,4 +63,4 @@ double quantile(std::vector<double> values, double q) {
   return values[below] + fraction * (values[above] - values[below]);
 }
 
-}  // namespace bench
+}  // namespace examples

@@ -1,4 +1,4 @@
-// bench/timeline.h — timing steps on a device's own timeline, for benchmarks:
+// examples/common/timeline.h — timing steps on a device's own timeline, for benchmarks:
 // marks are CUDA events on the current stream (so the host never waits inside a timed
 // loop, and a step's time is what the GPU timeline shows, host gaps included) or the
 // host's steady clock on the CPU; intervals are read once, afterwards.
@@ -16,7 +16,7 @@
 #include "cuda/runtime.h"
 #endif
 
-namespace bench {
+namespace examples {
 
 class Timeline {
  public:
@@ -47,4 +47,4 @@ class Timeline {
 // (NumPy's default, which bench/torch_reference.py uses too).
 double quantile(std::vector<double> values, double q);
 
-}  // namespace bench
+}  // namespace examples

@@ -1,0 +1,127 @@
+// cuda/kernels/multi_tensor_apply.cuh — many tensors per launch, in the manner of PyTorch's
+// multi_tensor_apply: the plumbing shared by the fused optimizers (optimizer.cu) and the
+// GradScaler's unscale (amp.cu), which add only their per-element work and their kernel.
+//
+// Work layout: a launch covers up to kTensorsPerLaunch tensors, each cut into chunks of
+// kChunk elements, one block per chunk. The tensors' pointers, sizes and first blocks
+// travel in the kernel's argument (a struct of arrays, under the 4 KiB argument limit); a
+// block finds its tensor by scanning first_block (block_work).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "core/memory_format.h"
+#include "cuda/kernels/strided_indexer.cuh"
+
+namespace mg::cuda {
+
+inline constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
+inline constexpr int kTensorsPerLaunch = 48;
+
+// Pointers of up to kTensorsPerLaunch tensors: kLists per tensor (param, grad, states...).
+template <int kLists>
+struct TensorLists {
+  void* data[kLists][kTensorsPerLaunch];       // null where an optional list is empty
+  const float* step[kTensorsPerLaunch];        // null for work without a step counter
+  int64_t numel[kTensorsPerLaunch];
+  int32_t first_block[kTensorsPerLaunch + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
+  int count;
+};
+static_assert(sizeof(TensorLists<5>) <= 3584, "kernel arguments must stay under 4 KiB");
+
+// The tensor of this block and the element range of its chunk.
+struct BlockWork {
+  int tensor;
+  int64_t begin;
+  int64_t end;
+};
+
+template <int kLists>
+__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
+  auto block = static_cast<int32_t>(blockIdx.x);
+  int t = 0;
+  while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
+  int64_t begin = static_cast<int64_t>(block - lists.first_block[t]) * kChunk;
+  return {t, begin, std::min(begin + kChunk, lists.numel[t])};
+}
+
+// Checks the lists of one call: lists[0] holds the leading tensors (an optimizer's
+// parameters); each other list is as long (or empty: `optional` says which may be) with,
+// per leading tensor, one dense in its layout and of its dtype, device and numel; every
+// leading tensor shares one dtype and device; `steps` is empty for work without counters,
+// else one float32 counter per leading tensor.
+template <int kLists>
+void check_lists(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                 const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps) {
+  std::span<const Tensor> params = lists[0];
+  for (int k = 1; k < kLists; ++k) {
+    MG_CHECK(lists[k].size() == params.size() || (optional[k] && lists[k].empty()), op, ": got ", params.size(),
+             " parameters but a list of ", lists[k].size(), " tensors");
+  }
+  MG_CHECK(steps.size() == (needs_steps ? params.size() : 0), op, ": got ", params.size(), " parameters but ",
+           steps.size(), " step counters");
+  for (size_t i = 0; i < params.size(); ++i) {
+    MG_CHECK(params[i].dtype() == params[0].dtype() && params[i].device() == params[0].device(), op,
+             ": every parameter must share one dtype and device; parameter ", i, " is ", params[i].dtype(), " on ",
+             params[i].device(), ", parameter 0 is ", params[0].dtype(), " on ", params[0].device());
+    // The kernels walk each tensor as one flat array, so all of a parameter's tensors must be
+    // dense in one layout: row-major, or channels_last after Module::to(ChannelsLast).
+    const MemoryFormat layout = suggest_memory_format(params[i]);
+    for (std::span<const Tensor> list : lists) {
+      if (list.empty()) continue;
+      MG_CHECK(list[i].numel() == params[i].numel() && list[i].dtype() == params[i].dtype() &&
+                   list[i].device() == params[i].device() && is_contiguous_in(list[i], layout),
+               op, ": the tensors of parameter ", i, " must be dense in its layout (", layout, "), of its dtype (",
+               params[i].dtype(), "), device and ", params[i].numel(), " elements; got shape ", list[i].sizes(),
+               " with strides ", list[i].strides());
+    }
+    if (needs_steps) {
+      MG_CHECK(steps[i].numel() == 1 && steps[i].dtype() == DType::Float32 && steps[i].device() == params[i].device(),
+               op, ": step ", i, " must be a one-element float32 tensor on ", params[i].device());
+    }
+  }
+}
+
+// Packs the checked `lists` (and `steps`, which may be empty) into groups of up to
+// kTensorsPerLaunch non-empty tensors and calls launch.template operator()<T>(packed,
+// blocks, stream) for each, T the leading tensors' device element type. Empty tensors are
+// skipped. The caller has set the device (DeviceGuard).
+template <int kLists, class Launch>
+void launch_multi_tensor(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                         std::span<const Tensor> steps, cudaStream_t stream, Launch launch) {
+  std::span<const Tensor> params = lists[0];
+  dispatch_floating(params[0].dtype(), op, [&]<class HostT>() {
+    TensorLists<kLists> packed;
+    packed.count = 0;
+    int64_t blocks = 0;
+    auto flush = [&] {
+      if (packed.count == 0) return;
+      packed.first_block[packed.count] = static_cast<int32_t>(blocks);
+      launch.template operator()<device_t<HostT>>(packed, static_cast<unsigned>(blocks), stream);
+      MG_CUDA_CHECK_LAUNCH();
+      packed.count = 0;
+      blocks = 0;
+    };
+    for (size_t i = 0; i < params.size(); ++i) {
+      int64_t numel = params[i].numel();
+      if (numel == 0) continue;
+      int slot = packed.count;
+      for (int k = 0; k < kLists; ++k) {
+        packed.data[k][slot] = lists[k].empty() ? nullptr : lists[k][i].raw_data();
+      }
+      packed.step[slot] = steps.empty() ? nullptr : steps[i].data_ptr<float>();
+      packed.numel[slot] = numel;
+      packed.first_block[slot] = static_cast<int32_t>(blocks);
+      blocks += (numel + kChunk - 1) / kChunk;
+      MG_ASSERT(blocks <= INT32_MAX, op, ": too many blocks for one launch");
+      ++packed.count;
+      if (packed.count == kTensorsPerLaunch) flush();
+    }
+    flush();
+  });
+}
+
+}  // namespace mg::cuda
