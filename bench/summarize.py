@@ -2,9 +2,11 @@
 """bench/summarize.py — the table of a benchmark run: reads the JSON lines that
 bench_train_step, `resnet --bench` and bench/torch_reference.py printed (bench.jsonl) and
 compares memgrad with PyTorch per configuration — (model, batch, optimizer, memory format,
-device); a line without "memory_format" is "contiguous" (NCHW), as memgrad's lines are —:
+autocast, checkpointing, device); a line without "memory_format" is "contiguous" (NCHW),
+without "amp" fp32, without "checkpoint" unchecked —:
 median step time of each run and their ratio, peak allocated bytes and their ratio (memgrad
-must not use more). Optionally also the test counts from a ctest log and the accuracy from
+must not use more), and memgrad's peak bytes by category per configuration (what
+checkpointing and autocast change). Optionally also the test counts from a ctest log and the accuracy from
 the mnist example's --summary-json.
 
   python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--training-json summary.json ...]
@@ -68,17 +70,32 @@ def ratio_text(numerator, denominator):
     return "-" if numerator is None or not denominator else f"{numerator / denominator:.2f}x"
 
 
-def training_table(results):
-    """Rows per (model, batch, optim, memory format, device): memgrad vs pytorch."""
+def config_name(result):
+    """"resnet50 b128 sgd cuda channels_last amp fp16 checkpoint": the options that are not
+    the default are named, so the plain rows read as before."""
+    name = f"{result.get('model')} b{result.get('batch')} {result.get('optim')} {result.get('device')}"
+    if (result.get("memory_format") or "contiguous") != "contiguous":
+        name += f" {result['memory_format']}"
+    if (result.get("amp") or "fp32") != "fp32":
+        name += f" amp {result['amp']}"
+    if result.get("checkpoint"):
+        name += " checkpoint"
+    return name
+
+
+def group_by_config(results):
+    """{config name: {framework: [results]}}, in the order of first appearance."""
     groups = OrderedDict()
     for result in results:
-        if result.get("benchmark") == "host_overhead":
-            continue
-        key = (result.get("model"), result.get("batch"), result.get("optim"),
-               result.get("memory_format") or "contiguous", result.get("device"))
-        groups.setdefault(key, {}).setdefault(result["framework"], []).append(result)
+        if result.get("benchmark") != "host_overhead":
+            groups.setdefault(config_name(result), {}).setdefault(result["framework"], []).append(result)
+    return groups
+
+
+def training_table(results):
+    """Rows per configuration: memgrad vs pytorch."""
     rows = []
-    for (model, batch, optim, memory_format, device), by_framework in groups.items():
+    for config, by_framework in group_by_config(results).items():
         memgrad = by_framework.get("memgrad", [])
         pytorch = by_framework.get("pytorch", [])
         best = {name: min((r["step_ms_median"] for r in runs), default=None)
@@ -88,15 +105,12 @@ def training_table(results):
                 for name, runs in (("memgrad", memgrad), ("pytorch", pytorch))}
         ratio = (best["memgrad"] / best["pytorch"]
                  if best["memgrad"] is not None and best["pytorch"] else None)
-        # NOTE: the format is named only when it is not the default, so the MLP's rows read
-        # as before.
-        layout = "" if memory_format == "contiguous" else f" {memory_format}"
         if peak["memgrad"] is None or peak["pytorch"] is None:
             memory_ok = "-"
         else:
             memory_ok = "yes" if peak["memgrad"] <= peak["pytorch"] else "NO"
         rows.append({
-            "config": f"{model} b{batch} {optim} {device}{layout}",
+            "config": config,
             "memgrad_runs": " / ".join(ms(r["step_ms_median"]) for r in memgrad) or "-",
             "pytorch_runs": " / ".join(ms(r["step_ms_median"]) for r in pytorch) or "-",
             "ratio": ratio_text(best["memgrad"], best["pytorch"]),
@@ -106,6 +120,23 @@ def training_table(results):
             "memory_ratio": ratio_text(peak["memgrad"], peak["pytorch"]),
             "memory_ok": memory_ok,
         })
+    return rows
+
+
+CATEGORIES = ("ACTIVATION", "TEMPORARY", "WORKSPACE", "AUTOCAST_CACHE")
+
+
+def category_rows(results):
+    """memgrad's peak bytes per category (MiB, highest run) for each configuration."""
+    rows = []
+    for config, by_framework in group_by_config(results).items():
+        runs = [r for r in by_framework.get("memgrad", []) if r.get("peak_bytes_by_category")]
+        if not runs:
+            continue
+        row = {"config": config}
+        for category in CATEGORIES:
+            row[category] = mib(max(r["peak_bytes_by_category"].get(category, 0) for r in runs))
+        rows.append(row)
     return rows
 
 
@@ -155,7 +186,8 @@ def main(argv):
         try:
             with open(path, encoding="utf-8") as file:
                 run = json.load(file)
-            print(f"{run.get('model', 'training')}: test accuracy {100 * run['test_accuracy']:.2f}% after "
+            amp = f" amp {run['amp']}" if run.get("amp", "fp32") != "fp32" else ""
+            print(f"{run.get('model', 'training')}{amp}: test accuracy {100 * run['test_accuracy']:.2f}% after "
                   f"{run['epochs']} epochs on {run['device']}, {run['seconds']:.1f} s, "
                   f"{run['samples_per_s']:.0f} samples/s")
         except (OSError, ValueError, KeyError) as error:
@@ -176,6 +208,10 @@ def main(argv):
                      "pytorch peak", "mem ratio", "mem <= torch"], rows,
                     ["config", "memgrad_runs", "pytorch_runs", "ratio", "faster", "memgrad_peak",
                      "pytorch_peak", "memory_ratio", "memory_ok"], args.markdown)
+    categories = category_rows(results)
+    if categories:
+        print("\nmemgrad's peak bytes by category during one step (highest run):")
+        print_table(["config", *CATEGORIES], categories, ["config", *CATEGORIES], args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")

@@ -13,7 +13,10 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     faithful torch.nn copy), float32, in training mode; SGD with lr 0.1, momentum 0.9,
     weight decay 5e-4 and Nesterov momentum, exactly as examples/resnet/bench.cpp (the only
     optimizer there). Defaults: --batch 256 --warmup 5 --steps 20 --optim sgd, as there.
-    --channels-last stores the model and the batch channels-last (NHWC).
+    --channels-last stores the model and the batch channels-last (NHWC). --amp fp16|bf16
+    runs the forward under torch.autocast in that dtype, with a torch.amp.GradScaler for
+    fp16, as `resnet --bench --amp` does; --checkpoint recomputes layer1..layer4 in
+    backward (torch.utils.checkpoint, non-reentrant), as `resnet --bench --checkpoint`.
     NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
     PyTorch eager as a user gets it.
 
@@ -46,6 +49,7 @@ import sys
 import time
 
 import torch
+import torch.utils.checkpoint
 
 # The ResNet definition is shared with the interop check, which needs the very same model.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
@@ -71,6 +75,10 @@ def parse_args(argv):
                         help="default: torch.optim's (sgd: 0.01 with momentum 0.9); resnets: 0.1")
     parser.add_argument("--channels-last", action="store_true",
                         help="resnets: model and batch in channels-last (NHWC) memory format")
+    parser.add_argument("--amp", default="fp32", choices=["fp32", "fp16", "bf16"],
+                        help="resnets: forward under torch.autocast (fp16 with a GradScaler)")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="resnets: checkpoint each residual stage (layer1..layer4)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets)")
     parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets)")
@@ -86,8 +94,10 @@ def parse_args(argv):
             setattr(args, name, default)
     if args.model != "mlp" and args.optim != "sgd" and not args.host_overhead:
         parser.error(f"--model {args.model} trains with sgd only, as examples/resnet's --bench")
-    if args.channels_last and args.model == "mlp":
-        parser.error("--channels-last is for the resnets (the MLP has no image tensors)")
+    if args.model == "mlp" and (args.channels_last or args.amp != "fp32" or args.checkpoint):
+        parser.error("--channels-last, --amp and --checkpoint are for the resnets")
+    if args.amp == "fp16" and args.device != "cuda":
+        parser.error("--amp fp16 needs --device cuda (CPU autocast computes in bfloat16)")
     for name, minimum in (("batch", 1), ("warmup", 0), ("steps", 1), ("ops", 2), ("repeats", 1)):
         if getattr(args, name) < minimum:
             parser.error(f"--{name} must be at least {minimum}, got {getattr(args, name)}")
@@ -186,9 +196,28 @@ def build_model(args):
     return model, source, image, classes
 
 
+class CheckpointedStage(torch.nn.Module):
+    """A residual stage whose activations are recomputed in backward, as memgrad's
+    ResNetOptions::checkpoint_stages: only the stage's input is kept."""
+
+    def __init__(self, stage):
+        super().__init__()
+        self.stage = stage
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.stage, x, use_reentrant=False)
+
+
+def checkpoint_stages(model):
+    for name in ("layer1", "layer2", "layer3", "layer4"):
+        setattr(model, name, CheckpointedStage(getattr(model, name)))
+
+
 def run_train_step(args, device):
     torch.manual_seed(args.seed)
     model, model_source, input_shape, classes = build_model(args)
+    if args.checkpoint:
+        checkpoint_stages(model)
     model = model.to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -202,11 +231,16 @@ def run_train_step(args, device):
         inputs = inputs.contiguous(memory_format=torch.channels_last)
     targets = torch.randint(0, classes, (args.batch,), generator=data_generator).to(device)
 
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
+
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
+        with torch.autocast(device.type, dtype=amp_dtype or torch.float16, enabled=amp_dtype is not None):
+            loss = loss_fn(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
     for _ in range(args.warmup):
         step()
@@ -239,6 +273,8 @@ def run_train_step(args, device):
         "batch": args.batch,
         "optim": args.optim,
         "memory_format": "channels_last" if args.channels_last else "contiguous",
+        "amp": args.amp,
+        "checkpoint": args.checkpoint,
         "device": args.device,
         "tf32_matmul": False,
         "tf32_cudnn": device.type == "cuda",

@@ -31,6 +31,8 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
   model.train();
   const int64_t num_batches = batches_to_run(loader, plan.max_batches);
   Progress progress(plan.epoch + 1, plan.epochs, num_batches);
+  MixedPrecision float32(std::nullopt, device);
+  MixedPrecision& precision = plan.precision != nullptr ? *plan.precision : float32;
   mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = device});
   EpochResult result;
   int64_t batches = 0;
@@ -41,10 +43,14 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     const int64_t step_batches = std::min(plan.accum, num_batches - (batches - position));
     if (position == 0) optimizer.zero_grad();
     const mg::data::Batch batch = plan.transform ? plan.transform(loaded) : loaded;
-    mg::Tensor loss = mg::cross_entropy(model(batch.inputs), batch.targets);
-    backward_micro_batch(loss, step_batches);
+    mg::Tensor loss;
+    {
+      AutocastRegion autocast(precision);
+      loss = mg::cross_entropy(model(batch.inputs), batch.targets);
+    }
+    backward_micro_batch(precision.scale(loss), step_batches);
     if (position + 1 == step_batches) {
-      optimizer.step();
+      precision.step(optimizer);
       if (plan.scheduler != nullptr) plan.scheduler->step();
       ++result.steps;
     }
@@ -63,8 +69,10 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
 }
 
 double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device device,
-                const BatchTransform& transform, int64_t max_batches) {
+                const BatchTransform& transform, int64_t max_batches, const MixedPrecision* precision) {
   mg::NoGradGuard no_grad;
+  const MixedPrecision float32(std::nullopt, device);
+  const AutocastRegion autocast(precision != nullptr ? *precision : float32);
   model.eval();
   const int64_t num_batches = batches_to_run(loader, max_batches);
   mg::Tensor correct = mg::zeros({}, {.dtype = mg::DType::Int64, .device = device});

@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "data/dataloader.h"
+#include "examples/common/mixed_precision.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
@@ -31,6 +32,8 @@ struct EpochPlan {
   // last step takes the remainder.
   int64_t accum = 1;
   mg::optim::LRScheduler* scheduler = nullptr;  // stepped after every optimizer step
+  // --amp: forward under autocast, float16 losses scaled; nullptr: float32.
+  MixedPrecision* precision = nullptr;
   BatchTransform transform;
 };
 
@@ -48,8 +51,10 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
                         mg::Device device, const EpochPlan& plan);
 
 // The fraction of the loader's samples (its first max_batches batches unless 0) whose
-// most likely class is the target, in eval mode without autograd.
+// most likely class is the target, in eval mode without autograd (under autocast when
+// `precision` has a 16-bit dtype, as the model trained).
 double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device device,
-                const BatchTransform& transform = {}, int64_t max_batches = 0);
+                const BatchTransform& transform = {}, int64_t max_batches = 0,
+                const MixedPrecision* precision = nullptr);
 
 }  // namespace examples

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "examples/common/cli.h"
+#include "examples/common/mixed_precision.h"
 
 namespace mnist {
 namespace {
@@ -56,6 +57,7 @@ Args parse_args(int argc, char** argv) {
          }
          args.schedule = value;
        }},
+      {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
       {"--threads",
@@ -72,6 +74,7 @@ Args parse_args(int argc, char** argv) {
                                              {"-h", [&] { args.help = true; }},
                                              {"--checkpoint", [&] { args.checkpoint = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
+  examples::check_amp_device(args.amp, args.device);
   // NOTE: the MLP saves two ReLU outputs (768 floats per image) for backward; a checkpoint
   // would keep its input instead, the 784-pixel image, and save nothing.
   if (args.checkpoint && args.model != "cnn") {
@@ -105,6 +108,10 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            the convolutions' own backward (see docs/memory.md); refused
                            for the MLP, whose saved activations are smaller than the
                            input a checkpoint keeps
+  --amp fp16|bf16|fp32     mixed precision: forward under autocast (linear layers and
+                           convolutions in float16/bfloat16, the loss in float32, float32
+                           master weights); fp16 scales the loss with a GradScaler and
+                           needs --device cuda (default fp32: none)
   --limit N                only about N training and N test samples per epoch (whole
                            batches), for quick trials
   --optim NAME             sgd (momentum 0.9), adam, adamw or adagrad (default adam)

@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
 #include "examples/mnist/args.h"
@@ -83,6 +84,7 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
       .key("batch_size").value(args.batch_size)
       .key("accum").value(args.accum)
       .key("checkpoint").value(args.checkpoint)
+      .key("amp").value(examples::amp_name(args.amp))
       .key("test_accuracy").value(result.test_accuracy)
       .key("final_train_loss").value(result.final_train_loss)
       .key("seconds").value(total(result.seconds_per_epoch))
@@ -144,17 +146,19 @@ int run(const Args& args) {
         *optimizer, args.epochs * examples::optimizer_steps(train_batches, args.accum));
   }
 
+  examples::MixedPrecision precision(args.amp, args.device);
   RunResult result;
   result.parameters = model->num_parameters();
   std::printf("%s on %s: %lld training and %lld test images of %lldx%lld, %lld classes\n",
               args.model.c_str(), args.data_dir.c_str(), static_cast<long long>(train_set.size()),
               static_cast<long long>(test_set.size()), static_cast<long long>(image_shape[0]),
               static_cast<long long>(image_shape[1]), static_cast<long long>(classes));
-  std::printf("%lld parameters; %s, lr %g, batch %lld%s%s, %lld epochs, on %s\n",
+  std::printf("%lld parameters; %s, lr %g, batch %lld%s%s%s, %lld epochs, on %s\n",
               static_cast<long long>(result.parameters), args.optimizer.c_str(), args.lr,
               static_cast<long long>(args.batch_size),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
-              args.checkpoint ? ", convolutions checkpointed" : "", static_cast<long long>(args.epochs),
+              args.checkpoint ? ", convolutions checkpointed" : "",
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               args.device.str().c_str());
   std::fflush(stdout);
 
@@ -167,10 +171,11 @@ int run(const Args& args) {
          .max_batches = train_batches,
          .accum = args.accum,
          .scheduler = scheduler.get(),
+         .precision = &precision,
          .transform = {}});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
-    result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches);
+    result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches, &precision);
     result.seconds_per_epoch.push_back(seconds_since(start));
     result.train_seconds += train_seconds;
     result.train_samples += epoch_result.samples;

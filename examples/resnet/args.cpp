@@ -2,6 +2,7 @@
 #include "examples/resnet/args.h"
 
 #include "examples/common/cli.h"
+#include "examples/common/mixed_precision.h"
 
 namespace resnet {
 
@@ -37,6 +38,7 @@ Args parse_args(int argc, char** argv) {
       {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
   };
@@ -49,6 +51,7 @@ Args parse_args(int argc, char** argv) {
       {"--checkpoint", [&] { args.checkpoint = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
+  examples::check_amp_device(args.amp, args.device);
   if (!args.bench && model_given && args.model != "resnet18") {
     throw UsageError("training uses resnet18; --model " + args.model + " is for --bench");
   }
@@ -61,7 +64,8 @@ Args parse_args(int argc, char** argv) {
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
-                [--accum N] [--checkpoint] [--device cpu|cuda] [--channels-last]
+                [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--channels-last]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay
@@ -79,6 +83,10 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            through the forward and recompute each stage's activations
                            when backward reaches it (one more forward of the trunk per
                            step, for a lower activation peak)
+  --amp fp16|bf16|fp32     mixed precision: forward under autocast (convolutions and
+                           linear layers in float16/bfloat16, losses and reductions in
+                           float32, float32 master weights); fp16 scales the loss with a
+                           GradScaler and needs --device cuda (default fp32: none)
   --lr X                   the one-cycle schedule's peak learning rate (default 0.1)
   --augment                random crops (pad 4, crop 32) and horizontal flips
   --channels-last          keep the model's weights and the batches in channels-last

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/dtype.h"
 
 namespace resnet {
 
@@ -21,6 +22,7 @@ struct Args {
   double lr = 0.1;  // the one-cycle schedule's peak
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format
+  std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
   std::optional<int> threads;  // unset: all cores

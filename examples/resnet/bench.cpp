@@ -1,9 +1,9 @@
 // examples/resnet/bench.cpp — times ResNet training steps (zero_grad, forward,
 // cross-entropy, backward, SGD step; with --accum N, N forwards and backwards before the
-// step) on one fixed random batch, as bench/train_step.cpp does for the MLP: after
-// --warmup untimed steps, one step measures peak memory from reset_peak_stats(), then
-// --steps steps are marked on the device's timeline (CUDA events on a GPU) and their
-// median, p10 and p90 reported, with the timed loop's wall time per step (mean_ms).
+// step; with --amp, forward under autocast and a float16 loss scaled) on one fixed random
+// batch, as bench/train_step.cpp does for the MLP: after --warmup untimed steps, one step
+// measures peak memory from reset_peak_stats(), then --steps steps are marked on the
+// device's timeline (CUDA events on a GPU) and their median, p10 and p90 reported, with the timed loop's wall time per step (mean_ms).
 // Human-readable lines go to stderr, and one JSON line with bench_train_step's fields to
 // stdout (and to --summary-json), for bench/summarize.py.
 #include "examples/resnet/bench.h"
@@ -22,6 +22,7 @@
 #include "core/random.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/step_benchmark.h"
 #include "nn/resnet.h"
@@ -73,12 +74,18 @@ int run_bench(const Args& args) {
       mg::randint(0, shape.classes, {args.batch_size}, {.dtype = mg::DType::Int64}, &data_generator).to(args.device);
   inputs.set_memory_category(mg::MemoryCategory::Input);
   targets.set_memory_category(mg::MemoryCategory::Input);
+  examples::MixedPrecision precision(args.amp, args.device);
   auto step = [&] {
     optimizer.zero_grad();
     for (int64_t i = 0; i < args.accum; ++i) {
-      examples::backward_micro_batch(mg::cross_entropy((*model)(inputs), targets), args.accum);
+      mg::Tensor loss;
+      {
+        examples::AutocastRegion autocast(precision);
+        loss = mg::cross_entropy((*model)(inputs), targets);
+      }
+      examples::backward_micro_batch(precision.scale(loss), args.accum);
     }
-    optimizer.step();
+    precision.step(optimizer);
   };
   const int64_t samples_per_step = args.batch_size * args.accum;
 
@@ -95,18 +102,20 @@ int run_bench(const Args& args) {
       .key("optim").value("sgd")
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
+      .key("amp").value(examples::amp_name(args.amp))
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, samples_per_step);
   json.end_object();
   const std::string line = json.str();
 
-  std::fprintf(stderr, "%s, batch %lld%s of %lldx%lldx%lld%s%s on %s: median step %.2f ms (p10 %.2f, p90 %.2f), "
+  std::fprintf(stderr, "%s, batch %lld%s of %lldx%lldx%lld%s%s%s on %s: median step %.2f ms (p10 %.2f, p90 %.2f), "
                "%.1f samples/s, peak allocated %.1f MiB\n%s\n",
                args.model.c_str(), static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "", 3LL,
                static_cast<long long>(shape.image_size), static_cast<long long>(shape.image_size),
                args.channels_last ? " channels-last" : "", args.checkpoint ? ", stages checkpointed" : "",
+               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
                args.device.str().c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms,
                measurement.samples_per_s(samples_per_step),
                static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),

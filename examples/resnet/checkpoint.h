@@ -3,10 +3,12 @@
 //
 //   model.<key>        the model's state_dict (parameters and BatchNorm buffers)
 //   optimizer.<key>    the optimizer's state dict (optim/state_dict.h)
+//   scaler.<key>       the GradScaler's state (--amp fp16 only; amp/grad_scaler.h)
 //   run.<field>        where the run stands (epochs done, scheduler steps, best accuracy,
 //                      times), as int64 / float64 tensors so that they read back exactly
 //
-// with {"format": "pt", "optimizer": "SGD", "model": "resnet18"} as metadata. Written
+// with {"format": "pt", "optimizer": "SGD", "model": "resnet18", "amp": "fp32"} as
+// metadata (a run resumes in the precision it was saved in). Written
 // atomically after every epoch: an interrupted save leaves the previous epoch's file.
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "examples/common/mixed_precision.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 
@@ -34,11 +37,13 @@ struct RunProgress {
 };
 
 void save_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                     const mg::optim::Optimizer& optimizer, const RunProgress& progress);
+                     const mg::optim::Optimizer& optimizer, const examples::MixedPrecision& precision,
+                     const RunProgress& progress);
 
-// Loads `path` into `model` and `optimizer` (built as when the file was saved) and returns
-// the run's progress. Throws mg::Error naming the file when it does not fit.
+// Loads `path` into `model`, `optimizer` and the precision's scaler (built as when the file
+// was saved) and returns the run's progress. Throws mg::Error naming the file when it does
+// not fit.
 RunProgress load_checkpoint(const std::string& path, const std::string& model_name, mg::nn::Module& model,
-                            mg::optim::Optimizer& optimizer);
+                            mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision);
 
 }  // namespace resnet

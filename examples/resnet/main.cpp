@@ -27,6 +27,7 @@
 #include "data/transforms.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
 #include "examples/resnet/args.h"
@@ -104,6 +105,7 @@ void write_summary(const Args& args, const RunProgress& progress, const SessionF
       .key("lr").value(args.lr)
       .key("augment").value(args.augment)
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
+      .key("amp").value(examples::amp_name(args.amp))
       .key("epochs").value(args.epochs)
       .key("batch_size").value(args.batch_size)
       .key("accum").value(args.accum)
@@ -159,6 +161,7 @@ int run_training(const Args& args) {
   if (args.channels_last) model->to(mg::MemoryFormat::ChannelsLast);
   mg::optim::SGD optimizer(model->parameters(),
                            {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+  examples::MixedPrecision precision(args.amp, args.device);
   const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
   const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
   const int64_t train_steps = examples::optimizer_steps(train_batches, args.accum);
@@ -167,7 +170,7 @@ int run_training(const Args& args) {
   RunProgress progress;
   progress.total_steps = args.epochs * train_steps;
   if (!args.resume_path.empty()) {
-    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, optimizer);
+    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, optimizer, precision);
     MG_CHECK(progress.total_steps == args.epochs * train_steps, "checkpoint '", args.resume_path,
              "' belongs to a run of ", progress.total_steps, " steps, but this one has ", args.epochs, " epochs of ",
              train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with.");
@@ -186,11 +189,12 @@ int run_training(const Args& args) {
               static_cast<long long>(image_shape[1]), static_cast<long long>(kImageSize),
               static_cast<long long>(kImageSize), static_cast<long long>(classes),
               args.augment ? ", random crops and flips" : "");
-  std::printf("%lld parameters; SGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s, "
+  std::printf("%lld parameters; SGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s%s, "
               "%lld epochs of %lld steps, on %s%s\n",
               static_cast<long long>(facts.parameters), args.lr, static_cast<long long>(args.batch_size),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
-              args.checkpoint ? ", stages checkpointed" : "", static_cast<long long>(args.epochs),
+              args.checkpoint ? ", stages checkpointed" : "",
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               static_cast<long long>(train_steps), args.device.str().c_str(),
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
   std::fflush(stdout);
@@ -206,11 +210,13 @@ int run_training(const Args& args) {
          .max_batches = train_batches,
          .accum = args.accum,
          .scheduler = &scheduler,
+         .precision = &precision,
          .transform = std::ref(prepare)});
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;
     prepare.start_epoch(epoch, /*augment=*/false);
-    const double accuracy = examples::evaluate(*model, test_loader, args.device, std::ref(prepare), test_batches);
+    const double accuracy = examples::evaluate(*model, test_loader, args.device, std::ref(prepare), test_batches,
+                                                 &precision);
     const double seconds = seconds_since(start);
 
     progress.epochs_done = epoch + 1;
@@ -226,7 +232,7 @@ int run_training(const Args& args) {
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, lr %.4g, %.1f s (%.0f samples/s)\n",
                 static_cast<long long>(epoch + 1), result.mean_loss, 100.0 * accuracy, scheduler.last_lr(), seconds,
                 result.samples / seconds_since(start));
-    if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, optimizer, progress);
+    if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, optimizer, precision, progress);
     std::fflush(stdout);
   }
 

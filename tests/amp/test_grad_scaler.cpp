@@ -38,7 +38,7 @@ TEST_CASE("GradScaler: the scale grows after growth_interval clean steps", "[amp
   mg_test::check_scale_growth(Device::cpu());
 }
 
-TEST_CASE("GradScaler: scale() multiplies the loss; unscale_ divides the gradients", "[amp]") {
+TEST_CASE("GradScaler: scale() multiplies the loss and unscale_ divides the gradients", "[amp]") {
   std::vector<Tensor> params = make_params(Device::cpu());
   optim::SGD optimizer(params, {.lr = 0.1});
   amp::GradScaler scaler({.init_scale = 8.0});

@@ -228,7 +228,7 @@ TEST_CASE("with grad mode off, checkpoint just runs the function", "[checkpoint]
   CHECK(max_abs_difference(y, relu(x)) == 0.0);
 }
 
-TEST_CASE("a second backward through a checkpoint names CheckpointBackward; retain_graph allows it",
+TEST_CASE("a second backward through a checkpoint names CheckpointBackward and retain_graph allows it",
           "[checkpoint]") {
   Mlp mlp(1);
   Tensor x = input_leaf(2);

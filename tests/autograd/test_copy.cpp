@@ -96,7 +96,7 @@ TEST_CASE("gradcheck: clone and contiguous", "[copy]") {
   check_gradients([](const std::vector<Tensor>& in) { return in[0].t().contiguous().view({12}); }, {x});
 }
 
-TEST_CASE("to(dtype) converts; the gradient comes back in the input's dtype", "[copy]") {
+TEST_CASE("to(dtype) converts and the gradient comes back in the input's dtype", "[copy]") {
   Tensor x = from_vector<double>({1.5, -2.0, 0.25});
   x.requires_grad_();
   CHECK(x.to(DType::Float64).is_same(x));
@@ -157,7 +157,7 @@ TEST_CASE("contiguous(ChannelsLast) keeps sizes, stores NHWC, and is differentia
                   {x});
 }
 
-TEST_CASE("channels_last: a 1x1 image is both layouts; non-4-D tensors are refused", "[copy][memory_format]") {
+TEST_CASE("channels_last: a 1x1 image is both layouts and non-4-D tensors are refused", "[copy][memory_format]") {
   Tensor pixel = leaf({2, 3, 1, 1}, 8);
   CHECK(is_contiguous_in(pixel, MemoryFormat::ChannelsLast));
   CHECK(suggest_memory_format(pixel) == MemoryFormat::Contiguous);

@@ -112,7 +112,7 @@ TEST_CASE("a 10,000-op chain runs backward and is freed without deep recursion",
   y = Tensor();  // drops the whole chain
 }
 
-TEST_CASE("tensor hooks see and may replace gradients; retain_grad keeps non-leaf grads", "[engine]") {
+TEST_CASE("tensor hooks see and may replace gradients and retain_grad keeps non-leaf grads", "[engine]") {
   Tensor x = leaf({3}, 7);
   Tensor hidden = x * 2.0;
   std::vector<double> seen;
@@ -128,7 +128,7 @@ TEST_CASE("tensor hooks see and may replace gradients; retain_grad keeps non-lea
   CHECK(x.grad().to_vector<double>() == std::vector<double>{20.0, 20.0, 20.0});
 }
 
-TEST_CASE("detach allocates nothing; clone allocates the tensor's bytes and keeps the path", "[engine]") {
+TEST_CASE("detach allocates nothing and clone allocates the tensor's bytes and keeps the path", "[engine]") {
   Tensor x = leaf({1000}, 8);
   auto& allocator = allocator_for(Device::cpu());
   int64_t before = allocator.stats().requested_bytes.current;

@@ -263,7 +263,7 @@ TEST_CASE("matmul and linear reject mismatched operands with clear messages", "[
                     Catch::Contains("bias has shape [512]") && Catch::Contains("256"));
 }
 
-TEST_CASE("linear saves x and weight only as needed; an INPUT batch stays INPUT", "[matmul]") {
+TEST_CASE("linear saves x and weight only as needed and an INPUT batch stays INPUT", "[matmul]") {
   Tensor x = randn({64, 784}, {.category = MemoryCategory::Input});
   Tensor weight = randn({10, 784}, {.requires_grad = true});
   Tensor bias = zeros({10}, {.requires_grad = true});

@@ -60,7 +60,7 @@ TEST_CASE("sum over all or some dims, with and without keepdim", "[reduce]") {
   REQUIRE_THROWS_WITH(x.sum({2}), Contains("dimension 2 is out of range"));
 }
 
-TEST_CASE("sum of integers and bools gives int64 without a graph; mean needs floats", "[reduce]") {
+TEST_CASE("sum of integers and bools gives int64 without a graph and mean needs floats", "[reduce]") {
   Tensor integers = from_vector<int32_t>({1, 2, 3, 4}, {2, 2});
   Tensor summed = integers.sum({0});
   CHECK(summed.dtype() == DType::Int64);
@@ -95,7 +95,7 @@ TEST_CASE("reducing over a dim of size 0 gives the identity (sum 0, mean NaN)", 
   REQUIRE_THROWS_WITH(max(x), Contains("max: cannot reduce over dimension 1 of size 0"));
 }
 
-TEST_CASE("the gradient of sum is expanded without bytes; the leaf gets its own copy", "[reduce]") {
+TEST_CASE("the gradient of sum is expanded without bytes and the leaf gets its own copy", "[reduce]") {
   Tensor x = zeros({2, 3}, {.dtype = DType::Float64, .requires_grad = true});
   x.sum({1}).sum().backward();
   REQUIRE(x.grad().defined());
@@ -131,7 +131,7 @@ TEST_CASE("max and amax share the gradient evenly among tied maxima", "[reduce]"
   CHECK(max(integers).item<int64_t>() == 9);
 }
 
-TEST_CASE("max along a dim gives values and the first index; the gradient goes to it", "[reduce]") {
+TEST_CASE("max along a dim gives values and the first index and the gradient goes to it", "[reduce]") {
   Tensor x = from_vector<double>({1, 5, 2, 7, 0, 7}, {2, 3});
   x.requires_grad_();
   auto [values_row, indices] = max(x, 1);

@@ -146,7 +146,7 @@ TEST_CASE("hooks can hold float32 saved tensors in float64 and give back float32
   CHECK(grads_of(leaves) == plain_grads(DType::Float32, 3));
 }
 
-TEST_CASE("a packed tensor is the ACTIVATION memory; the original's bytes are not held", "[saved_hooks]") {
+TEST_CASE("a packed tensor is the ACTIVATION memory and the original's bytes are not held", "[saved_hooks]") {
   int64_t before = category_bytes(MemoryCategory::Activation);
   Generator generator(4);
   Tensor x = randn({64, 32}, {}, &generator).set_memory_category(MemoryCategory::Input);
@@ -236,7 +236,7 @@ TEST_CASE("inside pack and unpack no hooks are active, so ops there save plainly
   CHECK(side_input.grad().defined());
 }
 
-TEST_CASE("hook errors name the op; an unpack result must match the saved tensor", "[saved_hooks]") {
+TEST_CASE("hook errors name the op and an unpack result must match the saved tensor", "[saved_hooks]") {
   CHECK_THROWS_WITH(SavedTensorHooks(pack_clone, nullptr), Catch::Contains("unpack") && Catch::Contains("empty"));
   Tensor x = make_leaves(DType::Float64, 8).x;
   auto loss_with = [&](autograd::UnpackHook unpack) {

@@ -130,7 +130,7 @@ TEST_CASE("permute, transpose and t reorder dims and check their arguments", "[s
   REQUIRE_THROWS_WITH(x.t(), Contains("2-D") && Contains("[2, 3, 4]"));
 }
 
-TEST_CASE("narrow, slice and select pick parts; negative indices count from the end", "[shape]") {
+TEST_CASE("narrow, slice and select pick parts and negative indices count from the end", "[shape]") {
   Tensor x = counting({10});
   CHECK(values(x.slice(0, -7, 100, 2)) == std::vector<double>{3, 5, 7, 9});  // end clamps like Python
   CHECK(x.slice(0, 8, 2).numel() == 0);
@@ -178,7 +178,7 @@ TEST_CASE("expand repeats size-1 dims with stride 0", "[shape]") {
   REQUIRE_THROWS_WITH(x.expand({2}), Contains("fewer dimensions"));
 }
 
-TEST_CASE("cat joins along a dim into one allocation; stack adds the dim", "[shape]") {
+TEST_CASE("cat joins along a dim into one allocation and stack adds the dim", "[shape]") {
   Tensor a = counting({2, 2});
   Tensor b = from_vector<double>({10, 11}, {1, 2});
   Tensor c = from_vector<double>({20, 21, 22, 23, 24, 25}, {3, 2});

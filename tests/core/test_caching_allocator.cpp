@@ -172,7 +172,7 @@ TEST_CASE("large requests: 20 MiB segments below 10 MiB, their own segment above
   CHECK(stats.reserved_bytes.current == bytes(54 * MiB));  // cached
 }
 
-TEST_CASE("two small blocks share a segment; a freed one is an inactive split",
+TEST_CASE("two small blocks share a segment and a freed one is an inactive split",
           "[allocator]") {
   auto allocator = make_simulated(64 * MiB);
   Allocation first = allocator.allocate(1000, MemoryCategory::Temporary);   // 1024

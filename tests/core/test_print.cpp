@@ -146,7 +146,7 @@ TEST_CASE("simulated tensors print their size instead of data", "[print]") {
         "tensor(..., device='simulated:13', size=(4,), dtype=int64)");
 }
 
-TEST_CASE("operator<< writes str(); an undefined tensor says so", "[print]") {
+TEST_CASE("operator<< writes str() and an undefined tensor says so", "[print]") {
   std::ostringstream out;
   out << mg::from_vector<int64_t>({7});
   CHECK(out.str() == "tensor([7])");

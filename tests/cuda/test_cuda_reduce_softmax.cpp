@@ -175,7 +175,7 @@ TEST_CASE("cuda large reductions split across blocks agree with the CPU", "[cuda
   }
 }
 
-TEST_CASE("cuda sums of integers and bools widen to int64; max keeps the dtype", "[cuda]") {
+TEST_CASE("cuda sums of integers and bools widen to int64 and max keeps the dtype", "[cuda]") {
   for (DType dtype : {DType::Int64, DType::Int32}) {
     Generator generator(31);
     Tensor x = randint(-1000, 1000, {37, 41, 5}, {.dtype = dtype}, &generator);
@@ -208,7 +208,7 @@ TEST_CASE("cuda reductions of float16 and bfloat16 accumulate in float", "[cuda]
   }
 }
 
-TEST_CASE("cuda max and min propagate NaN; min through the kernel table", "[cuda]") {
+TEST_CASE("cuda max and min propagate NaN and min through the kernel table", "[cuda]") {
   std::vector<float> values(3 * 2000);
   Tensor random = normal({3 * 2000}, DType::Float32, 41);
   std::vector<double> random_values = host_values(random);
@@ -351,7 +351,7 @@ TEST_CASE("cuda cross_entropy with ignore_index and label smoothing, and its gra
   }
 }
 
-TEST_CASE("cuda nll_loss per sample; an out-of-range target gives NaN, not garbage", "[cuda]") {
+TEST_CASE("cuda nll_loss per sample and an out-of-range target gives NaN, not garbage", "[cuda]") {
   Tensor log_probs = log_softmax(normal({6, 5}, DType::Float32, 91), 1);
   Tensor target = from_vector(std::vector<int64_t>{0, 4, -100, 2, 1, 3});
   Tensor loss_gpu = nll_loss(on_cuda(log_probs), on_cuda(target), Reduction::None);

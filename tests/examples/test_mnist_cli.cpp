@@ -52,6 +52,8 @@ TEST_CASE("mnist refuses a bad command line with exit code 2 and the usage", "[e
       {"--accum 0", "--accum must be at least 1"},
       {"--limit -5", "--limit must be at least 1"},
       {"--checkpoint", "--checkpoint is for --model cnn"},
+      {"--amp fp16", "--amp fp16 needs --device cuda"},
+      {"--amp int8", "--amp must be fp16, bf16 or fp32, got 'int8'"},
   }));
   const Outcome outcome = mg_test::run_program(dir, "mnist", arguments);
   INFO(arguments);
@@ -184,4 +186,22 @@ TEST_CASE("mnist --model mlp reaches 88% on Fashion-MNIST in 3 epochs", "[exampl
   CHECK(json_number(json, "parameters") == 535818);
   // The memory report agrees with arithmetic: Adam keeps two moments per parameter.
   CHECK(json_number(json, "PARAMETER") == 535818 * 4);
+}
+
+TEST_CASE("mnist --amp bf16 learns the separable dataset under autocast on the CPU", "[examples]") {
+  TempDir dir("mnist-cli");
+  write_two_class_split(dir, "train", 256, 1);
+  write_two_class_split(dir, "t10k", 64, 2);
+  const std::string summary = dir.file("summary.json");
+  const Outcome outcome = mg_test::run_program(
+      dir, "mnist", "--data " + dir.path.string() + " --epochs 1 --batch 16 --threads 1 --amp bf16 --summary-json " + summary);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_code == 0);
+  CHECK_THAT(outcome.out, Catch::Contains("autocast bf16"));
+  const std::string json = read_file(summary);
+  INFO(json);
+  CHECK_THAT(json, Catch::Contains("\"amp\":\"bf16\""));
+  CHECK(json_number(json, "test_accuracy") >= 0.95);
+  // The weights' bfloat16 copies lived in the forward passes' autocast regions only.
+  CHECK(json_number(json, "AUTOCAST_CACHE") == 0);
 }
