@@ -9,6 +9,7 @@
 
 #include "autograd/function.h"
 #include "autograd/op_support.h"
+#include "core/memory_format.h"
 
 namespace mg {
 
@@ -19,15 +20,18 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
 
-// A copy of x converted to dtype and device; the gradient is converted back (waiting for
-// the transfer: the gradient's host side is never pinned). It flows only into a floating
-// dtype: an integer copy's values are not differentiable.
+// A copy of x converted to dtype and device, in x's memory format (as PyTorch's .to keeps
+// a channels_last tensor channels_last: autocast's casts of channels_last weights and
+// batches must not hand cuDNN row-major copies); the gradient is converted back (waiting
+// for the transfer: the gradient's host side is never pinned). It flows only into a
+// floating dtype: an integer copy's values are not differentiable.
 Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
-  Tensor output = converted_copy(x, dtype, device, non_blocking);
+  Tensor output = converted_copy(x, dtype, device, non_blocking, suggest_memory_format(x));
   if (needs_grad(x) && is_floating(dtype)) {
     record("ToCopyBackward", output, {x}, saved(),
            [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
-             return std::vector<Tensor>{converted_copy(grad, input_dtype, input_device)};
+             return std::vector<Tensor>{
+                 converted_copy(grad, input_dtype, input_device, false, suggest_memory_format(grad))};
            });
   }
   return output;

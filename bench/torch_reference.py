@@ -15,8 +15,9 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     optimizer there). Defaults: --batch 256 --warmup 5 --steps 20 --optim sgd, as there.
     --channels-last stores the model and the batch channels-last (NHWC). --amp fp16|bf16
     runs the forward under torch.autocast in that dtype, with a torch.amp.GradScaler for
-    fp16, as `resnet --bench --amp` does; --checkpoint recomputes layer1..layer4 in
-    backward (torch.utils.checkpoint, non-reentrant), as `resnet --bench --checkpoint`.
+    fp16, as `resnet --bench --amp` does; --checkpoint recomputes the stem and
+    layer1..layer4 in backward (torch.utils.checkpoint, non-reentrant), as
+    `resnet --bench --checkpoint`.
     NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
     PyTorch eager as a user gets it.
 
@@ -78,7 +79,7 @@ def parse_args(argv):
     parser.add_argument("--amp", default="fp32", choices=["fp32", "fp16", "bf16"],
                         help="resnets: forward under torch.autocast (fp16 with a GradScaler)")
     parser.add_argument("--checkpoint", action="store_true",
-                        help="resnets: checkpoint each residual stage (layer1..layer4)")
+                        help="resnets: checkpoint the stem and each residual stage (layer1..layer4)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets)")
     parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets)")
@@ -209,6 +210,10 @@ class CheckpointedStage(torch.nn.Module):
 
 
 def checkpoint_stages(model):
+    """The stem and layer1..layer4 checkpointed, as memgrad's ResNetOptions::checkpoint_stages."""
+    stem = torch.nn.Sequential(model.conv1, model.bn1, model.relu, model.maxpool)
+    model.conv1 = CheckpointedStage(stem)
+    model.bn1 = model.relu = model.maxpool = torch.nn.Identity()
     for name in ("layer1", "layer2", "layer3", "layer4"):
         setattr(model, name, CheckpointedStage(getattr(model, name)))
 

@@ -170,8 +170,8 @@ Tensor contiguous_copy(const Tensor& tensor, MemoryFormat format) {
   return result;
 }
 
-Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking) {
-  Tensor result = allocate(tensor.sizes(), dtype, device, MemoryCategory::Temporary);
+Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking, MemoryFormat format) {
+  Tensor result = allocate(tensor.sizes(), dtype, device, MemoryCategory::Temporary, false, format);
   if (device == tensor.device()) {
     kernels(device).copy(tensor, result);
   } else if (dtype == tensor.dtype()) {
@@ -179,7 +179,7 @@ Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non
   } else {
     // Convert on the source device, then move: the transfer carries the final bytes.
     // NOTE: a converted host copy is pageable, so the transfer then waits regardless.
-    Tensor converted = allocate(tensor.sizes(), dtype, tensor.device(), MemoryCategory::Temporary);
+    Tensor converted = allocate(tensor.sizes(), dtype, tensor.device(), MemoryCategory::Temporary, false, format);
     kernels(tensor.device()).copy(tensor, converted);
     copy_across_devices(converted, result, non_blocking);
   }

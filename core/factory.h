@@ -56,10 +56,12 @@ Tensor ones_like(const Tensor& like);
 Tensor full_like(const Tensor& like, double value);
 
 // Non-differentiable conversions used by kernels and autograd internals: a contiguous
-// copy, a copy converted to dtype and/or device. A copy between host and device with
-// `non_blocking` does not wait for the transfer when the host side is pinned.
+// copy, a copy converted to dtype and/or device laid out in `format`. A copy between host
+// and device with `non_blocking` does not wait for the transfer when the host side is
+// pinned.
 Tensor contiguous_copy(const Tensor& tensor);
 Tensor contiguous_copy(const Tensor& tensor, MemoryFormat format);
-Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking = false);
+Tensor converted_copy(const Tensor& tensor, DType dtype, Device device, bool non_blocking = false,
+                      MemoryFormat format = MemoryFormat::Contiguous);
 
 }  // namespace mg

@@ -1,14 +1,16 @@
 // cuda/transfer.cpp — copies between host and device and between devices (core's
 // copy_between_devices hook), and record_stream.
 //
-// Only contiguous bytes move: a strided side is staged through a contiguous copy on its
-// own device first (core's callers mostly pass contiguous tensors already).
+// Only dense bytes move: two sides dense in the same layout (row-major, or both
+// channels_last) copy their bytes as they are; otherwise a strided side is staged through
+// a contiguous copy on its own device first (core's callers mostly pass dense tensors).
 #include "cuda/transfer.h"
 
 #include "core/cuda_hooks.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "cuda/check.h"
 
 namespace mg::cuda {
@@ -63,11 +65,13 @@ void copy_between_devices(const Tensor& source, const Tensor& destination, bool 
   MG_ASSERT(source.device() != destination.device(), "copy_between_devices within ",
             source.device(), ": use the device's copy kernel");
   if (source.numel() == 0) return;
-  if (!source.is_contiguous()) {
+  const bool same_dense_layout = source.strides() == destination.strides() &&
+                                 (source.is_contiguous() || is_contiguous_in(source, MemoryFormat::ChannelsLast));
+  if (!same_dense_layout && !source.is_contiguous()) {
     copy_between_devices(contiguous_copy(source), destination, non_blocking);
     return;
   }
-  if (!destination.is_contiguous()) {
+  if (!same_dense_layout && !destination.is_contiguous()) {
     // NOTE: a host staging tensor is pageable, so this copy waits regardless.
     Tensor staged = empty_like(destination);
     copy_between_devices(source, staged, non_blocking);

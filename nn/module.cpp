@@ -49,11 +49,8 @@ void replace_data(const Tensor& tensor, Convert convert) {
 void move_tensor(const Tensor& tensor, DType dtype, Device device) {
   if (tensor.dtype() == dtype && tensor.device() == device) return;
   replace_data(tensor, [&](const Tensor& data) {
-    // A channels_last weight stays channels_last on its new device or dtype (as in PyTorch);
-    // converted_copy itself always gives row-major bytes.
-    Tensor moved = converted_copy(data, dtype, device);
-    MemoryFormat format = suggest_memory_format(data);
-    return format == MemoryFormat::Contiguous ? moved : contiguous_copy(moved, format);
+    // A channels_last weight stays channels_last on its new device or dtype (as in PyTorch).
+    return converted_copy(data, dtype, device, false, suggest_memory_format(data));
   });
 }
 

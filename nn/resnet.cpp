@@ -140,11 +140,21 @@ Tensor ResNet::forward(const Tensor& input) {
   MG_CHECK(input.dim() == 4 && input.size(1) == conv1->in_channels(), "ResNet: expected an input of shape (N, ",
            conv1->in_channels(), ", H, W), got ", input.sizes(),
            "; set ResNetOptions::in_channels to the images' channel count");
-  Tensor x = relu->forward(bn1->forward(conv1->forward(input)));
-  if (maxpool) x = maxpool->forward(x);
+  Tensor x = run_stem(input);
   x = run_stage(layer4, run_stage(layer3, run_stage(layer2, run_stage(layer1, x))));
   x = flatten(avgpool->forward(x), 1);
   return fc->forward(x);
+}
+
+Tensor ResNet::run_stem(const Tensor& input) {
+  // NOTE: holds its modules by shared_ptr, as run_stage does: a checkpoint keeps the
+  // function until backward.
+  auto stem = [conv1 = conv1, bn1 = bn1, relu = relu, maxpool = maxpool](const Tensor& x) {
+    Tensor y = relu->forward(bn1->forward(conv1->forward(x)));
+    return maxpool ? maxpool->forward(y) : y;
+  };
+  if (!checkpoint_stages_ || !is_training()) return stem(input);
+  return checkpoint(stem, input);
 }
 
 Tensor ResNet::run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input) {

@@ -30,9 +30,10 @@ struct ResNetOptions {
   bool small_image_stem = false;
   int64_t in_channels = 3;
   Generator* generator = nullptr;  // for every initial value; default: the global generator
-  // In training, run each residual stage (layer1..layer4) under mg::checkpoint: only the
-  // stages' inputs stay saved through the forward, and each stage's activations are
-  // recomputed when backward reaches it (one more forward of the trunk per step).
+  // In training, run the stem and each residual stage (layer1..layer4) under
+  // mg::checkpoint: only their inputs stay saved through the forward, and each one's
+  // activations are recomputed when backward reaches it (one more forward of the trunk per
+  // step). The stem counts: at 224x224 its 112x112 activations are a sixth of ResNet-50's.
   bool checkpoint_stages = false;
 };
 
@@ -93,6 +94,8 @@ class ResNet : public Module {
  private:
   std::shared_ptr<Sequential> make_layer(ResNetBlock block, int64_t planes, int64_t blocks, int64_t stride,
                                          Generator* generator);
+  // The stem (conv1, bn1, relu, maxpool) and one residual stage, checkpointed or not.
+  Tensor run_stem(const Tensor& input);
   Tensor run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input);
   int64_t in_planes_ = 64;  // the channels the next block receives, while building
   bool checkpoint_stages_ = false;

@@ -232,6 +232,9 @@ __global__ void __launch_bounds__(kTileChannels * kFinishRows)
   int64_t c = static_cast<int64_t>(blockIdx.x) * kTileChannels + threadIdx.x;
   A first = 0, second = 0;
   if (c < channels) {
+    // NOTE: unrolled so that a thread has several loads in flight: this small grid is
+    // bound by load latency, not bandwidth. The order of the additions stays fixed.
+#pragma unroll 8
     for (int64_t chunk = threadIdx.y; chunk < chunks; chunk += kFinishRows) {
       first += partials[chunk * channels + c];
       second += partials[(chunks + chunk) * channels + c];

@@ -258,6 +258,26 @@ TEST_CASE("the cache casts a weight used twice once, as AUTOCAST_CACHE bytes, an
   check_close(gradient_of_twice, weight.grad(), 0.05);
 }
 
+TEST_CASE("autocast's copies of channels_last weights and images stay channels_last", "[autocast][memory_format]") {
+  Generator generator(8);
+  Tensor image = randn({2, 3, 6, 6}, {}, &generator).contiguous(MemoryFormat::ChannelsLast);
+  Tensor kernel = parameter({4, 3, 3, 3}, generator);
+  {
+    NoGradGuard no_grad;
+    kernel.set_data(kernel.contiguous(MemoryFormat::ChannelsLast));
+  }
+  AutocastGuard autocast(kLow, DeviceType::CPU);
+  Tensor cast_image = amp::cast_to_autocast_dtype(image);
+  Tensor cast_kernel = amp::cast_to_autocast_dtype(kernel);
+  CHECK(cast_image.dtype() == kLow);
+  CHECK(cast_image.strides() == image.strides());
+  CHECK(cast_kernel.strides() == kernel.strides());
+  // So the convolution sees one layout throughout and answers in it.
+  Tensor output = conv2d(image, kernel, Tensor(), {.padding = {1, 1}});
+  CHECK(output.dtype() == kLow);
+  CHECK(suggest_memory_format(output) == MemoryFormat::ChannelsLast);
+}
+
 TEST_CASE("a copy cast under no_grad is not reused by a forward that records a graph", "[autocast]") {
   Generator generator(7);
   Tensor x = randn({2, 8}, {}, &generator);

@@ -117,6 +117,22 @@ TEST_CASE("to(dtype) converts and the gradient comes back in the input's dtype",
   CHECK_FALSE(integers.grad_fn());
 }
 
+TEST_CASE("to(dtype) keeps a channels_last tensor channels_last, and its gradient too", "[copy][memory_format]") {
+  Tensor x = leaf({2, 3, 4, 5}, 11).detach().contiguous(MemoryFormat::ChannelsLast);
+  x.requires_grad_();
+  Tensor single = x.to(DType::Float32);
+  CHECK(single.strides() == x.strides());  // NHWC, as PyTorch's .to(dtype) keeps it
+  CHECK(single.to_vector<float>() == x.to(DType::Float32).contiguous().to_vector<float>());
+  // The gradient flows back in the layout it arrives in: here, channels_last.
+  (single * 2.0f).backward(ones({2, 3, 4, 5}, {.dtype = DType::Float32}).contiguous(MemoryFormat::ChannelsLast));
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().dtype() == DType::Float64);
+  CHECK(suggest_memory_format(x.grad()) == MemoryFormat::ChannelsLast);
+  CHECK(x.grad().contiguous().to_vector<double>() == std::vector<double>(120, 2.0));
+  // Row-major stays row-major.
+  CHECK(leaf({2, 3, 4, 5}, 12).to(DType::Float32).is_contiguous());
+}
+
 TEST_CASE("to(device) moves the bytes and the gradient back", "[copy]") {
   Device simulated = Device::simulated(5);
   Tensor x = leaf({2, 3}, 5);

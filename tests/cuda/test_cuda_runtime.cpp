@@ -14,6 +14,7 @@
 #include "core/cuda_hooks.h"
 #include "core/factory.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/runtime.h"
@@ -206,6 +207,23 @@ TEST_CASE("a strided host tensor and an offset view round-trip", "[cuda]") {
   CHECK(host_bytes(back) == host_bytes(transposed));
   const Tensor rows = host.narrow(0, 5, 7);  // contiguous, with a storage offset
   CHECK(host_bytes(rows.to(Device::cuda()).to(Device::cpu())) == host_bytes(rows));
+}
+
+TEST_CASE("a channels_last tensor moves as it is laid out, and converts keeping its layout", "[cuda]") {
+  const Tensor host = random_host(DType::Float32, {3, 5, 4, 6}).contiguous(mg::MemoryFormat::ChannelsLast);
+  const Tensor device = host.to(Device::cuda());
+  CHECK(device.strides() == host.strides());  // the bytes moved as they were
+  const Tensor back = device.to(Device::cpu());
+  CHECK(back.strides() == host.strides());
+  CHECK(host_bytes(back) == host_bytes(host));
+  // A dtype conversion on the device keeps the layout (autocast's casts of channels_last
+  // weights); a channels_last source into a row-major destination is staged.
+  const Tensor half = device.to(DType::Float16);
+  CHECK(half.strides() == host.strides());
+  CHECK(host_bytes(half.to(Device::cpu())) == host_bytes(host.to(DType::Float16)));
+  const Tensor row_major = mg::converted_copy(device, DType::Float32, Device::cpu());
+  CHECK(row_major.is_contiguous());
+  CHECK(host_bytes(row_major) == host_bytes(host));
 }
 
 TEST_CASE("pinned memory: factories, pin_memory() and is_pinned", "[cuda]") {

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""bench/kernel_profile.py — where a training step's GPU time goes, kernel by kernel: runs a
+command under Nsight Compute (ncu) collecting only each kernel's duration, then prints the
+kernels grouped by name with their total time, largest first. Run it on memgrad and on
+PyTorch with the same step count to see which kernels make the difference:
+
+  python3 bench/kernel_profile.py --label memgrad -- build-gpu/resnet --bench --warmup 1 --steps 1 ...
+  python3 bench/kernel_profile.py --label pytorch -- python3 bench/torch_reference.py --warmup 1 --steps 1 ...
+
+NOTE: ncu serialises kernels and replays nothing for this one metric, but it still adds
+tens of milliseconds per kernel: keep the step count small. The clocks are left alone
+(--clock-control none), as the GPU machine's rules ask. Durations are the kernels' own
+(no launch gaps), so the sum is a lower bound on a step's time.
+"""
+import argparse
+import collections
+import csv
+import io
+import re
+import subprocess
+import sys
+
+
+def short_name(name):
+    """A kernel's name without template arguments and parameter lists, so that instances
+    of one kernel group together."""
+    name = re.sub(r"\(.*\)$", "", name)
+    depth, kept = 0, []
+    for char in name:
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif depth == 0:
+            kept.append(char)
+    return "".join(kept).replace("void ", "").strip()[:90]
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--label", default="program")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--ncu", default="ncu")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to profile after --")
+    ncu = [args.ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+           "--print-units", "base", "--target-processes", "all"]
+    run = subprocess.run(ncu + command, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stderr[-3000:])
+        return run.returncode
+    # ncu prints its own lines ("==PROF==") and the program's output before the CSV.
+    lines = run.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        sys.stderr.write("no kernel rows in ncu's output\n" + run.stdout[-2000:] + run.stderr[-2000:])
+        return 1
+    total_ns, count = collections.Counter(), collections.Counter()
+    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = short_name(row["Kernel Name"])
+        total_ns[name] += float(row["Metric Value"].replace(",", ""))
+        count[name] += 1
+    overall = sum(total_ns.values())
+    print(f"{args.label}: {sum(count.values())} kernels, {overall / 1e6:.3f} ms of kernel time")
+    for name, ns in total_ns.most_common(args.top):
+        print(f"  {ns / 1e6:9.3f} ms {100 * ns / overall:5.1f}%  x{count[name]:<5d} {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
