@@ -140,6 +140,21 @@ def category_rows(results):
     return rows
 
 
+def host_issue_rows(results):
+    """Per configuration, each framework's host time to issue one step (lowest run) beside
+    its step time: a step whose issue time nears its step time is bound by the host."""
+    rows = []
+    for config, by_framework in group_by_config(results).items():
+        row = {"config": config}
+        for name in ("memgrad", "pytorch"):
+            runs = [r for r in by_framework.get(name, []) if r.get("host_issue_ms") is not None]
+            row[name] = (f"{min(r['host_issue_ms'] for r in runs):.2f} of "
+                         f"{min(r['step_ms_median'] for r in runs):.2f}") if runs else "-"
+        if row["memgrad"] != "-" or row["pytorch"] != "-":
+            rows.append(row)
+    return rows
+
+
 def host_overhead_rows(results):
     by_framework = OrderedDict()
     for result in results:
@@ -212,6 +227,10 @@ def main(argv):
     if categories:
         print("\nmemgrad's peak bytes by category during one step (highest run):")
         print_table(["config", *CATEGORIES], categories, ["config", *CATEGORIES], args.markdown)
+    issue = host_issue_rows(results)
+    if issue:
+        print("\nHost time to issue one step, of the step's median (ms):")
+        print_table(["config", "memgrad", "pytorch"], issue, ["config", "memgrad", "pytorch"], args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")

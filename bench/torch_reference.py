@@ -27,6 +27,8 @@ and the same measurements:
     (the host clock on the CPU); median, p10 and p90 of those intervals, interpolated
     linearly between ranks exactly as bench/train_step.cpp does;
   * mean_ms: wall time of the whole timed loop (to the final synchronize) / --steps;
+  * host_issue_ms: the host's time to issue the peak-memory step to an idle device (near
+    the step time: the step is bound by the host);
   * peak memory of one step after the warm-up: reset_peak_memory_stats(), one step,
     max_memory_allocated() and max_memory_reserved();
   * TF32 as memgrad's defaults (which are PyTorch's): off for matmuls (cuBLAS), allowed
@@ -255,7 +257,9 @@ def run_train_step(args, device):
     synchronize(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    issue_start = time.perf_counter()
     step()
+    host_issue_ms = (time.perf_counter() - issue_start) * 1000.0  # as memgrad's host_issue_ms
     synchronize(device)
     if device.type == "cuda":
         peak_allocated = torch.cuda.max_memory_allocated(device)
@@ -289,6 +293,7 @@ def run_train_step(args, device):
         "step_ms_p10": quantile(step_ms, 0.1),
         "step_ms_p90": quantile(step_ms, 0.9),
         "mean_ms": mean_ms,
+        "host_issue_ms": host_issue_ms,
         "samples_per_s": args.batch / (mean_ms / 1000.0),
         "peak_allocated_bytes": peak_allocated,
         "peak_reserved_bytes": peak_reserved,

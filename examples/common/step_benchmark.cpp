@@ -14,9 +14,11 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
   for (int64_t i = 0; i < warmup; ++i) step();
   Timeline::synchronize(device);
   mg::memory::reset_peak_stats(device);
+  const Clock::time_point issue_start = Clock::now();
   step();
+  const double host_issue_ms = std::chrono::duration<double, std::milli>(Clock::now() - issue_start).count();
   Timeline::synchronize(device);
-  StepMeasurement measurement{.memory = mg::memory::snapshot(device)};
+  StepMeasurement measurement{.host_issue_ms = host_issue_ms, .memory = mg::memory::snapshot(device)};
 
   Timeline timeline(device, steps + 1);
   const Clock::time_point loop_start = Clock::now();
@@ -41,6 +43,7 @@ void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement,
       .key("step_ms_p10").value(measurement.p10_ms)
       .key("step_ms_p90").value(measurement.p90_ms)
       .key("mean_ms").value(measurement.mean_ms)
+      .key("host_issue_ms").value(measurement.host_issue_ms)
       .key("samples_per_s").value(measurement.samples_per_s(batch_size))
       .key("peak_allocated_bytes").value(memory.peak_allocated_bytes)
       .key("peak_reserved_bytes").value(memory.peak_reserved_bytes)

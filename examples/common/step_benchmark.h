@@ -2,7 +2,7 @@
 // that bench_train_step and the examples' --bench modes report the same figures, measured
 // the same way as bench/torch_reference.py: after `warmup` untimed steps, one step from
 // reset_peak_stats() gives the step's peak memory (from the state a step starts in:
-// parameters, optimizer state, the batch), then `steps` steps are marked on the device's
+// parameters, optimizer state, the batch) and the host's time to issue a step, then `steps` steps are marked on the device's
 // timeline (examples/common/timeline.h).
 #pragma once
 
@@ -22,6 +22,10 @@ struct StepMeasurement {
   double p90_ms = 0;
   // The timed loop's wall time divided by its steps (host gaps and queueing included).
   double mean_ms = 0;
+  // The host's time to issue one step to an idle device (the peak-memory step, up to the
+  // return of `step`, before waiting for it): when it is near median_ms, the step is bound
+  // by the host, not the GPU.
+  double host_issue_ms = 0;
   // The allocator's state after the one measured step: its peaks are that step's.
   mg::memory::Snapshot memory;
 
