@@ -53,7 +53,7 @@ void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tenso
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
+void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool retain_graph) {
   MG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
@@ -79,14 +79,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     MG_CHECK(seed.sizes() == root.sizes(), "backward: the gradient has shape ", seed.sizes(),
              " but the output has shape ", root.sizes());
     root_edges.push_back(gradient_edge(root));
-    root_grads.push_back(seed);
+    root_grads.push_back(std::move(seed));
   }
+  // The edges hold what backward needs of the roots; the seeds now live in root_grads only.
+  roots.clear();
+  grad_roots.clear();
 
   std::unordered_map<Node*, PendingNode> pending = count_dependencies(root_edges);
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   for (size_t i = 0; i < root_edges.size(); ++i) {
     Node* node = root_edges[i].function.get();
-    deliver(pending[node], root_edges[i].input_nr, node->num_outputs(), root_grads[i]);
+    deliver(pending[node], root_edges[i].input_nr, node->num_outputs(), std::move(root_grads[i]));
   }
   for (const Edge& edge : root_edges) {
     PendingNode& state = pending[edge.function.get()];

@@ -14,7 +14,10 @@ namespace mg::autograd {
 // iterative walk: a graph 10,000 ops deep does not touch the call stack). Among ready
 // nodes the most recently created runs first. Each node's saved tensors are released as
 // soon as it has run unless `retain_graph`.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
-              bool retain_graph = false);
+//
+// The vectors are taken by value: a caller that moves them in (checkpoint's nested
+// backward) lets each root's data and seed go as soon as the first node has consumed them,
+// instead of holding them until the whole backward ends.
+void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots = {}, bool retain_graph = false);
 
 }  // namespace mg::autograd
