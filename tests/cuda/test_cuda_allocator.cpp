@@ -20,9 +20,12 @@
 #include "cuda/cuda_allocator_backend.h"
 #include "cuda/nvml.h"
 #include "cuda/runtime.h"
+#include "cuda/stream_hold.h"
 #include "cuda/transfer.h"
 
 namespace {
+
+using mg_test::StreamHold;
 
 using mg::Device;
 using mg::DType;
@@ -36,26 +39,6 @@ mg::CachingAllocator& cuda_allocator() { return mg::allocator_for(Device::cuda()
 // Restores the memory fraction of cuda:0 however the test ends.
 struct FractionRestorer {
   ~FractionRestorer() { mg::cuda::set_memory_fraction(1.0, Device::cuda()); }
-};
-
-// Holds a stream at a point until release(): a host function spinning on a flag.
-class StreamHold {
- public:
-  explicit StreamHold(const mg::cuda::Stream& stream) : stream_(stream.handle()) {
-    MG_CUDA_CHECK(cudaLaunchHostFunc(stream_, &spin, &released_));
-  }
-  ~StreamHold() {
-    release();
-    (void)cudaStreamSynchronize(stream_);  // the host function reads released_ until then
-  }
-  void release() { released_.store(true); }
-
- private:
-  static void CUDART_CB spin(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
-  }
-  cudaStream_t stream_;
-  std::atomic<bool> released_{false};
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "core/memory.h"
 #include "core/memory_format.h"
 #include "cuda/cudnn/settings.h"
+#include "cuda/kernel_checks.h"
 #include "cuda/runtime.h"
 #if MG_WITH_CUDNN
 #include "cuda/cudnn/algorithm_cache.h"
@@ -30,6 +31,8 @@
 using namespace mg;
 
 namespace {
+
+using cuda_checks::host_values;
 
 // Sets the convolution switches for a scope and restores the previous ones after, so test
 // order never matters.
@@ -62,10 +65,6 @@ class ConvSettings {
 Tensor normal(const Shape& sizes, DType dtype, uint64_t seed) {
   Generator generator(seed);
   return converted_copy(randn(sizes, {}, &generator), dtype, Device::cpu());
-}
-
-std::vector<double> host_values(const Tensor& tensor) {
-  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
 }
 
 // The largest |got - expected| relative to the largest |expected|.

@@ -21,11 +21,14 @@
 #include "core/kernels.h"
 #include "core/memory.h"
 #include "cuda/blas_handle.h"
+#include "cuda/kernel_checks.h"
 #include "cuda/runtime.h"
 
 using namespace mg;
 
 namespace {
+
+using cuda_checks::host_values;
 
 Tensor normal(const Shape& sizes, DType dtype, uint64_t seed) {
   Generator generator(seed);
@@ -34,10 +37,6 @@ Tensor normal(const Shape& sizes, DType dtype, uint64_t seed) {
 
 // The same bytes on the GPU (no conversion on either side).
 Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
-
-std::vector<double> host_values(const Tensor& tensor) {
-  return converted_copy(tensor, tensor.dtype(), Device::cpu()).to_vector<double>();
-}
 
 double tolerance(DType dtype) {
   switch (dtype) {

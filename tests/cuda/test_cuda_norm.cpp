@@ -14,10 +14,13 @@
 #include "autograd/norm.h"
 #include "autograd/reduce.h"
 #include "core/factory.h"
+#include "cuda/kernel_checks.h"
 
 using namespace mg;
 
 namespace {
+
+using cuda_checks::host_values;
 
 Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
   Generator generator(seed);
@@ -29,10 +32,6 @@ Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0
 
 // The same bytes on the GPU (no conversion on either side).
 Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
-
-std::vector<double> host_values(const Tensor& tensor) {
-  return converted_copy(tensor, tensor.dtype(), Device::cpu()).to_vector<double>();
-}
 
 // Every value within `relative` of the largest |value| of the CPU result (at least 1).
 void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative) {

@@ -19,10 +19,13 @@
 #include "core/factory.h"
 #include "core/kernels.h"
 #include "core/memory.h"
+#include "cuda/kernel_checks.h"
 
 using namespace mg;
 
 namespace {
+
+using cuda_checks::host_values;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -45,10 +48,6 @@ Tensor small_integers(const Shape& sizes, DType dtype, uint64_t seed) {
 
 // The same bytes on the GPU (no conversion on either side).
 Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
-
-std::vector<double> host_values(const Tensor& tensor) {
-  return converted_copy(tensor, tensor.dtype(), Device::cpu()).to_vector<double>();
-}
 
 double tolerance(DType dtype) {
   switch (dtype) {

@@ -18,9 +18,12 @@
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/runtime.h"
+#include "cuda/stream_hold.h"
 #include "cuda/transfer.h"
 
 namespace {
+
+using mg_test::StreamHold;
 
 using mg::Device;
 using mg::DType;
@@ -42,27 +45,6 @@ Tensor random_host(DType dtype, const mg::Shape& sizes) {
   for (double& value : doubles) value += 0.5;
   return mg::converted_copy(mg::from_vector(doubles, sizes), dtype, Device::cpu());
 }
-
-// Holds a stream at a point until release(): a host function spinning on a flag, so the
-// test decides when the work queued behind it may run.
-class StreamHold {
- public:
-  explicit StreamHold(const mg::cuda::Stream& stream) : stream_(stream.handle()) {
-    MG_CUDA_CHECK(cudaLaunchHostFunc(stream_, &spin, &released_));
-  }
-  ~StreamHold() {
-    release();
-    (void)cudaStreamSynchronize(stream_);  // the host function reads released_ until then
-  }
-  void release() { released_.store(true); }
-
- private:
-  static void CUDART_CB spin(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
-  }
-  cudaStream_t stream_;
-  std::atomic<bool> released_{false};
-};
 
 }  // namespace
 
