@@ -1,0 +1,70 @@
+// examples/memory_lab/models.cpp — MLPs and random batches for the experiments.
+#include "examples/memory_lab/models.h"
+
+#include "amp/autocast.h"
+#include "autograd/loss.h"
+#include "core/factory.h"
+#include "core/random.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+
+namespace memory_lab {
+namespace {
+
+// NOTE: one seed for every model and batch: the lab's figures are the same run after run.
+constexpr uint64_t kSeed = 0;
+
+}  // namespace
+
+std::shared_ptr<mg::nn::Sequential> make_mlp(const MlpShape& shape, mg::Device device) {
+  mg::Generator generator(kSeed);
+  auto model = std::make_shared<mg::nn::Sequential>();
+  int64_t width = shape.inputs;
+  for (int64_t hidden : shape.hidden) {
+    model->push_back(std::make_shared<mg::nn::Linear>(width, hidden, true, &generator));
+    model->push_back(std::make_shared<mg::nn::ReLU>());
+    width = hidden;
+  }
+  model->push_back(std::make_shared<mg::nn::Linear>(width, shape.classes, true, &generator));
+  model->to(device);
+  return model;
+}
+
+mg::Tensor make_inputs(int64_t batch, int64_t features, mg::Device device) {
+  mg::Generator generator(kSeed);
+  return mg::randn({batch, features}, {.device = device, .category = mg::MemoryCategory::Input}, &generator);
+}
+
+mg::Tensor make_targets(int64_t batch, int64_t classes, mg::Device device) {
+  mg::Generator generator(kSeed);
+  return mg::randint(0, classes, {batch},
+                     {.dtype = mg::DType::Int64, .device = device, .category = mg::MemoryCategory::Input},
+                     &generator);
+}
+
+int64_t parameter_bytes(const mg::nn::Module& model) {
+  int64_t total = 0;
+  for (const mg::Tensor& parameter : model.parameters()) total += static_cast<int64_t>(parameter.nbytes());
+  return total;
+}
+
+void warm_up(mg::Device device) {
+  auto model = make_mlp({.inputs = 64, .hidden = {64}, .classes = 10}, device);
+  const mg::Tensor inputs = make_inputs(16, 64, device);
+  const mg::Tensor targets = make_targets(16, 10, device);
+  train_step_backward(*model, inputs, targets);
+  mg::Tensor loss;
+  {
+    mg::amp::AutocastGuard autocast(mg::amp::autocast_dtype(device.type), device.type);
+    loss = mg::cross_entropy((*model)(inputs), targets);
+  }
+  loss.backward();
+}
+
+mg::Tensor train_step_backward(mg::nn::Module& model, const mg::Tensor& inputs, const mg::Tensor& targets) {
+  mg::Tensor loss = mg::cross_entropy(model(inputs), targets);
+  loss.backward();
+  return loss;
+}
+
+}  // namespace memory_lab
