@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/factory.h"
+#include "core/memory_context.h"
 
 namespace mg::autograd {
 
@@ -57,6 +58,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
   MG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
+  memory::PhaseScope backward_phase(memory::Phase::Backward);
   // NOTE: no autocast in backward, even when called inside an autocast region: each
   // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
   // must not turn a bfloat16 input's gradient into float32).
@@ -102,6 +104,9 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
+    // The node's gradients, the saved tensors it releases and the fan-in sums of what it
+    // delivers are all its memory, in the module that recorded it.
+    memory::NodeScope node_scope(node, node->name());
     std::vector<Tensor> grad_outputs = std::move(pending[node].grad_outputs);
     grad_outputs.resize(node->num_outputs());
     node->run_output_hooks(grad_outputs);

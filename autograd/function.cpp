@@ -1,5 +1,8 @@
-// autograd/function.cpp — connecting a new node to its inputs and output.
+// autograd/function.cpp — connecting a new node to its inputs and output (and naming the
+// memory its forward op allocated, for a running memory::Recorder).
 #include "autograd/function.h"
+
+#include "core/memory_recorder.h"
 
 namespace mg::autograd {
 
@@ -19,6 +22,9 @@ void connect(const std::shared_ptr<Node>& node, const Tensor& output, const std:
   AutogradMeta& meta = output.ensure_autograd_meta();
   meta.grad_fn = node;
   meta.output_nr = 0;
+  // The op's forward allocations happened before this point: name them now (see
+  // core/memory_recorder.h, "Op names").
+  if (memory::detail::recording()) memory::detail::label_forward_op(node.get(), node->name());
 }
 
 }  // namespace mg::autograd

@@ -12,7 +12,7 @@ namespace {
 // Runs modules [begin, end) of `sequence` one after another.
 Tensor run_range(const Sequential& sequence, size_t begin, size_t end, const Tensor& input) {
   Tensor output = input;
-  for (size_t index = begin; index < end; ++index) output = sequence[index]->forward(output);
+  for (size_t index = begin; index < end; ++index) output = (*sequence[index])(output);
   return output;
 }
 

@@ -25,16 +25,16 @@ Tensor MnistCnn::forward(const Tensor& input) {
   // The checkpoint's node keeps this function until backward; holding the layers by
   // shared_ptr keeps them alive that long.
   auto convolutions = [conv1 = conv1, conv2 = conv2, pool = pool](const Tensor& image) {
-    Tensor x = mg::relu(conv1->forward(image));  // (N, 32, H-2, W-2)
-    x = mg::relu(conv2->forward(x));             // (N, 64, H-4, W-4)
-    return pool->forward(x);                     // (N, 64, (H-4)/2, (W-4)/2)
+    Tensor x = mg::relu((*conv1)(image));  // (N, 32, H-2, W-2)
+    x = mg::relu((*conv2)(x));             // (N, 64, H-4, W-4)
+    return (*pool)(x);                     // (N, 64, (H-4)/2, (W-4)/2)
   };
   // NOTE: the checkpoint ends before dropout1, so it keeps only the image and its
   // recompute replays no random draws.
   Tensor x = checkpoint_convolutions_ && is_training() ? checkpoint(convolutions, input) : convolutions(input);
-  x = dropout1->forward(x).flatten(1);               // (N, 64 * (H-4)/2 * (W-4)/2)
-  x = dropout2->forward(mg::relu(fc1->forward(x)));  // (N, 128)
-  return fc2->forward(x);                            // (N, num_classes)
+  x = (*dropout1)(x).flatten(1);         // (N, 64 * (H-4)/2 * (W-4)/2)
+  x = (*dropout2)(mg::relu((*fc1)(x)));  // (N, 128)
+  return (*fc2)(x);                      // (N, num_classes)
 }
 
 }  // namespace mg::nn

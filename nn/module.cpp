@@ -1,11 +1,13 @@
 // nn/module.cpp — the module tree: registration, traversal, moving, state_dict and printing.
 #include "nn/module.h"
 
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/memory_context.h"
 #include "core/safetensors.h"
 
 namespace mg::nn {
@@ -59,6 +61,37 @@ void move_tensor(const Tensor& tensor, DType dtype, Device device) {
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 
 Module::~Module() = default;
+
+namespace {
+
+// The module whose operator() runs on this thread, while a memory::Recorder runs.
+thread_local const Module* calling_module = nullptr;
+
+}  // namespace
+
+Tensor Module::operator()(const Tensor& input) {
+  if (!memory::detail::recording()) return forward(input);
+  // The name this module has in its caller; a module called from outside any module (the
+  // model itself) adds nothing, and one its caller does not own is named by its type.
+  std::string name;
+  if (calling_module != nullptr) {
+    name = type_name_;
+    for (const auto& [child_name, child] : calling_module->children_) {
+      if (child.get() == this) name = child_name;
+    }
+  }
+  std::optional<memory::ModuleScope> module_scope;
+  if (!name.empty()) module_scope.emplace(name);
+  std::optional<memory::PhaseScope> phase_scope;
+  if (memory::current_phase() == memory::Phase::Other) phase_scope.emplace(memory::Phase::Forward);
+  const Module* caller = calling_module;
+  calling_module = this;
+  struct RestoreCaller {
+    const Module* caller;
+    ~RestoreCaller() { calling_module = caller; }
+  } restore{caller};
+  return forward(input);
+}
 
 Tensor Module::forward(const Tensor& input) {
   throw Error(detail::str_cat(type_name_, " has no single-input forward. Hint: call the forward ",

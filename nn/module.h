@@ -36,7 +36,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation. The default throws: modules that take other inputs (losses take
   // (input, target)) or none declare their own.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward(), named for a running memory::Recorder: the module path gains this module's
+  // name in its caller's children ("layer1" then "layer1.0.conv1"), and a call outside any
+  // phase is the forward phase. Layers call their children this way, not through
+  // forward(), so that paths nest.
+  Tensor operator()(const Tensor& input);
 
   // Depth-first, in registration order, own tensors before the submodules'. A tensor shared
   // by two modules is listed once (under its first name), as in PyTorch, so an optimizer

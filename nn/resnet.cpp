@@ -53,9 +53,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
 }
 
 Tensor BasicBlock::forward(const Tensor& input) {
-  Tensor out = mg::relu(bn1->forward(conv1->forward(input)));
-  out = bn2->forward(conv2->forward(out));
-  Tensor identity = downsample ? downsample->forward(input) : input;
+  Tensor out = mg::relu((*bn1)((*conv1)(input)));
+  out = (*bn2)((*conv2)(out));
+  Tensor identity = downsample ? (*downsample)(input) : input;
   return mg::relu(out + identity);
 }
 
@@ -73,10 +73,10 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::s
 }
 
 Tensor Bottleneck::forward(const Tensor& input) {
-  Tensor out = mg::relu(bn1->forward(conv1->forward(input)));
-  out = mg::relu(bn2->forward(conv2->forward(out)));
-  out = bn3->forward(conv3->forward(out));
-  Tensor identity = downsample ? downsample->forward(input) : input;
+  Tensor out = mg::relu((*bn1)((*conv1)(input)));
+  out = mg::relu((*bn2)((*conv2)(out)));
+  out = (*bn3)((*conv3)(out));
+  Tensor identity = downsample ? (*downsample)(input) : input;
   return mg::relu(out + identity);
 }
 
@@ -142,25 +142,25 @@ Tensor ResNet::forward(const Tensor& input) {
            "; set ResNetOptions::in_channels to the images' channel count");
   Tensor x = run_stem(input);
   x = run_stage(layer4, run_stage(layer3, run_stage(layer2, run_stage(layer1, x))));
-  x = flatten(avgpool->forward(x), 1);
-  return fc->forward(x);
+  x = flatten((*avgpool)(x), 1);
+  return (*fc)(x);
 }
 
 Tensor ResNet::run_stem(const Tensor& input) {
   // NOTE: holds its modules by shared_ptr, as run_stage does: a checkpoint keeps the
   // function until backward.
   auto stem = [conv1 = conv1, bn1 = bn1, relu = relu, maxpool = maxpool](const Tensor& x) {
-    Tensor y = relu->forward(bn1->forward(conv1->forward(x)));
-    return maxpool ? maxpool->forward(y) : y;
+    Tensor y = (*relu)((*bn1)((*conv1)(x)));
+    return maxpool ? (*maxpool)(y) : y;
   };
   if (!checkpoint_stages_ || !is_training()) return stem(input);
   return checkpoint(stem, input);
 }
 
 Tensor ResNet::run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input) {
-  if (!checkpoint_stages_ || !is_training()) return stage->forward(input);
+  if (!checkpoint_stages_ || !is_training()) return (*stage)(input);
   // The node keeps the function until backward; holding the stage by shared_ptr keeps it alive.
-  return checkpoint([stage](const Tensor& x) { return stage->forward(x); }, input);
+  return checkpoint([stage](const Tensor& x) { return (*stage)(x); }, input);
 }
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& options) {

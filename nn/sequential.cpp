@@ -20,7 +20,7 @@ void Sequential::push_back(std::string name, std::shared_ptr<Module> module) {
 // An empty Sequential is the identity, as in PyTorch.
 Tensor Sequential::forward(const Tensor& input) {
   Tensor output = input;
-  for (const std::shared_ptr<Module>& module : modules_) output = module->forward(output);
+  for (const std::shared_ptr<Module>& module : modules_) output = (*module)(output);
   return output;
 }
 

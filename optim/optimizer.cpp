@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/memory_context.h"
 #include "core/memory_format.h"
 
 namespace mg::optim {
@@ -143,6 +144,9 @@ void Optimizer::for_each_update(const Update& update) {
            groups_.size(), " groups but ", groups_added_, " were added with their options. ",
            "Hint: add groups with the optimizer's add_param_group(params, options).");
   NoGradGuard no_grad;
+  // Every optimizer's step() runs through here, so its memory (state created at the first
+  // step, scratch of the updates) shows as the optimizer phase in a memory::Recorder.
+  memory::PhaseScope optimizer_phase(memory::Phase::Optimizer);
   for (size_t group_index = 0; group_index < groups_.size(); ++group_index) {
     const std::vector<Tensor>& params = groups_[group_index].params;
     // One list pair per (device, dtype) in the group, in parameter order.

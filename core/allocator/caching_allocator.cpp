@@ -29,6 +29,7 @@
 
 #include "core/allocator/memory_report.h"
 #include "core/error.h"
+#include "core/memory_recorder.h"
 
 namespace mg {
 
@@ -268,6 +269,10 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
+  if (memory::detail::recording()) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Allocate, requested_bytes, category, category,
+                                           stats_);
+  }
   return Allocation{block->ptr(), block};
 }
 
@@ -309,6 +314,10 @@ void CachingAllocator::free(Block* block) {
   stats_.requested_bytes.decrease(requested_bytes);
   stats_.allocation_count.decrease(1);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
+  if (memory::detail::recording()) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Free, -requested_bytes, block->category,
+                                           block->category, stats_);
+  }
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
 
@@ -382,6 +391,10 @@ void CachingAllocator::set_category(Block* block, MemoryCategory category) {
   const auto requested_bytes = static_cast<int64_t>(block->requested);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
+  if (memory::detail::recording() && category != block->category) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Retag, requested_bytes, category,
+                                           block->category, stats_);
+  }
   block->category = category;
 }
 
@@ -406,7 +419,13 @@ size_t CachingAllocator::requested_size(const Block* block) const {
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   process_pending_frees(/*wait=*/true);
+  const int64_t reserved_before = stats_.reserved_bytes.current;
   pools_->release_free_segments(*backend_, stats_);
+  if (memory::detail::recording() && stats_.reserved_bytes.current != reserved_before) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::ReleaseCache,
+                                           stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
+                                           MemoryCategory::Temporary, stats_);
+  }
 }
 
 MemoryStats CachingAllocator::stats() const {

@@ -9,6 +9,7 @@
 #include "autograd/reduce.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/memory_context.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/progress.h"
 
@@ -46,12 +47,15 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     mg::Tensor loss;
     {
       AutocastRegion autocast(precision);
+      // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
+      mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
       loss = mg::cross_entropy(model(batch.inputs), batch.targets);
     }
     backward_micro_batch(precision.scale(loss), step_batches);
     if (position + 1 == step_batches) {
       precision.step(optimizer);
       if (plan.scheduler != nullptr) plan.scheduler->step();
+      if (plan.memory_timeline != nullptr) plan.memory_timeline->step_done();
       ++result.steps;
     }
 

@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "data/dataloader.h"
+#include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
@@ -35,6 +36,8 @@ struct EpochPlan {
   // --amp: forward under autocast, float16 losses scaled; nullptr: float32.
   MixedPrecision* precision = nullptr;
   BatchTransform transform;
+  // --memory-timeline: told of every optimizer step; nullptr: nothing records.
+  MemoryTimeline* memory_timeline = nullptr;
 };
 
 struct EpochResult {

@@ -69,6 +69,11 @@ Args parse_args(int argc, char** argv) {
          if (value.empty()) throw UsageError("--summary-json needs a file name");
          args.summary_json = value;
        }},
+      {"--memory-timeline",
+       [&](const std::string& value) {
+         if (value.empty()) throw UsageError("--memory-timeline needs a file name");
+         args.memory_timeline = value;
+       }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
@@ -122,6 +127,9 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --device cpu|cuda        where to train (default cpu)
   --threads N              CPU threads (default: all cores)
   --summary-json FILE      write a summary of the run (accuracy, time, memory) as JSON
+  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
+                           steps and write FILE, an HTML chart of bytes by category
+                           over time (opens offline)
   --help                   show this text
 )";
 }

@@ -26,6 +26,7 @@ struct Args {
   mg::Device device = mg::Device::cpu();
   std::optional<int> threads;  // unset: all cores
   std::string summary_json;    // empty: no summary file
+  std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
   bool help = false;
 };
 

@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
@@ -102,6 +103,7 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
 int run(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
   mg::manual_seed(args.seed);
 
   // NOTE: the test split is normalised with the training split's pixel statistics: a
@@ -162,6 +164,7 @@ int run(const Args& args) {
               args.device.str().c_str());
   std::fflush(stdout);
 
+  memory_timeline.start();
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
     const examples::EpochResult epoch_result = examples::train_epoch(
@@ -172,7 +175,8 @@ int run(const Args& args) {
          .accum = args.accum,
          .scheduler = scheduler.get(),
          .precision = &precision,
-         .transform = {}});
+         .transform = {},
+         .memory_timeline = &memory_timeline});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
     result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches, &precision);
@@ -185,6 +189,7 @@ int run(const Args& args) {
                 epoch_result.samples / train_seconds);
     std::fflush(stdout);
   }
+  memory_timeline.finish();
 
   std::printf(
       "\nMemory on %s by category: PARAMETER = weights and biases, GRADIENT = their .grad, "

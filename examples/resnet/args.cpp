@@ -38,6 +38,8 @@ Args parse_args(int argc, char** argv) {
       {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--memory-timeline",
+       [&](const std::string& value) { args.memory_timeline = file_name("--memory-timeline", value); }},
       {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
@@ -65,7 +67,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last]
+                [--channels-last] [--memory-timeline FILE.html]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay
@@ -105,6 +107,9 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
                            category) as JSON
+  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
+                           steps (with --bench: of every step run) and write FILE, an
+                           HTML chart of bytes by category over time (opens offline)
   --bench                  time training steps on random data instead: --model resnet18
                            (3x32x32 inputs, 10 classes) or resnet50 (3x224x224, 1000
                            classes), --batch (default 256), --steps timed steps (default

@@ -31,6 +31,7 @@ struct Args {
   std::string resume_path;     // empty: start afresh
   int64_t stop_after = 0;      // > 0: end after this many epochs of the schedule
   std::string summary_json;    // empty: no summary file
+  std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

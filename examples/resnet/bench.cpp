@@ -5,7 +5,8 @@
 // measures peak memory from reset_peak_stats(), then --steps steps are marked on the
 // device's timeline (CUDA events on a GPU) and their median, p10 and p90 reported, with the timed loop's wall time per step (mean_ms).
 // Human-readable lines go to stderr, and one JSON line with bench_train_step's fields to
-// stdout (and to --summary-json), for bench/summarize.py.
+// stdout (and to --summary-json), for bench/summarize.py. With --memory-timeline FILE.html
+// every step run is recorded, so the times include the recorder's cost.
 #include "examples/resnet/bench.h"
 
 #include <cstdio>
@@ -18,10 +19,12 @@
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/memory_category.h"
+#include "core/memory_context.h"
 #include "core/memory_format.h"
 #include "core/random.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/step_benchmark.h"
@@ -48,6 +51,8 @@ BenchShape shape_of(const std::string& model) {
 int run_bench(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  // Records every step (steps = 0: until finish()), so that the timings include its cost.
+  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device, /*steps=*/0);
   mg::manual_seed(args.seed);
   const BenchShape shape = shape_of(args.model);
   mg::Generator init_generator(args.seed);
@@ -81,15 +86,19 @@ int run_bench(const Args& args) {
       mg::Tensor loss;
       {
         examples::AutocastRegion autocast(precision);
+        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
         loss = mg::cross_entropy((*model)(inputs), targets);
       }
       examples::backward_micro_batch(precision.scale(loss), args.accum);
     }
     precision.step(optimizer);
+    memory_timeline.step_done();
   };
   const int64_t samples_per_step = args.batch_size * args.accum;
 
+  memory_timeline.start();
   const examples::StepMeasurement measurement = examples::measure_steps(args.device, args.warmup, args.steps, step);
+  memory_timeline.finish();
   const mg::memory::Snapshot& memory = measurement.memory;
 
   mg::JsonWriter json;

@@ -27,6 +27,7 @@
 #include "data/transforms.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
@@ -133,6 +134,7 @@ void write_summary(const Args& args, const RunProgress& progress, const SessionF
 int run_training(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
   mg::manual_seed(args.seed);
 
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
@@ -199,6 +201,7 @@ int run_training(const Args& args) {
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
   std::fflush(stdout);
 
+  memory_timeline.start();
   const int64_t last_epoch = args.stop_after > 0 ? std::min(args.stop_after, args.epochs) : args.epochs;
   for (int64_t epoch = progress.epochs_done; epoch < last_epoch; ++epoch) {
     const Clock::time_point start = Clock::now();
@@ -211,7 +214,8 @@ int run_training(const Args& args) {
          .accum = args.accum,
          .scheduler = &scheduler,
          .precision = &precision,
-         .transform = std::ref(prepare)});
+         .transform = std::ref(prepare),
+         .memory_timeline = &memory_timeline});
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;
     prepare.start_epoch(epoch, /*augment=*/false);
@@ -235,6 +239,7 @@ int run_training(const Args& args) {
     if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, optimizer, precision, progress);
     std::fflush(stdout);
   }
+  memory_timeline.finish();
 
   std::printf(
       "\nMemory on %s by category: PARAMETER = weights, biases and BatchNorm statistics, GRADIENT = their "

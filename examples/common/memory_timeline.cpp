@@ -1,0 +1,42 @@
+// examples/common/memory_timeline.cpp — --memory-timeline: start, count steps, write.
+#include "examples/common/memory_timeline.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "examples/common/summary.h"
+
+namespace examples {
+
+MemoryTimeline::MemoryTimeline(std::string path, mg::Device device, int64_t steps)
+    : path_(std::move(path)), steps_(steps) {
+  if (path_.empty()) return;
+  check_writable(path_, "--memory-timeline");
+  recorder_ = std::make_unique<mg::memory::Recorder>(mg::memory::RecorderOptions{.device = device});
+}
+
+void MemoryTimeline::start() {
+  if (recorder_) recorder_->start();
+}
+
+void MemoryTimeline::step_done() {
+  if (!recorder_ || written_) return;
+  ++steps_done_;
+  if (steps_ > 0 && steps_done_ == steps_) {
+    finish();
+    return;
+  }
+  recorder_->next_step();
+}
+
+void MemoryTimeline::finish() {
+  if (!recorder_ || written_) return;
+  recorder_->stop();
+  recorder_->write_html(path_);
+  written_ = true;
+  const mg::memory::RecordedTimeline timeline = recorder_->timeline();
+  std::fprintf(stderr, "memory timeline of %lld steps (%zu events) written to %s\n",
+               static_cast<long long>(steps_done_), timeline.events.size(), path_.c_str());
+}
+
+}  // namespace examples
