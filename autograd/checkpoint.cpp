@@ -12,6 +12,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_tensor.h"
+#include "core/memory_context.h"
+#include "core/memory_recorder.h"
 #include "core/random.h"
 
 namespace mg {
@@ -24,13 +26,17 @@ thread_local bool recomputing = false;
 
 // The conditions of the forward, for as long as fn runs again: grad mode on, the default
 // generator where it stood at the forward, the forward's autocast state (so the recomputed
-// outputs have the forward's dtypes), is_recomputing() true. The destructor puts
+// outputs have the forward's dtypes) and memory context, is_recomputing() true. The destructor puts
 // everything back (also when fn throws), so the step's later dropout masks stay where an
 // unchecked run would draw them.
 class RecomputeScope {
  public:
-  RecomputeScope(PhiloxState forward_rng, const amp::AutocastState& forward_autocast)
-      : autocast_(forward_autocast), outer_rng_(default_generator().state()), was_recomputing_(recomputing) {
+  RecomputeScope(PhiloxState forward_rng, const amp::AutocastState& forward_autocast,
+                 const memory::detail::Context& forward_context)
+      : autocast_(forward_autocast),
+        memory_context_(forward_context),
+        outer_rng_(default_generator().state()),
+        was_recomputing_(recomputing) {
     default_generator().set_state(forward_rng);
     recomputing = true;
   }
@@ -44,6 +50,9 @@ class RecomputeScope {
  private:
   EnableGradGuard grad_on_;
   amp::AutocastStateGuard autocast_;
+  // For a running memory::Recorder: the recomputed allocations get the forward's module
+  // path ("layer1.0.conv1"), not the backward node's.
+  memory::ContextScope memory_context_;
   PhiloxState outer_rng_;
   bool was_recomputing_;
 };
@@ -65,13 +74,15 @@ std::string describe(const OutputSignature& output) {
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFunction fn, std::vector<SavedTensor>&& inputs, std::vector<OutputSignature> outputs,
-                     PhiloxState forward_rng, const amp::AutocastState& forward_autocast)
+                     PhiloxState forward_rng, const amp::AutocastState& forward_autocast,
+                     const memory::detail::Context& forward_context)
       : Node("CheckpointBackward", static_cast<uint32_t>(outputs.size())),
         fn_(std::move(fn)),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
         forward_rng_(forward_rng),
-        forward_autocast_(forward_autocast) {}
+        forward_autocast_(forward_autocast),
+        forward_context_(forward_context) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
     MG_CHECK(!released_, "trying to backward through the graph a second time: CheckpointBackward's saved inputs "
@@ -91,7 +102,7 @@ class CheckpointBackward final : public Node {
     }
     std::vector<Tensor> recomputed;
     {
-      RecomputeScope scope(forward_rng_, forward_autocast_);
+      RecomputeScope scope(forward_rng_, forward_autocast_, forward_context_);
       recomputed = fn_(leaves);
     }
     check_same_outputs(recomputed);
@@ -174,6 +185,7 @@ class CheckpointBackward final : public Node {
   std::vector<OutputSignature> outputs_;
   PhiloxState forward_rng_;
   amp::AutocastState forward_autocast_;
+  memory::detail::Context forward_context_;
   bool released_ = false;
 };
 
@@ -205,7 +217,10 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   // NOTE: created after fn ran, so its sequence number is later than that of any node fn
   // could have captured (check_graph_is_local relies on it).
   auto node = std::make_shared<autograd::CheckpointBackward>(fn, std::move(saved_inputs), std::move(signatures),
-                                                             forward_rng, amp::autocast_state());
+                                                             forward_rng, amp::autocast_state(), memory::saved_context());
+  // For a running memory::Recorder, as autograd::connect does for other ops: fn's forward
+  // allocations are the checkpoint's, and its node belongs to the current module.
+  if (memory::detail::recording()) memory::detail::label_forward_op(node.get(), node->name());
   std::vector<autograd::Edge> edges;
   edges.reserve(inputs.size());
   for (const Tensor& input : inputs) edges.push_back(autograd::gradient_edge(input));

@@ -106,6 +106,21 @@ NodeScope::~NodeScope() {
   if (engaged_) detail::current_context() = previous_;
 }
 
+detail::Context saved_context() { return detail::recording() ? detail::current_context() : detail::Context{}; }
+
+ContextScope::ContextScope(const detail::Context& context) {
+  if (!detail::recording()) return;
+  engaged_ = true;
+  detail::Context& current = detail::current_context();
+  previous_ = current;
+  // The phase stays the current one (backward, for a recompute).
+  current = {context.op, context.module, current.phase, context.calling_module};
+}
+
+ContextScope::~ContextScope() {
+  if (engaged_) detail::current_context() = previous_;
+}
+
 PhaseScope::PhaseScope(Phase phase) {
   if (!detail::recording()) return;
   engaged_ = true;

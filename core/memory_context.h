@@ -37,6 +37,9 @@ struct Context {
   uint32_t op = 0;
   uint32_t module = 0;
   Phase phase = Phase::Other;
+  // The nn::Module whose forward runs (opaque here: core sits below nn), so that a child
+  // called from it is named by its caller; null outside any module.
+  const void* calling_module = nullptr;
 };
 // The calling thread's context.
 Context& current_context();
@@ -80,6 +83,22 @@ class NodeScope {
   ~NodeScope();
   NodeScope(const NodeScope&) = delete;
   NodeScope& operator=(const NodeScope&) = delete;
+
+ private:
+  bool engaged_ = false;
+  detail::Context previous_;
+};
+
+// The whole context, saved where a computation is set aside and restored where it resumes:
+// checkpoint recomputes its forward in backward under the forward's module path and
+// calling module, so the recomputed allocations carry the forward's names.
+detail::Context saved_context();
+class ContextScope {
+ public:
+  explicit ContextScope(const detail::Context& context);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
 
  private:
   bool engaged_ = false;

@@ -18,8 +18,9 @@
 // minus the reserved bytes returned to the device.
 //
 // Op names: a backward event carries its node's name ("ConvolutionBackward", set by the
-// engine) and the module path of the forward op that recorded the node. A forward op allocates its output before it records its node, so a forward
-// event is labelled when the node is recorded: every unlabelled event of that thread since
+// engine) and the module path of the forward op that recorded the node. A forward op
+// allocates its output before it records its node, so a forward event is labelled when
+// the node is recorded: every unlabelled event of that thread since
 // the last op, module or phase boundary takes the node's name without "Backward"
 // ("Convolution"). Allocations of ops that record no node (no grad needed) keep an empty op
 // unless a recorded op follows in the same module.

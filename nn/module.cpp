@@ -62,21 +62,16 @@ Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 
 Module::~Module() = default;
 
-namespace {
-
-// The module whose operator() runs on this thread, while a memory::Recorder runs.
-thread_local const Module* calling_module = nullptr;
-
-}  // namespace
-
 Tensor Module::operator()(const Tensor& input) {
   if (!memory::detail::recording()) return forward(input);
   // The name this module has in its caller; a module called from outside any module (the
   // model itself) adds nothing, and one its caller does not own is named by its type.
+  memory::detail::Context& context = memory::detail::current_context();
+  const auto* caller = static_cast<const Module*>(context.calling_module);
   std::string name;
-  if (calling_module != nullptr) {
+  if (caller != nullptr) {
     name = type_name_;
-    for (const auto& [child_name, child] : calling_module->children_) {
+    for (const auto& [child_name, child] : caller->children_) {
       if (child.get() == this) name = child_name;
     }
   }
@@ -84,11 +79,10 @@ Tensor Module::operator()(const Tensor& input) {
   if (!name.empty()) module_scope.emplace(name);
   std::optional<memory::PhaseScope> phase_scope;
   if (memory::current_phase() == memory::Phase::Other) phase_scope.emplace(memory::Phase::Forward);
-  const Module* caller = calling_module;
-  calling_module = this;
+  context.calling_module = this;
   struct RestoreCaller {
     const Module* caller;
-    ~RestoreCaller() { calling_module = caller; }
+    ~RestoreCaller() { memory::detail::current_context().calling_module = caller; }
   } restore{caller};
   return forward(input);
 }

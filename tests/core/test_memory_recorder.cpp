@@ -21,6 +21,7 @@
 #include "core/random.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
+#include "nn/resnet.h"
 #include "nn/sequential.h"
 #include "optim/sgd.h"
 
@@ -57,6 +58,36 @@ std::shared_ptr<mg::nn::Sequential> tiny_model() {
 }
 
 }  // namespace
+
+TEST_CASE("Recorder names a checkpoint's recomputed allocations by the forward's module paths",
+          "[memory_recorder]") {
+  mg::Generator generator(4);
+  auto model = mg::nn::resnet18(
+      {.num_classes = 3, .small_image_stem = true, .in_channels = 1, .generator = &generator, .checkpoint_stages = true});
+  model->train();
+  const mg::Tensor inputs = mg::randn({2, 1, 8, 8}, {}, &generator);
+  const mg::Tensor targets = mg::randint(0, 3, {2}, {.dtype = mg::DType::Int64}, &generator);
+
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  mg::cross_entropy((*model)(inputs), targets).backward();
+  recorder.stop();
+  const std::vector<MemoryEvent> events = recorder.timeline().events;
+
+  auto starts_with = [](const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; };
+  // The stage ran twice: once under no_grad in the forward, once in backward to record its
+  // graph; both times its convolutions are "layer1.0.conv1" and so on.
+  CHECK(any_event(events, [&](const MemoryEvent& e) {
+    return e.phase == Phase::Forward && starts_with(e.module_path, "layer1.0.conv1");
+  }));
+  CHECK(any_event(events, [&](const MemoryEvent& e) {
+    return e.phase == Phase::Backward && e.kind == EventKind::Allocate && starts_with(e.module_path, "layer1.0.conv1");
+  }));
+  // No path lost its stage's name in the recompute.
+  CHECK_FALSE(any_event(events, [&](const MemoryEvent& e) { return starts_with(e.module_path, "0."); }));
+  // The checkpointed forward's allocations are named after the checkpoint.
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.op == "Checkpoint"; }));
+}
 
 TEST_CASE("Recorder records nothing when it is not running", "[memory_recorder]") {
   Recorder recorder({.device = mg::Device::cpu()});
