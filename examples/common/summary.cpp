@@ -10,7 +10,7 @@ namespace examples {
 
 void check_writable(const std::string& path, const std::string& flag) {
   const std::string temporary = path + ".tmp";
-  MG_CHECK(std::ofstream(temporary).good(), "cannot write the summary file: '", temporary,
+  MG_CHECK(std::ofstream(temporary).good(), "cannot write the file given to ", flag, ": '", temporary,
            "' cannot be created. Hint: ", flag, " needs a path in a writable folder.");
   std::filesystem::remove(temporary);
 }
@@ -20,7 +20,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   {
     std::ofstream file(temporary);
     file << text << '\n';
-    MG_CHECK(file.good(), "cannot write the summary file '", temporary, "'.");
+    MG_CHECK(file.good(), "cannot write '", temporary, "' (the disk may be full or the folder gone).");
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);

@@ -1,6 +1,7 @@
-// examples/common/summary.h — the examples' --summary-json files: checked for
-// writability before a run starts (a typo should not cost a training run) and written
-// atomically after it (a crash mid-write never leaves half a summary behind).
+// examples/common/summary.h — the files the programs write (--summary-json, --json,
+// --memory-timeline): checked for writability before a run starts (a typo should not cost
+// a training run) and written atomically after it (a crash mid-write never leaves half a
+// file behind).
 #pragma once
 
 #include <string>

@@ -83,7 +83,33 @@ TEST_CASE("mnist reports an unwritable summary path before training", "[examples
       mg_test::run_program(dir, "mnist", "--data /nonexistent-memgrad-data --summary-json " +
                          dir.file("no-such-folder/summary.json"));
   CHECK(outcome.exit_code == 1);
-  CHECK_THAT(outcome.err, Catch::Contains("cannot write the summary file"));
+  CHECK_THAT(outcome.err, Catch::Contains("cannot write the file given to --summary-json"));
+}
+
+TEST_CASE("mnist reports an unwritable memory timeline path before training", "[examples]") {
+  TempDir dir("mnist-cli");
+  const Outcome outcome = mg_test::run_program(
+      dir, "mnist", "--data /nonexistent-memgrad-data --memory-timeline " + dir.file("no-such-folder/t.html"));
+  CHECK(outcome.exit_code == 1);
+  CHECK_THAT(outcome.err, Catch::Contains("cannot write the file given to --memory-timeline"));
+}
+
+TEST_CASE("mnist --memory-timeline draws the first training steps as a self-contained page", "[examples]") {
+  TempDir dir("mnist-cli");
+  write_two_class_split(dir, "train", 64, 1);
+  write_two_class_split(dir, "t10k", 16, 2);
+  const std::string page = dir.file("timeline.html");
+  const Outcome outcome = mg_test::run_program(
+      dir, "mnist", "--data " + dir.path.string() + " --epochs 1 --batch 16 --threads 1 --memory-timeline " + page);
+  INFO(outcome.err);
+  REQUIRE(outcome.exit_code == 0);
+  const std::string html = read_file(page);
+  CHECK_THAT(html, Catch::Contains("<svg"));
+  for (const char* category : {"PARAMETER", "GRADIENT", "OPTIMIZER_STATE", "ACTIVATION"}) {
+    CHECK_THAT(html, Catch::Contains(category));
+  }
+  CHECK_THAT(html, !Catch::Contains("http"));  // no network resources
+  CHECK_FALSE(std::filesystem::exists(page + ".tmp"));
 }
 
 TEST_CASE("mnist learns a separable dataset in one epoch and writes the summary",
