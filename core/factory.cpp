@@ -7,6 +7,7 @@
 #include "core/cuda_hooks.h"
 #include "core/kernels.h"
 #include "core/memory_format.h"
+#include "core/memory_recorder.h"
 
 namespace mg {
 
@@ -40,6 +41,8 @@ Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory c
   }
   size_t nbytes = static_cast<size_t>(sizes.numel()) * element_size(dtype);
   auto storage = make_storage(nbytes, device, category, pin_memory);
+  // For a running memory::Recorder's live-tensor report: the shape this block was made for.
+  if (memory::detail::recording()) memory::detail::describe_block(storage->data(), sizes, dtype);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, strides_for(sizes, format),
                                              0, dtype));
 }

@@ -7,12 +7,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
+#include "core/allocator/caching_allocator.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/memory_timeline_html.h"
@@ -48,6 +53,17 @@ struct StoredEvent {
   MemoryCategory category;
   MemoryCategory previous_category;
   Phase phase;
+};
+
+// A block allocated while recording and not yet freed: its allocation event's sequence
+// number (its op label is read from the ring, where forward ops name events after the
+// fact, while the event is still there), a copy of that event, and the tensor's shape.
+struct LiveBlock {
+  uint64_t sequence;
+  StoredEvent allocation;
+  bool described = false;
+  Shape sizes;
+  DType dtype = DType::Float32;
 };
 
 // What an event adds to each category's requested bytes.
@@ -123,6 +139,8 @@ struct Recorder::State {
   // node's address is reused by a later one, which overwrites the entry, so the map stays
   // as small as the most nodes alive at once.
   std::unordered_map<const void*, uint32_t> node_modules;
+  // Blocks allocated in this recording and alive, by address (live_tensors()).
+  std::unordered_map<const void*, LiveBlock> live;
 
   uint64_t oldest() const { return total > ring.size() ? total - ring.size() : 0; }
 
@@ -131,6 +149,30 @@ struct Recorder::State {
       if (baseline.device == device) return &baseline;
     }
     return nullptr;
+  }
+
+  // Keeps the live-block table in step with an event about the block at `address`.
+  void track(const void* address, const StoredEvent& event) {
+    switch (event.kind) {
+      case EventKind::Allocate: {
+        LiveBlock& block = live[address];
+        block = LiveBlock{};
+        block.sequence = total - 1;
+        block.allocation = event;
+        break;
+      }
+      case EventKind::Free: live.erase(address); break;
+      case EventKind::Retag:
+        if (auto found = live.find(address); found != live.end()) found->second.allocation.category = event.category;
+        break;
+      case EventKind::ReleaseCache: break;
+    }
+  }
+
+  // The op that allocated `block`: the ring's copy (named after the fact) while kept.
+  uint32_t op_of(const LiveBlock& block) const {
+    if (block.sequence >= oldest() && block.sequence < total) return ring[block.sequence % ring.size()].op;
+    return block.allocation.op;
   }
 
   void store(const StoredEvent& event, const MemoryStats& stats) {
@@ -167,6 +209,7 @@ void Recorder::start() {
   state_->step_start_ns.assign(1, 0);
   state_->step = 0;
   state_->node_modules.clear();
+  state_->live.clear();
   state_->start_time = Clock::now();
   state_->running = true;
   state_->recording = ++recordings_started;
@@ -236,6 +279,96 @@ RecordedTimeline Recorder::timeline() const {
   return timeline;
 }
 
+std::vector<LiveTensor> Recorder::live_tensors() const {
+  std::vector<std::pair<uint64_t, LiveTensor>> found;
+  {
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    found.reserve(state_->live.size());
+    for (const auto& [address, block] : state_->live) {
+      const StoredEvent& event = block.allocation;
+      found.emplace_back(block.sequence, LiveTensor{.device = event.device,
+                                                    .bytes = event.bytes,
+                                                    .category = event.category,
+                                                    .op = detail::label_text(state_->op_of(block)),
+                                                    .module_path = detail::label_text(event.module),
+                                                    .phase = event.phase,
+                                                    .step = event.step,
+                                                    .described = block.described,
+                                                    .sizes = block.sizes,
+                                                    .dtype = block.dtype});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LiveTensor> tensors;
+  tensors.reserve(found.size());
+  for (auto& [sequence, tensor] : found) tensors.push_back(std::move(tensor));
+  return tensors;
+}
+
+std::vector<LiveTensor> Recorder::leaked_tensors(int64_t step) const {
+  MG_CHECK(step >= 0 && step < this->step(), "Recorder::leaked_tensors: step ", step, " has not ended (the ",
+           "recording is in step ", this->step(), "). Hint: call next_step() after the step, then check it.");
+  std::vector<LiveTensor> leaked;
+  for (LiveTensor& tensor : live_tensors()) {
+    const bool kept_on_purpose = tensor.category == MemoryCategory::Parameter ||
+                                 tensor.category == MemoryCategory::Gradient ||
+                                 tensor.category == MemoryCategory::OptimizerState;
+    if (tensor.step == step && !kept_on_purpose) leaked.push_back(std::move(tensor));
+  }
+  return leaked;
+}
+
+std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title) {
+  struct Group {
+    int64_t count = 0;
+    int64_t bytes = 0;
+    std::map<std::string, int64_t> shapes;  // "(8, 3) float32" -> tensors
+  };
+  using Key = std::tuple<MemoryCategory, std::string, std::string>;  // category, module, op
+  std::map<Key, Group> groups;
+  int64_t total = 0;
+  for (const LiveTensor& tensor : tensors) {
+    Group& group = groups[Key{tensor.category, tensor.module_path, tensor.op}];
+    ++group.count;
+    group.bytes += tensor.bytes;
+    std::ostringstream shape;
+    if (tensor.described) {
+      shape << tensor.sizes << " " << tensor.dtype;
+    } else {
+      shape << "(scratch)";
+    }
+    ++group.shapes[shape.str()];
+    total += tensor.bytes;
+  }
+  std::vector<std::pair<Key, Group>> ordered(groups.begin(), groups.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  std::ostringstream out;
+  out << title << ": " << tensors.size() << " tensors, " << format_bytes(total) << "\n";
+  if (tensors.empty()) return out.str();
+  char line[512];
+  std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7s %12s  %s\n", "category", "module", "op", "tensors",
+                "bytes", "shapes");
+  out << line;
+  for (const auto& [key, group] : ordered) {
+    const auto& [category, module, op] = key;
+    // The commonest shapes first, at most three.
+    std::vector<std::pair<std::string, int64_t>> shapes(group.shapes.begin(), group.shapes.end());
+    std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string shape_text;
+    for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
+      if (i > 0) shape_text += ", ";
+      shape_text += shapes[i].first + (shapes[i].second > 1 ? " x" + std::to_string(shapes[i].second) : "");
+    }
+    if (shapes.size() > 3) shape_text += ", ...";
+    std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7lld %12s  %s\n", category_name(category),
+                  module.empty() ? "-" : module.c_str(), op.empty() ? "-" : op.c_str(),
+                  static_cast<long long>(group.count), format_bytes(group.bytes).c_str(), shape_text.c_str());
+    out << line;
+  }
+  return out.str();
+}
+
 void Recorder::write_json(const std::string& path) const {
   write_text_atomically(path, timeline_json(timeline()) + "\n", "write_json");
 }
@@ -287,8 +420,8 @@ namespace detail {
 
 using State = Recorder::State;
 
-void record_allocator_event(Device device, EventKind kind, int64_t bytes, MemoryCategory category,
-                            MemoryCategory previous_category, const MemoryStats& stats) {
+void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
+                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats) {
   const Context& context = current_context();
   std::lock_guard<std::mutex> lock(recorder_mutex());
   State* state = running_state;
@@ -309,6 +442,17 @@ void record_allocator_event(Device device, EventKind kind, int64_t bytes, Memory
       .previous_category = previous_category,
       .phase = context.phase};
   state->store(event, stats);
+  if (address != nullptr) state->track(address, event);
+}
+
+void describe_block(const void* address, const Shape& sizes, DType dtype) {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return;
+  auto found = running_state->live.find(address);
+  if (found == running_state->live.end()) return;
+  found->second.described = true;
+  found->second.sizes = sizes;
+  found->second.dtype = dtype;
 }
 
 void label_forward_op(const void* node, const char* node_name) {

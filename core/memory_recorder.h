@@ -8,9 +8,12 @@
 //   recorder.stop();
 //   recorder.write_html("timeline.html");   // stacked area of bytes by category over time
 //
-// Events go to a fixed-capacity ring buffer allocated by the constructor, so recording
-// never allocates; when it is full the oldest events are dropped (and counted), their
-// bytes folded into the per-device baseline so the chart of what is left stays exact.
+// Events go to a fixed-capacity ring buffer allocated by the constructor; when it is full
+// the oldest events are dropped (and counted), their bytes folded into the per-device
+// baseline so the chart of what is left stays exact. Beside it, a table of the blocks
+// allocated while recording and still alive (with the shape each was made for) answers
+// "who holds my memory" (live_tensors) and finds tensors a step left behind
+// (leaked_tensors); it grows with the live blocks, not with the events.
 //
 // Categories: a SavedTensor re-tags a live block (say TEMPORARY -> ACTIVATION) without
 // allocating. That is a Retag event: `bytes` move from `previous_category` to `category`;
@@ -38,8 +41,10 @@
 
 #include "core/allocator/memory_stats.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/memory_category.h"
 #include "core/memory_context.h"
+#include "core/shape.h"
 
 namespace mg::memory {
 
@@ -79,6 +84,22 @@ struct RecordedTimeline {
   size_t capacity = 0;
 };
 
+// A block allocated while recording and alive now: what holds memory, and who made it.
+struct LiveTensor {
+  Device device;
+  int64_t bytes = 0;  // requested
+  MemoryCategory category = MemoryCategory::Temporary;  // its category now
+  std::string op;           // the op that allocated it ("" when unknown)
+  std::string module_path;  // where ("" outside any module)
+  Phase phase = Phase::Other;
+  int64_t step = 0;  // the step it was allocated in
+  // The tensor it was allocated for; `described` is false for blocks that did not come
+  // from a tensor factory (library scratch).
+  bool described = false;
+  Shape sizes;
+  DType dtype = DType::Float32;
+};
+
 struct RecorderOptions {
   size_t capacity = size_t{1} << 18;  // events kept (64 bytes each: 16 MiB by default)
   std::optional<Device> device;       // record this device only; nullopt: every device
@@ -112,6 +133,15 @@ class Recorder {
   void write_json(const std::string& path) const;
   void write_html(const std::string& path) const;
 
+  // Who holds memory: the blocks allocated since start() and not freed, oldest first
+  // (memory allocated before start(), such as the model's parameters, is not listed: start
+  // the recorder first to see it). Works while running and after stop().
+  std::vector<LiveTensor> live_tensors() const;
+  // The leak check: tensors allocated during step `step` (which must have ended) that are
+  // still alive, except the kinds a training step keeps on purpose (PARAMETER, GRADIENT,
+  // OPTIMIZER_STATE). A loss kept in a list, with the graph it holds, shows here.
+  std::vector<LiveTensor> leaked_tensors(int64_t step) const;
+
   struct State;  // the ring buffer and counters; defined in memory_recorder.cpp
 
  private:
@@ -121,12 +151,20 @@ class Recorder {
 // The timeline as one JSON object (the text write_json writes).
 std::string timeline_json(const RecordedTimeline& timeline);
 
+// `tensors` grouped by category, module path and op, largest groups first: count, bytes
+// and the most common shapes; `title` heads the table.
+std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title);
+
 namespace detail {
 
 // Called by the caching allocator, with its lock held and only while recording(), after
 // it updated `stats` for the event.
-void record_allocator_event(Device device, EventKind kind, int64_t bytes, MemoryCategory category,
-                            MemoryCategory previous_category, const MemoryStats& stats);
+// `address` is the block's (nullptr for ReleaseCache).
+void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
+                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats);
+// Called by the tensor factory while recording(): the block at `address` holds a tensor
+// of `sizes` and `dtype` (for live_tensors()).
+void describe_block(const void* address, const Shape& sizes, DType dtype);
 // Called when autograd records `node` named `node_name` (see "Op names" above); also
 // remembers the module path of the recording, for the node's backward (module_of_node).
 void label_forward_op(const void* node, const char* node_name);

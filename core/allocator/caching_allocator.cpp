@@ -270,8 +270,8 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
   if (memory::detail::recording()) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Allocate, requested_bytes, category, category,
-                                           stats_);
+    memory::detail::record_allocator_event(device_, memory::EventKind::Allocate, block->ptr(), requested_bytes,
+                                           category, category, stats_);
   }
   return Allocation{block->ptr(), block};
 }
@@ -315,8 +315,8 @@ void CachingAllocator::free(Block* block) {
   stats_.allocation_count.decrease(1);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
   if (memory::detail::recording()) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Free, -requested_bytes, block->category,
-                                           block->category, stats_);
+    memory::detail::record_allocator_event(device_, memory::EventKind::Free, block->ptr(), -requested_bytes,
+                                           block->category, block->category, stats_);
   }
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
@@ -392,8 +392,8 @@ void CachingAllocator::set_category(Block* block, MemoryCategory category) {
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
   if (memory::detail::recording() && category != block->category) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Retag, requested_bytes, category,
-                                           block->category, stats_);
+    memory::detail::record_allocator_event(device_, memory::EventKind::Retag, block->ptr(), requested_bytes,
+                                           category, block->category, stats_);
   }
   block->category = category;
 }
@@ -422,7 +422,7 @@ void CachingAllocator::empty_cache() {
   const int64_t reserved_before = stats_.reserved_bytes.current;
   pools_->release_free_segments(*backend_, stats_);
   if (memory::detail::recording() && stats_.reserved_bytes.current != reserved_before) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::ReleaseCache,
+    memory::detail::record_allocator_event(device_, memory::EventKind::ReleaseCache, nullptr,
                                            stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
                                            MemoryCategory::Temporary, stats_);
   }

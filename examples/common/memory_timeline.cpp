@@ -2,6 +2,7 @@
 #include "examples/common/memory_timeline.h"
 
 #include <cstdio>
+#include <string>
 #include <utility>
 
 #include "examples/common/summary.h"
@@ -37,6 +38,14 @@ void MemoryTimeline::finish() {
   const mg::memory::RecordedTimeline timeline = recorder_->timeline();
   std::fprintf(stderr, "memory timeline of %lld steps (%zu events) written to %s\n",
                static_cast<long long>(steps_done_), timeline.events.size(), path_.c_str());
+  // The leak check on the first steady step (step 0 creates what a run keeps: optimizer
+  // state, library workspaces): what it allocated and is still alive, but should not be.
+  if (recorder_->step() > kLeakCheckedStep) {
+    const std::string title = "tensors step " + std::to_string(kLeakCheckedStep) +
+                              " created and left alive (other than parameters, gradients and optimizer state)";
+    std::fprintf(stderr, "%s",
+                 mg::memory::live_tensor_report(recorder_->leaked_tensors(kLeakCheckedStep), title).c_str());
+  }
 }
 
 }  // namespace examples

@@ -5,7 +5,9 @@
 // Training records its first kRecordedSteps optimizer steps: enough to see the first
 // step (which creates optimizer state) and the steady ones after it, and few enough that
 // the run's speed is unaffected afterwards. --bench records every step it runs, so that
-// its timings include the recorder's cost.
+// its timings include the recorder's cost. When the page is written, the leak check of
+// step kLeakCheckedStep is printed (memory::Recorder::leaked_tensors): a steady step
+// should leave nothing behind.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ namespace examples {
 class MemoryTimeline {
  public:
   static constexpr int64_t kRecordedSteps = 3;
+  static constexpr int64_t kLeakCheckedStep = 1;
 
   // Checks now that `path` can be written (throws mg::Error naming --memory-timeline), so
   // a typo costs no training. An empty path records nothing. steps == 0: record until

@@ -89,6 +89,55 @@ TEST_CASE("Recorder names a checkpoint's recomputed allocations by the forward's
   CHECK(any_event(events, [](const MemoryEvent& e) { return e.op == "Checkpoint"; }));
 }
 
+TEST_CASE("Recorder lists the live tensors a step left behind with their shapes, ops and modules",
+          "[memory_recorder]") {
+  auto model = tiny_model();
+  mg::optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  const mg::Tensor inputs = mg::randn({8, 4});
+  const mg::Tensor targets = mg::randint(0, 3, {8}, {.dtype = mg::DType::Int64});
+
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  {  // step 0: a training step done right leaves only what a step keeps on purpose
+    optimizer.zero_grad();
+    mg::Tensor loss = mg::cross_entropy((*model)(inputs), targets);
+    loss.backward();
+    optimizer.step();
+    CHECK(loss.item<double>() > 0);
+  }
+  recorder.next_step();
+  // step 1: an evaluation outside no_grad that keeps its outputs keeps their graphs too
+  std::vector<mg::Tensor> kept_outputs;
+  for (int i = 0; i < 2; ++i) kept_outputs.push_back((*model)(inputs));
+  recorder.next_step();
+
+  CHECK(recorder.leaked_tensors(0).empty());
+  const std::vector<mg::memory::LiveTensor> leaked = recorder.leaked_tensors(1);
+  auto has = [&](MemoryCategory category, const std::string& module, const mg::Shape& sizes) {
+    return std::any_of(leaked.begin(), leaked.end(), [&](const mg::memory::LiveTensor& tensor) {
+      return tensor.category == category && tensor.module_path == module && tensor.described && tensor.sizes == sizes &&
+             tensor.dtype == mg::DType::Float32 && tensor.step == 1;
+    });
+  };
+  CHECK(has(MemoryCategory::Activation, "0.1", mg::Shape{8, 16}));  // the ReLU outputs the graphs saved
+  CHECK(has(MemoryCategory::Temporary, "1", mg::Shape{8, 3}));      // the kept outputs themselves
+  // Everything a step keeps on purpose (momentum buffers, gradients) is live but no leak.
+  const std::vector<mg::memory::LiveTensor> live = recorder.live_tensors();
+  CHECK(std::any_of(live.begin(), live.end(), [](const mg::memory::LiveTensor& tensor) {
+    return tensor.category == MemoryCategory::OptimizerState && tensor.step == 0;
+  }));
+
+  const std::string report = mg::memory::live_tensor_report(leaked, "left behind by step 1");
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("left behind by step 1: " + std::to_string(leaked.size()) + " tensors"));
+  CHECK_THAT(report, Catch::Contains("ACTIVATION"));
+  CHECK_THAT(report, Catch::Contains("[8, 16] float32 x2"));
+  CHECK_THROWS_WITH(recorder.leaked_tensors(2), Catch::Contains("has not ended"));
+
+  kept_outputs.clear();  // the graphs die with the outputs
+  CHECK(recorder.leaked_tensors(1).empty());
+}
+
 TEST_CASE("Recorder records nothing when it is not running", "[memory_recorder]") {
   Recorder recorder({.device = mg::Device::cpu()});
   mg::Tensor before = mg::zeros({64, 64});

@@ -110,6 +110,9 @@ TEST_CASE("mnist --memory-timeline draws the first training steps as a self-cont
   }
   CHECK_THAT(html, !Catch::Contains("http"));  // no network resources
   CHECK_FALSE(std::filesystem::exists(page + ".tmp"));
+  // The leak check of the first steady step: a training loop that keeps nothing.
+  CHECK_THAT(outcome.err, Catch::Contains("tensors step 1 created and left alive"));
+  CHECK_THAT(outcome.err, Catch::Contains("left alive (other than parameters, gradients and optimizer state): 0 tensors"));
 }
 
 TEST_CASE("mnist learns a separable dataset in one epoch and writes the summary",
