@@ -24,7 +24,7 @@ namespace {
 constexpr int64_t kMicroBatch = 128;
 constexpr int64_t kAccumulationSteps = 8;
 const MlpShape kShape{.inputs = 256, .hidden = {512, 512}, .classes = 10};
-constexpr int64_t kSavedPerMicroBatch = 2 * kMicroBatch * 512 * 4 + kMicroBatch * 10 * 4 + kMicroBatch * 4 + 4;
+const int64_t kSavedPerMicroBatch = mlp_saved_bytes(kShape, kMicroBatch);
 
 struct StepPeaks {
   int64_t activation;

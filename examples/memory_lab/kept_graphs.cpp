@@ -21,7 +21,7 @@ namespace {
 constexpr int64_t kBatch = 64;
 constexpr int kIterations = 8;
 const MlpShape kShape{.inputs = 256, .hidden = {512, 512}, .classes = 10};
-constexpr int64_t kSavedPerForward = 2 * kBatch * 512 * 4 + kBatch * 10 * 4 + kBatch * 4 + 4;
+const int64_t kSavedPerForward = mlp_saved_bytes(kShape, kBatch);
 
 // One way to write the loop.
 struct Loop {

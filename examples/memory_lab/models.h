@@ -28,6 +28,16 @@ mg::Tensor make_inputs(int64_t batch, int64_t features, mg::Device device);
 // (batch) int64 class indices, tagged INPUT.
 mg::Tensor make_targets(int64_t batch, int64_t classes, mg::Device device);
 
+// The bytes one float32 forward and cross-entropy of `batch` samples save for backward:
+// every ReLU output (batch x width x 4), the logits (batch x classes x 4), one log-sum-exp
+// per row (batch x 4) and the 4-byte count of targets. The input is INPUT, the weights
+// PARAMETER, so neither counts.
+inline int64_t mlp_saved_bytes(const MlpShape& shape, int64_t batch) {
+  int64_t bytes = batch * shape.classes * 4 + batch * 4 + 4;
+  for (int64_t width : shape.hidden) bytes += batch * width * 4;
+  return bytes;
+}
+
 // Bytes of the model's parameters: sum of numel x element size.
 int64_t parameter_bytes(const mg::nn::Module& model);
 

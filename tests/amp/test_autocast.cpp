@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "amp/autocast.h"
+#include "amp/autocast_checks.h"
 #include "memgrad.h"
 
 using namespace mg;
 using amp::AutocastGuard;
 
 namespace {
+
+using mg_test::check_close_to_largest;
 
 constexpr DType kLow = DType::BFloat16;
 
@@ -34,19 +37,6 @@ Tensor parameter(const Shape& sizes, Generator& generator, double scale = 0.3) {
 }
 
 std::vector<double> values_of(const Tensor& t) { return t.to(DType::Float64).to_vector<double>(); }
-
-// max |a - b| <= tolerance * max |b|, the tolerance loose enough for bfloat16's 8 bits.
-void check_close(const Tensor& actual, const Tensor& expected, double tolerance) {
-  std::vector<double> a = values_of(actual), b = values_of(expected);
-  REQUIRE(a.size() == b.size());
-  double largest = 0, worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    largest = std::max(largest, std::abs(b[i]));
-    worst = std::max(worst, std::abs(a[i] - b[i]));
-  }
-  INFO("max |difference| " << worst << ", max |expected| " << largest);
-  CHECK(worst <= tolerance * largest + 1e-6);
-}
 
 }  // namespace
 
@@ -114,7 +104,7 @@ TEST_CASE("under autocast, products run in bfloat16 and softmax, losses and sums
     reference = linear(x, weight, bias);
     CHECK(reference.dtype() == DType::Float32);
   }
-  check_close(y, reference, 0.03);
+  check_close_to_largest(y, reference, 0.03);
   // float64 and integer tensors are never cast.
   Tensor x64 = x.to(DType::Float64);
   CHECK(matmul(x64, x64.t()).dtype() == DType::Float64);
@@ -208,7 +198,7 @@ TEST_CASE("gradients reach float32 master weights, close to a float32 run", "[au
     REQUIRE(mixed[i].defined());
     CHECK(mixed[i].dtype() == DType::Float32);
     CHECK(params[i].dtype() == DType::Float32);
-    check_close(mixed[i], reference[i], 0.05);
+    check_close_to_largest(mixed[i], reference[i], 0.05);
   }
 }
 
@@ -255,7 +245,7 @@ TEST_CASE("the cache casts a weight used twice once, as AUTOCAST_CACHE bytes, an
     weight.mul_(2.0);  // back to the values the autocast run used
   }
   sum(linear(relu(linear(x, weight)), weight)).backward();
-  check_close(gradient_of_twice, weight.grad(), 0.05);
+  check_close_to_largest(gradient_of_twice, weight.grad(), 0.05);
 }
 
 TEST_CASE("autocast's copies of channels_last weights and images stay channels_last", "[autocast][memory_format]") {
@@ -365,7 +355,7 @@ TEST_CASE("backward inside an autocast region does not autocast the gradient for
     *grad = bias.grad();
   }
   CHECK(inside.dtype() == DType::Float32);
-  check_close(inside, outside, 0.0);
+  check_close_to_largest(inside, outside, 0.0);
 }
 
 TEST_CASE("checkpoint recomputes under the autocast state of its forward", "[autocast][checkpoint]") {
@@ -390,7 +380,7 @@ TEST_CASE("checkpoint recomputes under the autocast state of its forward", "[aut
   }
   REQUIRE(checkpointed_grad.defined());
   CHECK(checkpointed_grad.dtype() == DType::Float32);
-  check_close(checkpointed_grad, expected_grad, 0.0);
+  check_close_to_largest(checkpointed_grad, expected_grad, 0.0);
 }
 
 TEST_CASE("a parameter given new data through set_data is cast again", "[autocast]") {

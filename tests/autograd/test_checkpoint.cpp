@@ -18,6 +18,7 @@
 #include "autograd/matmul.h"
 #include "autograd/node.h"
 #include "autograd/reduce.h"
+#include "autograd/tensor_checks.h"
 #include "core/factory.h"
 #include "core/memory.h"
 
@@ -25,26 +26,9 @@ using namespace mg;
 
 namespace {
 
-std::string error_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(b.defined());
-  REQUIRE(a.sizes() == b.sizes());
-  std::vector<float> left = a.to_vector<float>(), right = b.to_vector<float>();
-  double largest = 0.0;
-  for (size_t i = 0; i < left.size(); ++i) largest = std::max(largest, std::abs(double(left[i]) - right[i]));
-  return largest;
-}
+using mg_test::error_message;
+using mg_test::contains;
+using mg_test::max_abs_difference;
 
 // A two-layer MLP's parameters as leaves; the same seed gives the same values, so the
 // checkpointed and the plain run each get their own copy and their own .grad.

@@ -11,12 +11,15 @@
 #include "autograd/grad_mode.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
+#include "autograd/tensor_checks.h"
 #include "core/allocator/registry.h"
 #include "core/factory.h"
 
 using namespace mg;
 
 namespace {
+
+using mg_test::error_message;
 
 using Inputs = std::vector<Tensor>;
 
@@ -49,15 +52,6 @@ void check_gradcheck(const std::function<Tensor(const Inputs&)>& fn, const Input
 
 int64_t activation_bytes() {
   return allocator_for(Device::cpu()).stats().category(MemoryCategory::Activation).current;
-}
-
-std::string error_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 }  // namespace

@@ -11,25 +11,14 @@
 #include "autograd/grad_mode.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
+#include "autograd/tensor_checks.h"
 #include "core/allocator/registry.h"
 #include "core/factory.h"
 
 using namespace mg;
 
-namespace {
-
-std::string error_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
+using mg_test::contains;
+using mg_test::error_message;
 
 TEST_CASE("in-place arithmetic writes into self and bumps its version", "[inplace]") {
   Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2});

@@ -1,6 +1,7 @@
 // tests/cuda/kernel_checks.h — what the CUDA-vs-CPU kernel tests share: fresh random
 // inputs (never zeros), values read back through the CPU, and element-by-element
-// comparison with a relative tolerance that reports the first mismatch.
+// comparison with a relative tolerance that reports the first mismatch; the same values
+// in the same layout (contiguous, transposed, strided, offset) on both devices.
 //
 // Tolerance: |cuda - cpu| <= rtol * max(|cpu|, 1), with rtol 1e-6 for float32 and 1e-12
 // for float64 (the GPU's math functions differ from glibc's by a few ulps, and either
@@ -101,6 +102,62 @@ inline Tensor random_values(const Shape& sizes, DType dtype, uint64_t seed, Valu
   }
   if (sizes.empty()) return full({}, values[0], {.dtype = dtype});
   return converted_copy(from_vector(values, sizes), dtype, Device::cpu());
+}
+
+enum class Layout { Contiguous, Transposed, Strided, Offset };
+
+inline const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::Contiguous: return "contiguous";
+    case Layout::Transposed: return "transposed";
+    case Layout::Strided: return "strided";
+    case Layout::Offset: return "offset";
+  }
+  return "?";
+}
+
+// The same values in the same layout on both devices: a view of a base buffer (random
+// values too, so elements outside the view are checked to stay untouched).
+struct Pair {
+  Tensor cpu, cuda;            // the views
+  Tensor cpu_base, cuda_base;  // their buffers
+};
+
+inline Tensor view_of(const Tensor& base, const Shape& sizes, Layout layout) {
+  int last = sizes.size() - 1;
+  switch (layout) {
+    case Layout::Contiguous: return base;
+    case Layout::Transposed: return transpose(base, last - 1, last);
+    case Layout::Strided: return slice(base, last, 1, base.size(last), 2);
+    case Layout::Offset: return reshape(narrow(base, 0, 1, sizes.numel()), sizes);
+  }
+  return base;
+}
+
+inline Pair random_pair(const Shape& sizes, DType dtype, uint64_t seed, Layout layout = Layout::Contiguous,
+                 Values kind = Values::Normal) {
+  Shape base_sizes = sizes;
+  int last = sizes.size() - 1;
+  switch (layout) {
+    case Layout::Contiguous: break;
+    case Layout::Transposed:
+      REQUIRE(sizes.size() >= 2);
+      std::swap(base_sizes[last - 1], base_sizes[last]);
+      break;
+    case Layout::Strided:
+      REQUIRE(sizes.size() >= 1);
+      base_sizes[last] = 2 * sizes[last] + 1;
+      break;
+    case Layout::Offset: base_sizes = {sizes.numel() + 1}; break;
+  }
+  Pair pair;
+  pair.cpu_base = random_values(base_sizes, dtype, seed, kind);
+  pair.cuda_base = pair.cpu_base.to(kCuda);
+  pair.cpu = view_of(pair.cpu_base, sizes, layout);
+  pair.cuda = view_of(pair.cuda_base, sizes, layout);
+  REQUIRE(pair.cpu.sizes() == sizes);
+  REQUIRE(pair.cuda.strides() == pair.cpu.strides());
+  return pair;
 }
 
 }  // namespace cuda_checks

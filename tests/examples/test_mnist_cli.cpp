@@ -231,6 +231,8 @@ TEST_CASE("mnist --amp bf16 learns the separable dataset under autocast on the C
   INFO(json);
   CHECK_THAT(json, Catch::Contains("\"amp\":\"bf16\""));
   CHECK(json_number(json, "test_accuracy") >= 0.95);
-  // The weights' bfloat16 copies lived in the forward passes' autocast regions only.
+  // The weights' bfloat16 copies were made (so autocast did run) and lived in the forward
+  // passes' autocast regions only: none is left at the end.
+  CHECK(json_number(json, "AUTOCAST_CACHE", json.find("\"peak_bytes_by_category\"")) > 0);
   CHECK(json_number(json, "AUTOCAST_CACHE") == 0);
 }

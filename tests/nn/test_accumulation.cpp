@@ -11,6 +11,7 @@
 
 #include "autograd/elementwise.h"
 #include "autograd/loss.h"
+#include "autograd/tensor_checks.h"
 #include "core/factory.h"
 #include "core/memory.h"
 #include "nn/nn.h"
@@ -18,6 +19,8 @@
 using namespace mg;
 
 namespace {
+
+using mg_test::max_abs_difference;
 
 constexpr int64_t kClasses = 5;
 
@@ -47,16 +50,6 @@ Batch random_batch(int64_t size, Generator& generator) {
 void backward_micro_batch(nn::Module& model, const Batch& batch, int64_t micro_batches) {
   Tensor loss = cross_entropy(model(batch.inputs), batch.targets);
   (loss * (1.0 / static_cast<double>(micro_batches))).backward();
-}
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(b.defined());
-  REQUIRE(a.sizes() == b.sizes());
-  std::vector<double> left = a.to_vector<double>(), right = b.to_vector<double>();
-  double largest = 0.0;
-  for (size_t i = 0; i < left.size(); ++i) largest = std::max(largest, std::abs(left[i] - right[i]));
-  return largest;
 }
 
 }  // namespace

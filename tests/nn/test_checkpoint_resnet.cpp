@@ -10,6 +10,7 @@
 
 #include "autograd/loss.h"
 #include "autograd/reduce.h"
+#include "autograd/tensor_checks.h"
 #include "core/factory.h"
 #include "core/memory.h"
 #include "nn/nn.h"
@@ -18,15 +19,7 @@ using namespace mg;
 
 namespace {
 
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(b.defined());
-  REQUIRE(a.sizes() == b.sizes());
-  std::vector<double> left = a.to(DType::Float64).to_vector<double>(), right = b.to(DType::Float64).to_vector<double>();
-  double largest = 0.0;
-  for (size_t i = 0; i < left.size(); ++i) largest = std::max(largest, std::abs(left[i] - right[i]));
-  return largest;
-}
+using mg_test::max_abs_difference;
 
 // Every parameter's gradient and every buffer (running statistics, counters) agree.
 void check_same_state(const nn::Module& plain, const nn::Module& checked, double tolerance) {
