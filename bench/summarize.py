@@ -19,6 +19,7 @@ disturbed by other work on the machine; every run's median is shown beside it.
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections import OrderedDict
 
@@ -80,7 +81,31 @@ def config_name(result):
         name += f" amp {result['amp']}"
     if result.get("checkpoint"):
         name += " checkpoint"
+    if result.get("memory_timeline"):
+        name += RECORDING
     return name
+
+
+RECORDING = " recording"  # config_name's suffix for a run with the memory Recorder on
+
+
+def recorder_overhead_rows(results):
+    """memgrad's median step time with the memory Recorder on against the same configuration
+    without it (each the median of its runs' medians)."""
+    groups = group_by_config(results)
+    rows = []
+    for config, by_framework in groups.items():
+        if not config.endswith(RECORDING):
+            continue
+        plain = groups.get(config[:-len(RECORDING)], {}).get("memgrad", [])
+        recorded = by_framework.get("memgrad", [])
+        if not plain or not recorded:
+            continue
+        plain_ms = statistics.median(r["step_ms_median"] for r in plain)
+        recorded_ms = statistics.median(r["step_ms_median"] for r in recorded)
+        rows.append({"config": config[:-len(RECORDING)], "plain": f"{plain_ms:.3f}",
+                     "recording": f"{recorded_ms:.3f}", "overhead": f"{(recorded_ms / plain_ms - 1) * 100:+.1f}%"})
+    return rows
 
 
 def group_by_config(results):
@@ -159,11 +184,12 @@ def host_overhead_rows(results):
     by_framework = OrderedDict()
     for result in results:
         if result.get("benchmark") == "host_overhead":
-            by_framework.setdefault((result["framework"], result.get("device")), []).append(result)
-    return [{"framework": framework, "device": device,
+            key = (result["framework"], result.get("device"), result.get("tiny_op", "add"))
+            by_framework.setdefault(key, []).append(result)
+    return [{"framework": framework, "device": device, "tiny_op": tiny_op,
              "us_per_op": " / ".join(f"{r['us_per_op']:.2f}" for r in runs),
              "us_per_op_synced": " / ".join(f"{r['us_per_op_synced']:.2f}" for r in runs)}
-            for (framework, device), runs in by_framework.items()]
+            for (framework, device, tiny_op), runs in by_framework.items()]
 
 
 def print_table(headers, rows, keys, markdown):
@@ -231,11 +257,16 @@ def main(argv):
     if issue:
         print("\nHost time to issue one step, of the step's median (ms):")
         print_table(["config", "memgrad", "pytorch"], issue, ["config", "memgrad", "pytorch"], args.markdown)
+    recorder = recorder_overhead_rows(results)
+    if recorder:
+        print("\nThe memory Recorder's cost (memgrad median step ms, without / with --memory-timeline):")
+        print_table(["config", "plain", "recording", "overhead"], recorder,
+                    ["config", "plain", "recording", "overhead"], args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")
-        print_table(["framework", "device", "µs/op issued", "µs/op synced"], overhead,
-                    ["framework", "device", "us_per_op", "us_per_op_synced"], args.markdown)
+        print_table(["framework", "device", "op", "µs/op issued", "µs/op synced"], overhead,
+                    ["framework", "device", "tiny_op", "us_per_op", "us_per_op_synced"], args.markdown)
     if not rows and not overhead:
         print(f"benchmarks: no results in {args.jsonl}")
     return 0

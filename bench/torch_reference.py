@@ -89,6 +89,9 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--host-overhead", action="store_true",
                         help="time a chain of tiny ops instead of training steps")
+    parser.add_argument("--tiny-op", default="add", choices=["add", "conv"],
+                        help="host overhead chain: y * 1.0001 + 0.5 on one element (add), or a 3x3 "
+                             "convolution of a (1, 16, 8, 8) channels-last batch, float16 on cuda (conv)")
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
@@ -309,12 +312,24 @@ def run_host_overhead(args, device):
     the median taken; us_per_op_synced includes waiting for the device."""
     ops = args.ops // 2 * 2
     with torch.no_grad():
-        y = torch.ones(1, device=device)
+        if args.tiny_op == "conv":
+            dtype = torch.float16 if args.device == "cuda" else torch.float32
+            y = torch.ones(1, 16, 8, 8, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+            # A 3x3 window that averages, so the chain's values stay near 1 in float16.
+            weight = torch.full((16, 16, 3, 3), 1.0 / 144, device=device, dtype=dtype).to(
+                memory_format=torch.channels_last)
 
-        def chain(y):
-            for _ in range(ops // 2):  # two ops per turn
-                y = y * 1.0001 + 0.5
-            return y
+            def chain(y):
+                for _ in range(ops):
+                    y = torch.nn.functional.conv2d(y, weight, padding=1)
+                return y
+        else:
+            y = torch.ones(1, device=device)
+
+            def chain(y):
+                for _ in range(ops // 2):  # two ops per turn
+                    y = y * 1.0001 + 0.5
+                return y
 
         y = chain(y)  # warm-up
         synchronize(device)
@@ -327,10 +342,11 @@ def run_host_overhead(args, device):
             done = time.perf_counter()
             issue_us.append((issued - start) * 1e6 / ops)
             synced_us.append((done - start) * 1e6 / ops)
-        result = y.item()
+        result = y.sum().item()
     return {
         "framework": "pytorch",
         "benchmark": "host_overhead",
+        "tiny_op": args.tiny_op,
         "device": args.device,
         "ops": ops,
         "repeats": args.repeats,

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/conv.h"
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
 #include "autograd/loss.h"
@@ -64,6 +65,7 @@ struct Args {
   uint64_t seed = 0;
   std::optional<int> threads;  // CPU only; unset: all cores
   bool host_overhead = false;
+  std::string tiny_op = "add";  // what the host-overhead chain is made of: add or conv
   int64_t ops = 1000;          // length of the host-overhead chain
   int64_t repeats = 20;        // chains timed for the host overhead (the median is reported)
   bool help = false;
@@ -73,14 +75,17 @@ std::string usage(const std::string& program) {
   return "usage: " + program +
          " [--model mlp] [--batch N] [--optim sgd|adam|adamw|adagrad] [--lr X]\n"
          "       [--device cpu|cuda] [--warmup N] [--steps N] [--seed N] [--threads N]\n"
-         "   or: " + program + " --host-overhead [--device cpu|cuda] [--ops N] [--repeats N]\n"
+         "   or: " + program + " --host-overhead [--tiny-op add|conv] [--device cpu|cuda] [--ops N]\n"
+         "                [--repeats N]\n"
          "\n"
          "Times the full training step (zero_grad, forward, cross-entropy, backward, step) of\n"
          "the 784-512-256-10 MLP on a fixed random batch and prints one JSON line: median,\n"
          "p10 and p90 step time over --steps steps after --warmup steps, mean_ms (timed loop\n"
          "/ steps), samples/s, and the peak allocated/reserved bytes of one step.\n"
-         "--host-overhead times a chain of --ops tiny ops (y = y * 1.0001 + 0.5 on one\n"
-         "element) and prints the host's microseconds per op.\n"
+         "--host-overhead times a chain of --ops tiny ops and prints the host's microseconds\n"
+         "per op: --tiny-op add (default) is y = y * 1.0001 + 0.5 on one element; conv is a\n"
+         "3x3 convolution of a (1, 16, 8, 8) channels-last batch (float16 on cuda, float32 on\n"
+         "cpu), which shows the cost of a call into the convolution library.\n"
          "Defaults: --model mlp --batch 128 --optim adam --device cuda --warmup 50 --steps 500\n"
          "--ops 1000 --repeats 20; --lr as torch.optim's defaults (sgd: 0.01, momentum 0.9).\n";
 }
@@ -112,6 +117,11 @@ Args parse_args(int argc, char** argv) {
       {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--threads",
        [&](const std::string& value) { args.threads = static_cast<int>(examples::parse_count("--threads", value)); }},
+      {"--tiny-op",
+       [&](const std::string& value) {
+         if (value != "add" && value != "conv") throw UsageError("--tiny-op must be add or conv, got '" + value + "'");
+         args.tiny_op = value;
+       }},
       {"--ops", [&](const std::string& value) { args.ops = examples::parse_count("--ops", value, 2); }},
       {"--repeats", [&](const std::string& value) { args.repeats = examples::parse_count("--repeats", value); }},
   };
@@ -214,9 +224,20 @@ int run_train_step(const Args& args) {
 // repeated and the median taken; `us_per_op_synced` includes waiting for the device.
 int run_host_overhead(const Args& args) {
   mg::NoGradGuard no_grad;
-  mg::Tensor y = mg::ones({1}, {.device = args.device});
+  const bool conv = args.tiny_op == "conv";
+  const mg::DType dtype = conv && args.device.is_cuda() ? mg::DType::Float16 : mg::DType::Float32;
+  mg::Tensor y = conv ? mg::ones({1, 16, 8, 8}, {.dtype = dtype, .device = args.device})
+                            .contiguous(mg::MemoryFormat::ChannelsLast)
+                      : mg::ones({1}, {.device = args.device});
+  // A 3x3 window that averages, so the chain's values stay near 1 in float16.
+  const mg::Tensor weight = mg::full({16, 16, 3, 3}, 1.0 / 144, {.dtype = dtype, .device = args.device})
+                                .contiguous(mg::MemoryFormat::ChannelsLast);
   auto chain = [&] {
-    for (int64_t i = 0; i < args.ops / 2; ++i) y = y * 1.0001 + 0.5;  // two ops per turn
+    if (conv) {
+      for (int64_t i = 0; i < args.ops / 2 * 2; ++i) y = mg::conv2d(y, weight, {}, {.padding = {1, 1}});
+    } else {
+      for (int64_t i = 0; i < args.ops / 2; ++i) y = y * 1.0001 + 0.5;  // two ops per turn
+    }
   };
   chain();  // warm-up: the allocator's cache and the kernels' first launches
   Timeline::synchronize(args.device);
@@ -233,12 +254,13 @@ int run_host_overhead(const Args& args) {
     synced_us.push_back(std::chrono::duration<double, std::micro>(done - start).count() / ops);
   }
   // Reads the result so that no step of the chain can be skipped.
-  const double result = y.item<double>();
+  const double result = y.sum().item<double>();
 
   mg::JsonWriter json;
   json.begin_object()
       .key("framework").value("memgrad")
       .key("benchmark").value("host_overhead")
+      .key("tiny_op").value(args.tiny_op)
       .key("device").value(args.device_name)
       .key("ops").value(ops)
       .key("repeats").value(args.repeats)

@@ -112,6 +112,7 @@ int run_bench(const Args& args) {
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("amp").value(examples::amp_name(args.amp))
+      .key("memory_timeline").value(!args.memory_timeline.empty())
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, samples_per_step);
