@@ -84,9 +84,6 @@ AutocastGuard::AutocastGuard(DType dtype, DeviceType device_type, bool enabled)
   MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, "AutocastGuard: autocast computes in a 16-bit "
            "floating dtype, float16 or bfloat16, got ", dtype, " for device type ", Device{device_type}.str(),
            ". Hint: float32 is what runs without a guard; to switch autocast off in a region, pass enabled = false.");
-  MG_CHECK(device_type == DeviceType::CPU || device_type == DeviceType::CUDA, "AutocastGuard: autocast applies "
-           "to cpu and cuda tensors, got device type ", Device{device_type}.str(), " (with dtype ", dtype,
-           "). Hint: use DeviceType::CUDA or DeviceType::CPU.");
   autocast_dtypes[static_cast<int>(device_type)] = dtype;
   set_enabled(device_type, enabled);
   ++guard_depth;

@@ -47,7 +47,8 @@ namespace mg::amp {
 // Enables (or, with enabled = false, disables) autocast for one device type on this
 // thread until the guard dies, which restores the previous state. Guards nest; the
 // weight-cast cache is cleared when the outermost one exits. dtype must be float16 or
-// bfloat16; device_type CPU or CUDA.
+// bfloat16; device_type CPU or CUDA, or Simulated, which autocasts as the device it
+// stands in for would (memory predictions, core/simulated_target.h).
 class AutocastGuard {
  public:
   explicit AutocastGuard(DType dtype, DeviceType device_type = DeviceType::CUDA, bool enabled = true);

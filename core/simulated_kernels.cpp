@@ -1,5 +1,8 @@
-// core/simulated_kernels.cpp — a kernel table whose every entry is a no-op.
+// core/simulated_kernels.cpp — a kernel table whose every entry is a no-op, and the choice
+// between it and the scratch model of the device being simulated.
 #include "core/simulated_kernels.h"
+
+#include "core/simulated_target.h"
 
 namespace mg {
 
@@ -16,8 +19,8 @@ constexpr auto ignore = Ignore<std::remove_reference_t<decltype(std::declval<Ker
 
 }  // namespace
 
-const KernelTable& simulated_kernel_table() {
-  static const KernelTable table{
+KernelTable no_scratch_kernel_table() {
+  return KernelTable{
       .copy = ignore<&KernelTable::copy>,
       .fill = ignore<&KernelTable::fill>,
       .unary = ignore<&KernelTable::unary>,
@@ -52,7 +55,12 @@ const KernelTable& simulated_kernel_table() {
       .batch_norm = ignore<&KernelTable::batch_norm>,
       .batch_norm_backward = ignore<&KernelTable::batch_norm_backward>,
   };
-  return table;
+}
+
+const KernelTable& simulated_kernel_table() {
+  static const KernelTable no_scratch = no_scratch_kernel_table();
+  const ScratchModel* model = active_scratch_model();
+  return model != nullptr ? model->kernels : no_scratch;
 }
 
 }  // namespace mg

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "core/cpu/conv_scratch.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/factory.h"
 
@@ -93,12 +94,12 @@ void col2im_add(const T* columns, const ConvGeometry& g, const Window2d& window,
   }
 }
 
-// Threads worth starting for `batch` samples, and one column buffer per thread: (threads, rows, cols).
+// Threads worth starting for `batch` samples.
 int thread_count(int64_t batch) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), batch)));
 }
-Tensor column_buffers(int threads, const ConvGeometry& g, DType dtype) {
-  return empty({threads, g.column_rows(), g.column_cols()}, {.dtype = dtype, .category = MemoryCategory::Workspace});
+Tensor workspace(const Shape& sizes, DType dtype) {
+  return empty(sizes, {.dtype = dtype, .category = MemoryCategory::Workspace});
 }
 
 template <class T>
@@ -107,7 +108,8 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
   ConvGeometry g = geometry(input.sizes(), weight.sizes(), output.sizes(), window);
   int64_t rows = g.column_rows(), cols = g.column_cols(), k_group = g.group_out_channels();
   int threads = thread_count(g.batch);
-  Tensor buffers = column_buffers(threads, g, dtype_of<T>);
+  Tensor buffers = workspace(conv_scratch_shapes(input.sizes(), weight.sizes(), output.sizes(), window).column_buffers,
+                             dtype_of<T>);
   const T* in = input.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
@@ -137,7 +139,9 @@ void backward_input_typed(const Tensor& grad_output, const Tensor& weight, const
   ConvGeometry g = geometry(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window);
   int64_t rows = g.column_rows(), cols = g.column_cols(), k_group = g.group_out_channels();
   int threads = thread_count(g.batch);
-  Tensor buffers = column_buffers(threads, g, dtype_of<T>);
+  Tensor buffers = workspace(
+      conv_scratch_shapes(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window).column_buffers,
+      dtype_of<T>);
   const T* grad_out = grad_output.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* grad_in = grad_input.data_ptr<T>();
@@ -161,10 +165,11 @@ void backward_weight_typed(const Tensor& grad_output, const Tensor& input, const
   ConvGeometry g = geometry(input.sizes(), grad_weight.sizes(), grad_output.sizes(), window);
   int64_t rows = g.column_rows(), cols = g.column_cols(), k_group = g.group_out_channels();
   int threads = thread_count(g.batch);
-  Tensor buffers = column_buffers(threads, g, dtype_of<T>);
+  const ConvScratchShapes scratch = conv_scratch_shapes(input.sizes(), grad_weight.sizes(), grad_output.sizes(), window);
+  Tensor buffers = workspace(scratch.column_buffers, dtype_of<T>);
   // NOTE: each thread sums its own samples into a private (K, C/g*R*S) partial, and the
   // partials are added at the end: no locks, and a deterministic result per thread count.
-  Tensor partials = zeros({threads, g.out_channels, rows}, {.dtype = dtype_of<T>, .category = MemoryCategory::Workspace});
+  Tensor partials = zeros(scratch.weight_partials, {.dtype = dtype_of<T>, .category = MemoryCategory::Workspace});
   const T* grad_out = grad_output.data_ptr<T>();
   const T* in = input.data_ptr<T>();
   T* all_columns = buffers.data_ptr<T>();
@@ -213,6 +218,13 @@ void dispatch(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
 }
 
 }  // namespace
+
+ConvScratchShapes conv_scratch_shapes(const Shape& input, const Shape& weight, const Shape& output,
+                                      const Window2d& window) {
+  const ConvGeometry g = geometry(input, weight, output, window);
+  const int64_t threads = thread_count(g.batch);
+  return {{threads, g.column_rows(), g.column_cols()}, {threads, g.out_channels, g.column_rows()}};
+}
 
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
             const Tensor& output) {

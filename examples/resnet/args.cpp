@@ -2,6 +2,7 @@
 #include "examples/resnet/args.h"
 
 #include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
 namespace resnet {
@@ -43,6 +44,7 @@ Args parse_args(int argc, char** argv) {
       {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
+      {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
   };
   const examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
@@ -51,6 +53,7 @@ Args parse_args(int argc, char** argv) {
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
+      {"--predict-memory", [&] { args.predict_memory = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   examples::check_amp_device(args.amp, args.device);
@@ -59,6 +62,11 @@ Args parse_args(int argc, char** argv) {
   }
   if (args.bench && (!args.save_path.empty() || !args.resume_path.empty() || args.augment)) {
     throw UsageError("--save, --resume and --augment are for training, not --bench");
+  }
+  if ((args.predict_memory || args.fit_batch) &&
+      (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty())) {
+    throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume and --memory-timeline "
+                     "do not go with them");
   }
   return args;
 }
@@ -118,7 +126,9 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            time, samples/s and the peak memory of one step, and one JSON
                            line on stdout with bench_train_step's fields
   --help                   show this text
-)";
+
+Predicting memory (with or without --bench; --device names the target, no GPU needed):
+)" + examples::prediction_usage();
 }
 
 }  // namespace resnet

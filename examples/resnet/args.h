@@ -32,6 +32,8 @@ struct Args {
   int64_t stop_after = 0;      // > 0: end after this many epochs of the schedule
   std::string summary_json;    // empty: no summary file
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
+  bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
+  std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

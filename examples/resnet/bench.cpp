@@ -10,6 +10,7 @@
 #include "examples/resnet/bench.h"
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "core/random.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
@@ -46,73 +48,105 @@ BenchShape shape_of(const std::string& model) {
   return {32, 10, true};
 }
 
+
+// One bench step's model, optimizer, batch and mixed precision on `device`, built as
+// run_bench times them (and as --predict-memory replays them on the simulated device).
+class BenchStep {
+ public:
+  BenchStep(const Args& args, mg::Device device, examples::MemoryTimeline* memory_timeline)
+      : args_(args), memory_timeline_(memory_timeline), precision_(args.amp, device) {
+    mg::manual_seed(args.seed);
+    const BenchShape shape = shape_of(args.model);
+    mg::Generator init_generator(args.seed);
+    const mg::nn::ResNetOptions options{.num_classes = shape.classes,
+                                        .small_image_stem = shape.small_image_stem,
+                                        .in_channels = 3,
+                                        .generator = &init_generator,
+                                        .checkpoint_stages = args.checkpoint};
+    model_ = args.model == "resnet50" ? mg::nn::resnet50(options) : mg::nn::resnet18(options);
+    model_->to(device);
+    if (args.channels_last) model_->to(mg::MemoryFormat::ChannelsLast);
+    model_->train();
+    optimizer_ = std::make_unique<mg::optim::SGD>(
+        model_->parameters(), mg::optim::SGDOptions{.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4,
+                                                    .nesterov = true});
+    // NOTE: made on the host and copied over, as a loader's batch arrives; the one batch is
+    // reused by every step (and every micro-batch of a step) so that the step is timed, not
+    // the input pipeline, and INPUT memory does not grow with --accum.
+    mg::Generator data_generator(args.seed + 1);
+    inputs_ = mg::randn({args.batch_size, 3, shape.image_size, shape.image_size}, {}, &data_generator).to(device);
+    if (args.channels_last) inputs_ = inputs_.contiguous(mg::MemoryFormat::ChannelsLast);
+    targets_ = mg::randint(0, shape.classes, {args.batch_size}, {.dtype = mg::DType::Int64}, &data_generator).to(device);
+    inputs_.set_memory_category(mg::MemoryCategory::Input);
+    targets_.set_memory_category(mg::MemoryCategory::Input);
+  }
+
+  void operator()() {
+    optimizer_->zero_grad();
+    for (int64_t i = 0; i < args_.accum; ++i) {
+      mg::Tensor loss;
+      {
+        examples::AutocastRegion autocast(precision_);
+        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
+        loss = mg::cross_entropy((*model_)(inputs_), targets_);
+      }
+      examples::backward_micro_batch(precision_.scale(loss), args_.accum);
+    }
+    precision_.step(*optimizer_);
+    if (memory_timeline_ != nullptr) memory_timeline_->step_done();
+  }
+
+ private:
+  const Args& args_;
+  examples::MemoryTimeline* memory_timeline_;
+  examples::MixedPrecision precision_;
+  std::shared_ptr<mg::nn::ResNet> model_;
+  std::unique_ptr<mg::optim::SGD> optimizer_;
+  mg::Tensor inputs_, targets_;
+};
+
+// The run's settings, the first members of its JSON line (measured or predicted).
+void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
+  json.key("framework").value("memgrad")
+      .key("model").value(args.model)
+      .key("batch").value(batch_size)
+      .key("accum").value(args.accum)
+      .key("checkpoint").value(args.checkpoint)
+      .key("optim").value("sgd")
+      .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
+      .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
+      .key("amp").value(examples::amp_name(args.amp));
+}
+
 }  // namespace
+
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
+  BenchStep step(args, device, nullptr);
+  // As examples::measure_steps measures: --warmup steps, then one from reset_peak_stats().
+  for (int64_t i = 0; i < args.warmup; ++i) step();
+  mg::memory::reset_peak_stats(device);
+  step();
+  return mg::memory::snapshot(device);
+}
 
 int run_bench(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
   examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device, /*steps=*/0);
-  mg::manual_seed(args.seed);
   const BenchShape shape = shape_of(args.model);
-  mg::Generator init_generator(args.seed);
-  const mg::nn::ResNetOptions options{.num_classes = shape.classes,
-                                      .small_image_stem = shape.small_image_stem,
-                                      .in_channels = 3,
-                                      .generator = &init_generator,
-                                      .checkpoint_stages = args.checkpoint};
-  std::shared_ptr<mg::nn::ResNet> model =
-      args.model == "resnet50" ? mg::nn::resnet50(options) : mg::nn::resnet18(options);
-  model->to(args.device);
-  if (args.channels_last) model->to(mg::MemoryFormat::ChannelsLast);
-  model->train();
-  mg::optim::SGD optimizer(model->parameters(),
-                           {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-  // NOTE: made on the host and copied over, as a loader's batch arrives; the one batch is
-  // reused by every step (and every micro-batch of a step) so that the step is timed, not
-  // the input pipeline, and INPUT memory does not grow with --accum.
-  mg::Generator data_generator(args.seed + 1);
-  mg::Tensor inputs =
-      mg::randn({args.batch_size, 3, shape.image_size, shape.image_size}, {}, &data_generator).to(args.device);
-  if (args.channels_last) inputs = inputs.contiguous(mg::MemoryFormat::ChannelsLast);
-  const mg::Tensor targets =
-      mg::randint(0, shape.classes, {args.batch_size}, {.dtype = mg::DType::Int64}, &data_generator).to(args.device);
-  inputs.set_memory_category(mg::MemoryCategory::Input);
-  targets.set_memory_category(mg::MemoryCategory::Input);
-  examples::MixedPrecision precision(args.amp, args.device);
-  auto step = [&] {
-    optimizer.zero_grad();
-    for (int64_t i = 0; i < args.accum; ++i) {
-      mg::Tensor loss;
-      {
-        examples::AutocastRegion autocast(precision);
-        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-        loss = mg::cross_entropy((*model)(inputs), targets);
-      }
-      examples::backward_micro_batch(precision.scale(loss), args.accum);
-    }
-    precision.step(optimizer);
-    memory_timeline.step_done();
-  };
+  BenchStep step(args, args.device, &memory_timeline);
   const int64_t samples_per_step = args.batch_size * args.accum;
 
   memory_timeline.start();
-  const examples::StepMeasurement measurement = examples::measure_steps(args.device, args.warmup, args.steps, step);
+  const examples::StepMeasurement measurement = examples::measure_steps(args.device, args.warmup, args.steps, std::ref(step));
   memory_timeline.finish();
   const mg::memory::Snapshot& memory = measurement.memory;
 
   mg::JsonWriter json;
-  json.begin_object()
-      .key("framework").value("memgrad")
-      .key("model").value(args.model)
-      .key("batch").value(args.batch_size)
-      .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint)
-      .key("optim").value("sgd")
-      .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
-      .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
-      .key("amp").value(examples::amp_name(args.amp))
-      .key("memory_timeline").value(!args.memory_timeline.empty())
+  json.begin_object();
+  write_bench_config(json, args, args.batch_size);
+  json.key("memory_timeline").value(!args.memory_timeline.empty())
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, samples_per_step);
@@ -130,6 +164,31 @@ int run_bench(const Args& args) {
                measurement.samples_per_s(samples_per_step),
                static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
                mg::memory::report(memory).c_str());
+  std::cout << line << std::endl;
+  if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
+  return 0;
+}
+
+int predict_bench_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+    Args at_batch = args;
+    at_batch.batch_size = batch_size;
+    return bench_step_memory(at_batch, device);
+  };
+  const examples::MemoryPrediction prediction = args.fit_batch
+                                                    ? examples::fit_batch(args.device, *args.fit_batch, steps)
+                                                    : examples::predict_memory(args.device, args.batch_size, steps);
+  // As run_bench: people read stderr, bench/summarize.py the JSON line on stdout.
+  examples::print_prediction(stderr, prediction, args.fit_batch);
+  mg::JsonWriter json;
+  json.begin_object();
+  write_bench_config(json, args, prediction.batch_size);
+  json.key("warmup").value(args.warmup);
+  examples::write_prediction_json(json, prediction, args.fit_batch);
+  json.end_object();
+  const std::string line = json.str();
   std::cout << line << std::endl;
   if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
   return 0;

@@ -1,11 +1,23 @@
 // examples/resnet/bench.h — `resnet --bench`: the training step's speed and peak memory on
-// synthetic data.
+// synthetic data, measured, or predicted on the simulated device (--predict-memory,
+// --fit-batch).
 #pragma once
 
+#include "core/device.h"
+#include "core/memory.h"
 #include "examples/resnet/args.h"
 
 namespace resnet {
 
 int run_bench(const Args& args);
+
+// The allocator's state on `device` after --warmup bench steps and one more from
+// reset_peak_stats(): the peaks run_bench reports, without the timing.
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device);
+
+// --bench --predict-memory / --fit-batch: the peaks of bench_step_memory for --device, run
+// on the simulated device; the JSON line (stdout, --summary-json) has run_bench's settings,
+// a "prediction" section and a "memory" section.
+int predict_bench_memory(const Args& args);
 
 }  // namespace resnet

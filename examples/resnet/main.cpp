@@ -27,6 +27,7 @@
 #include "data/transforms.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
@@ -75,6 +76,8 @@ class BatchPreparer {
       // Pinned, so that the copy does not wait for the GPU to finish the previous step.
       prepared = {images.pin_memory().to(args_.device, /*non_blocking=*/true),
                   batch.targets.pin_memory().to(args_.device, /*non_blocking=*/true)};
+    } else if (args_.device.is_simulated()) {  // --predict-memory
+      prepared = {images.to(args_.device), batch.targets.to(args_.device)};
     }
     if (args_.channels_last) prepared.inputs = prepared.inputs.contiguous(mg::MemoryFormat::ChannelsLast);
     return prepared;
@@ -131,6 +134,23 @@ void write_summary(const Args& args, const RunProgress& progress, const SessionF
   examples::write_file_atomically(args.summary_json, json.str());
 }
 
+// ResNet-18 for one-channel 32x32 images, initialised from --seed, on `device`.
+std::shared_ptr<mg::nn::ResNet> build_model(const Args& args, int64_t classes, mg::Device device) {
+  mg::Generator init_generator(args.seed);
+  std::shared_ptr<mg::nn::ResNet> model = mg::nn::resnet18({.num_classes = classes,
+                                                            .small_image_stem = true,
+                                                            .in_channels = 1,
+                                                            .generator = &init_generator,
+                                                            .checkpoint_stages = args.checkpoint});
+  model->to(device);
+  if (args.channels_last) model->to(mg::MemoryFormat::ChannelsLast);
+  return model;
+}
+
+mg::optim::SGDOptions sgd_options(const Args& args) {
+  return {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true};
+}
+
 int run_training(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
@@ -153,16 +173,8 @@ int run_training(const Args& args) {
   BatchPreparer prepare(args, static_cast<float>(-normalization.mean / normalization.std));
 
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
-  mg::Generator init_generator(args.seed);
-  std::shared_ptr<mg::nn::ResNet> model = mg::nn::resnet18({.num_classes = classes,
-                                                            .small_image_stem = true,
-                                                            .in_channels = 1,
-                                                            .generator = &init_generator,
-                                                            .checkpoint_stages = args.checkpoint});
-  model->to(args.device);
-  if (args.channels_last) model->to(mg::MemoryFormat::ChannelsLast);
-  mg::optim::SGD optimizer(model->parameters(),
-                           {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+  std::shared_ptr<mg::nn::ResNet> model = build_model(args, classes, args.device);
+  mg::optim::SGD optimizer(model->parameters(), sgd_options(args));
   examples::MixedPrecision precision(args.amp, args.device);
   const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
   const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
@@ -258,6 +270,76 @@ int run_training(const Args& args) {
   return 0;
 }
 
+// --predict-memory / --fit-batch without --bench: the first optimizer steps of an epoch
+// (examples::kPredictedSteps) and one evaluation batch, as run_training runs them, with
+// the model and batches on the simulated device. A training run's peak spans the whole
+// run; from the second step on every step repeats the same allocations.
+int predict_training_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
+  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const mg::data::Normalization& normalization = train_set.normalization();
+  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+    Args on_device = args;
+    on_device.device = device;
+    on_device.batch_size = batch_size;
+    mg::manual_seed(args.seed);
+    // On the CPU the datasets live in the memory the model trains in.
+    const std::vector<mg::Tensor> datasets =
+        args.device.is_cpu() ? examples::placeholders_on(device, {train_set.images(), train_set.labels(),
+                                                                  test_set.images(), test_set.labels()})
+                             : std::vector<mg::Tensor>{};
+    // Batches are built on the host and moved to `device` by the preparer, as in training;
+    // on a GPU the prefetched ones wait in pinned host memory.
+    mg::data::DataLoader train_loader(train_set, {.batch_size = batch_size, .shuffle = true, .seed = args.seed});
+    mg::data::DataLoader test_loader(test_set, {.batch_size = batch_size});
+    BatchPreparer prepare(on_device, static_cast<float>(-normalization.mean / normalization.std));
+    std::shared_ptr<mg::nn::ResNet> model = build_model(on_device, classes, device);
+    mg::optim::SGD optimizer(model->parameters(), sgd_options(args));
+    examples::MixedPrecision precision(args.amp, device);
+    prepare.start_epoch(0, args.augment);
+    const int64_t train_batches = examples::batches_per_epoch(train_loader, batch_size, args.limit);
+    examples::train_epoch(*model, optimizer, train_loader, device,
+                          {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
+                           .accum = args.accum,
+                           .precision = &precision,
+                           .transform = std::ref(prepare)});
+    prepare.start_epoch(0, /*augment=*/false);
+    examples::evaluate(*model, test_loader, device, std::ref(prepare), /*max_batches=*/1, &precision);
+    return mg::memory::snapshot(device);
+  };
+  const examples::MemoryPrediction prediction =
+      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps)
+                     : examples::predict_memory(args.device, args.batch_size, steps);
+  std::printf("%s training on %s, batch %lld%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
+              static_cast<long long>(prediction.batch_size),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
+              args.checkpoint ? ", stages checkpointed" : "",
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
+              args.channels_last ? ", channels-last" : "");
+  examples::print_prediction(stdout, prediction, args.fit_batch);
+  if (!args.summary_json.empty()) {
+    mg::JsonWriter json;
+    json.begin_object()
+        .key("model").value(kModelName)
+        .key("dataset").value(args.data_dir)
+        .key("device").value(args.device.str())
+        .key("optimizer").value("sgd")
+        .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
+        .key("amp").value(examples::amp_name(args.amp))
+        .key("batch_size").value(prediction.batch_size)
+        .key("accum").value(args.accum)
+        .key("checkpoint").value(args.checkpoint);
+    examples::write_prediction_json(json, prediction, args.fit_batch);
+    json.end_object();
+    examples::write_file_atomically(args.summary_json, json.str());
+    std::printf("summary written to %s\n", args.summary_json.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,5 +350,9 @@ int main(int argc, char** argv) {
         args = resnet::parse_args(count, values);
         return !args.help;
       },
-      resnet::usage, [&] { return args.bench ? resnet::run_bench(args) : run_training(args); });
+      resnet::usage, [&] {
+        const bool predict = args.predict_memory || args.fit_batch.has_value();
+        if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
+        return predict ? predict_training_memory(args) : run_training(args);
+      });
 }

@@ -1,0 +1,64 @@
+// core/simulated_target.h — which real device the simulated device stands in for, so that a
+// run there borrows the scratch memory that device's kernels would.
+//
+// The simulated device's kernels do no arithmetic, but real kernels do more than write
+// their results: the CPU convolution borrows im2col column buffers per thread, CUDA's batch
+// norm borrows partial sums, cuDNN a workspace per call, cuBLAS one per stream for the
+// life of the process. A ScratchModel is a kernel table that makes exactly those
+// allocations (same sizes, categories and lifetimes, through the simulated device's own
+// caching allocator) and nothing else, so a peak predicted on the simulated device is the
+// peak of the target's run. Without a SimulatedTarget in force the simulated kernels
+// borrow nothing (the allocator tests rely on that).
+//
+// NOTE: both models live in core, so that a prediction for a GPU needs neither a GPU nor a
+// CUDA build. The one fact only a GPU can give, the workspace cuDNN's heuristics choose per
+// convolution, comes through a hook that cuda/ defines (core/cuda_scratch_model.h).
+#pragma once
+
+#include <string>
+
+#include "core/device.h"
+#include "core/simulated_kernels.h"
+
+namespace mg {
+
+struct ScratchModel {
+  // No arithmetic; each entry allocates and frees what the target's kernel borrows.
+  KernelTable kernels;
+  // Forgets what the model kept across calls (cuBLAS's per-stream workspace, counts for
+  // describe()), so the next prediction starts as a fresh process would. May be null.
+  void (*reset)();
+  // How exactly the model follows the target, for reports: e.g. whether cuDNN was asked.
+  std::string (*describe)();
+};
+
+// The CPU kernels' scratch (core/cpu/scratch_model.cpp): exact.
+const ScratchModel& cpu_scratch_model();
+// The CUDA kernels' scratch (core/cuda_scratch_model.cpp): cuBLAS's workspace, batch norm's
+// partial sums, cuDNN's workspace (exact where cuDNN can be asked, else an estimate).
+const ScratchModel& cuda_scratch_model();
+
+// While alive, the simulated device's kernels borrow the scratch of `target`'s kernels
+// (a CPU or CUDA device; throws mg::Error for a simulated one). On destruction the model
+// is reset (its kept scratch freed) and the simulated kernels borrow nothing again. One
+// at a time.
+class SimulatedTarget {
+ public:
+  explicit SimulatedTarget(Device target);
+  ~SimulatedTarget();
+  SimulatedTarget(const SimulatedTarget&) = delete;
+  SimulatedTarget& operator=(const SimulatedTarget&) = delete;
+
+  Device target() const { return target_; }
+  // The model's own account of how exact it is.
+  std::string describe() const;
+
+ private:
+  Device target_;
+  const ScratchModel* model_;
+};
+
+// The model of the SimulatedTarget in force, or nullptr.
+const ScratchModel* active_scratch_model();
+
+}  // namespace mg

@@ -1,0 +1,170 @@
+// examples/common/memory_prediction.cpp — predictions on the simulated device, the batch
+// search, and their output.
+#include "examples/common/memory_prediction.h"
+
+#include <cstdio>
+#include <limits>
+
+#include "core/allocator/caching_allocator.h"
+#include "core/allocator/registry.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/memory_category.h"
+#include "core/simulated_target.h"
+#include "examples/common/cli.h"
+
+namespace examples {
+
+namespace {
+
+const mg::Device kSimulated = mg::Device::simulated(0);
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list<mg::Tensor> tensors) {
+  std::vector<mg::Tensor> placeholders;
+  for (const mg::Tensor& tensor : tensors) {
+    placeholders.push_back(
+        mg::empty(tensor.sizes(), {.dtype = tensor.dtype(), .device = device, .category = tensor.memory_category()}));
+  }
+  return placeholders;
+}
+
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps,
+                                int64_t capacity_bytes) {
+  MG_CHECK(!target.is_simulated(), "predict_memory: the target is the device the run would use (cpu or cuda), "
+           "got ", target, ".");
+  // A fresh allocator: the prediction starts from an empty device, as a new process does.
+  mg::set_simulated_capacity(kSimulated.index, static_cast<size_t>(capacity_bytes));
+  mg::SimulatedTarget standing_in(target);
+  MemoryPrediction prediction{.target = target, .batch_size = batch_size};
+  prediction.memory = steps(kSimulated, batch_size);
+  prediction.scratch_model = standing_in.describe();
+  return prediction;
+}
+
+MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps, int64_t max_batch) {
+  auto try_batch = [&](int64_t batch) -> std::optional<MemoryPrediction> {
+    try {
+      return predict_memory(target, batch, steps, capacity_bytes);
+    } catch (const mg::OutOfMemoryError&) {
+      return std::nullopt;
+    }
+  };
+  std::optional<MemoryPrediction> fits = try_batch(1);
+  if (!fits) {
+    const MemoryPrediction one = predict_memory(target, 1, steps);
+    MG_CHECK(false, "--fit-batch ", capacity_bytes, " (", mib(capacity_bytes), " MiB): not even a batch of 1 fits on ",
+             target, "; it needs ", one.memory.peak_reserved_bytes, " bytes reserved (",
+             mib(one.memory.peak_reserved_bytes), " MiB, of which ", one.memory.peak_allocated_bytes,
+             " allocated). Hint: give more memory, or save some: --checkpoint, --amp, a smaller model.");
+  }
+  // Doubling until a batch does not fit, then bisection: `fits` holds the largest batch
+  // known to fit, `too_large` the smallest known not to.
+  int64_t too_large = 0;
+  while (too_large == 0 && fits->batch_size < max_batch) {
+    const int64_t next = std::min(fits->batch_size * 2, max_batch);
+    if (std::optional<MemoryPrediction> larger = try_batch(next)) {
+      fits = std::move(larger);
+    } else {
+      too_large = next;
+    }
+  }
+  while (too_large != 0 && too_large - fits->batch_size > 1) {
+    const int64_t middle = fits->batch_size + (too_large - fits->batch_size) / 2;
+    if (std::optional<MemoryPrediction> larger = try_batch(middle)) {
+      fits = std::move(larger);
+    } else {
+      too_large = middle;
+    }
+  }
+  return *fits;
+}
+
+int64_t parse_bytes(const std::string& flag, const std::string& text) {
+  struct Unit {
+    const char* suffix;
+    int64_t bytes;
+  };
+  static constexpr Unit kUnits[] = {
+      {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30}, {"TiB", int64_t{1} << 40},
+      {"KB", 1000},  {"MB", 1000'000}, {"GB", 1000'000'000}, {"TB", 1000'000'000'000}, {"B", 1},
+  };
+  const std::string hint = " (a byte count such as 40GiB, 512MiB, 2GB or 1073741824)";
+  int64_t unit = 1;
+  std::string number = text;
+  for (const Unit& candidate : kUnits) {
+    const std::string suffix = candidate.suffix;
+    if (text.size() > suffix.size() && text.ends_with(suffix)) {
+      unit = candidate.bytes;
+      number = text.substr(0, text.size() - suffix.size());
+      break;
+    }
+  }
+  int64_t count = 0;
+  try {
+    count = parse_number<int64_t>(flag, number);
+  } catch (const UsageError&) {
+    throw UsageError(flag + " expects a size" + hint + ", got '" + text + "'");
+  }
+  constexpr int64_t kLargest = int64_t{1} << 62;
+  if (count <= 0) throw UsageError(flag + " must be a positive size" + hint + ", got '" + text + "'");
+  if (count > kLargest / unit) throw UsageError(flag + " is too large (at most 2^62 bytes), got '" + text + "'");
+  return count * unit;
+}
+
+void print_prediction(std::FILE* out, const MemoryPrediction& prediction, std::optional<int64_t> fit_capacity) {
+  const mg::memory::Snapshot& memory = prediction.memory;
+  if (fit_capacity) {
+    std::fprintf(out, "largest batch that fits %lld bytes (%.1f MiB) on %s: %lld\n", static_cast<long long>(*fit_capacity),
+                mib(*fit_capacity), prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size));
+  }
+  std::fprintf(out, "predicted peak memory on %s at batch %lld (run on the simulated device, nothing computed):\n"
+              "  peak allocated %lld bytes (%.1f MiB)\n  peak reserved  %lld bytes (%.1f MiB)\n"
+              "  peak by category (each category's own peak):\n",
+              prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size),
+              static_cast<long long>(memory.peak_allocated_bytes), mib(memory.peak_allocated_bytes),
+              static_cast<long long>(memory.peak_reserved_bytes), mib(memory.peak_reserved_bytes));
+  for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
+    const int64_t peak = memory.by_category[c].peak;
+    if (peak == 0) continue;
+    std::fprintf(out, "    %-16s %12lld bytes (%.1f MiB)\n", mg::category_name(static_cast<mg::MemoryCategory>(c)),
+                static_cast<long long>(peak), mib(peak));
+  }
+  std::fprintf(out, "  kernel scratch: %s\n", prediction.scratch_model.c_str());
+  std::fflush(out);
+}
+
+void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& prediction,
+                           std::optional<int64_t> fit_capacity) {
+  json.key("prediction").begin_object()
+      .key("target").value(prediction.target.is_cuda() ? "cuda" : "cpu")
+      .key("batch_size").value(prediction.batch_size)
+      .key("scratch_model").value(prediction.scratch_model);
+  if (fit_capacity) json.key("fit_batch_bytes").value(*fit_capacity);
+  json.end_object().key("memory");
+  mg::memory::write_json(json, prediction.memory);
+}
+
+std::string prediction_usage() {
+  return R"(  --predict-memory         do not train: run the same steps (model, optimizer, batch,
+                           --accum, --amp, --checkpoint, --channels-last) on the simulated
+                           device, which runs the same caching allocator and borrows the
+                           scratch --device's kernels would (CPU im2col buffers exactly;
+                           cuBLAS, batch norm and cuDNN workspaces for cuda, cuDNN's asked
+                           of the GPU when there is one, else estimated), and print the
+                           predicted peak allocated and reserved bytes by category for
+                           --device; needs no GPU. With --summary-json, writes them in a
+                           measured run's "memory" shape, with a "prediction" section
+  --fit-batch BYTES        like --predict-memory, but find the largest --batch whose
+                           predicted peak RESERVED bytes fit in BYTES (e.g. 40GiB, 512MiB,
+                           2GB, 1073741824): reserved, because that is what the caching
+                           allocator takes from the device, blocks cached for reuse
+                           included; allocated bytes alone would promise batches that run
+                           out of memory
+)";
+}
+
+}  // namespace examples
