@@ -42,7 +42,7 @@ const char* direction_name(ConvDirection direction) {
 }
 
 ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, MemoryFormat layout, const Shape& input,
-                      const Shape& weight, const Shape& output, const Window2d& window, cudnnMathType_t math,
+                      const Shape& weight, const Shape& output, const Window2d& window, bool allow_tf32,
                       bool benchmark, int alignment) {
   ConvKey key;
   size_t i = 0;
@@ -58,23 +58,11 @@ ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, Memor
                         window.dilation_w, window.groups}) {
     put(value);
   }
-  put(static_cast<int64_t>(math));
+  put(allow_tf32 ? 1 : 0);
   put(benchmark ? 1 : 0);
   put(alignment);
   MG_ASSERT(i == key.fields.size(), "ConvKey holds ", key.fields.size(), " fields, filled ", i);
   return key;
-}
-
-ConvPlan::ConvPlan(ConvDirection direction, DType dtype, MemoryFormat layout, const Shape& input_sizes,
-                   const Shape& weight_sizes, const Shape& output_sizes, const Window2d& window, cudnnMathType_t math)
-    : direction(direction),
-      input(dtype, input_sizes, layout),
-      weight(dtype, weight_sizes, layout),
-      output(dtype, output_sizes, layout),
-      convolution(dtype, window, math) {
-  if (direction == ConvDirection::Forward) {
-    bias.emplace(dtype, Shape{1, output_sizes[1], 1, 1}, MemoryFormat::Contiguous);
-  }
 }
 
 const ConvPlan* find_conv_plan(const ConvKey& key) {
@@ -103,7 +91,7 @@ std::vector<CudnnAlgorithmChoice> cudnn_algorithm_choices() {
   std::vector<CudnnAlgorithmChoice> choices;
   choices.reserve(all.plans.size());
   for (const auto& [key, plan] : all.plans) {
-    choices.push_back({plan->direction, plan->algorithm, plan->workspace_bytes});
+    choices.push_back({plan->direction, plan->engine, plan->workspace_bytes});
   }
   return choices;
 }

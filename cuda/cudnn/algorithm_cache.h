@@ -1,10 +1,10 @@
-// cuda/cudnn/algorithm_cache.h — which cuDNN algorithm each convolution shape runs, chosen
-// once per shape (see cuda/cudnn/conv.cpp) and kept for the life of the process.
+// cuda/cudnn/algorithm_cache.h — which cuDNN engine each convolution shape runs, chosen
+// once per shape (see cuda/cudnn/conv_engines.h) and kept for the life of the process.
 //
-// An entry is a ConvPlan: the descriptors of the call and the chosen algorithm with its
-// math type and workspace size, so a repeated shape costs one hash lookup instead of
-// descriptor creation plus an algorithm search. The key holds everything the choice
-// depends on (ConvKey). Entries never move once inserted: callers keep references.
+// An entry is a ConvPlan: the finalized execution plan of the chosen engine with its
+// workspace size, so a repeated shape costs one hash lookup and one cudnnBackendExecute
+// instead of describing the convolution and searching again. The key holds everything the
+// choice depends on (ConvKey). Entries never move once inserted: callers keep references.
 #pragma once
 
 #include <array>
@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "cuda/cudnn/backend_descriptor.h"
 #include "cuda/cudnn/descriptors.h"
 
 namespace mg::cuda {
@@ -22,30 +23,33 @@ enum class ConvDirection : uint8_t { Forward, BackwardData, BackwardFilter };
 const char* direction_name(ConvDirection direction);
 
 // Direction, device, dtype, the layout all three tensors have in the call, input / weight /
-// output sizes, stride, padding, dilation, groups, the math mode asked for (allow_tf32),
-// benchmark mode, and the pointers' alignment (some kernels need 16-byte aligned data).
+// output sizes, stride, padding, dilation, groups, whether float32 may use TF32 tensor
+// cores (cudnn_allow_tf32), benchmark mode, and the pointers' alignment (some kernels need
+// 16-byte aligned data).
 struct ConvKey {
   std::array<int64_t, 26> fields{};
   bool operator==(const ConvKey& other) const = default;
 };
 
 ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, MemoryFormat layout, const Shape& input,
-                      const Shape& weight, const Shape& output, const Window2d& window, cudnnMathType_t math,
+                      const Shape& weight, const Shape& output, const Window2d& window, bool allow_tf32,
                       bool benchmark, int alignment);
 
-// One key's descriptors and chosen algorithm.
+// One key's chosen engine, ready to run.
 struct ConvPlan {
-  ConvPlan(ConvDirection direction, DType dtype, MemoryFormat layout, const Shape& input, const Shape& weight,
-           const Shape& output, const Window2d& window, cudnnMathType_t math);
-
-  ConvDirection direction;
-  cudnn::TensorDescriptor input;   // (N, C, H, W)
-  cudnn::FilterDescriptor weight;  // (K, C/groups, R, S)
-  cudnn::TensorDescriptor output;  // (N, K, P, Q)
-  std::optional<cudnn::TensorDescriptor> bias;  // (1, K, 1, 1), forward only
-  cudnn::ConvolutionDescriptor convolution;     // its math type is the chosen algorithm's
-  int algorithm = -1;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per direction
+  ConvDirection direction = ConvDirection::Forward;
+  // What the execution plan was built from: the graph's tensors, convolution and operation
+  // and the graph itself, shared by the candidates of one choice, and the engine
+  // configuration. NOTE: kept alive with the plan, as cudnn_frontend does, because the
+  // backend API does not say whether a descriptor set as an attribute may be destroyed.
+  std::shared_ptr<const std::vector<cudnn::BackendDescriptor>> graph_parts;
+  cudnn::BackendDescriptor engine_config;
+  cudnn::BackendDescriptor execution_plan;
+  int64_t engine = -1;  // cuDNN's global engine index
   size_t workspace_bytes = 0;
+  // Forward only: the output and the (1, K, 1, 1) bias as cudnnAddTensor takes them.
+  std::optional<cudnn::TensorDescriptor> output;
+  std::optional<cudnn::TensorDescriptor> bias;
 };
 
 // The plan cached for `key`, or nullptr.
@@ -58,7 +62,7 @@ const ConvPlan& insert_conv_plan(const ConvKey& key, std::unique_ptr<ConvPlan> p
 
 struct CudnnAlgorithmChoice {
   ConvDirection direction;
-  int algorithm;
+  int64_t engine;  // cuDNN's global engine index
   size_t workspace_bytes;
 };
 

@@ -1,7 +1,7 @@
-// cuda/cudnn/descriptors.cpp — cuDNN descriptors from memgrad's sizes and layouts.
+// cuda/cudnn/descriptors.cpp — cuDNN's dtypes and tensor descriptors from memgrad's.
 //
-// NOTE: destructors cannot throw, so they ignore the status of cudnnDestroy*Descriptor
-// (host-side frees that fail only for a null descriptor, which the constructors rule out).
+// NOTE: the destructor cannot throw, so it ignores the status of cudnnDestroyTensorDescriptor
+// (a host-side free that fails only for a null descriptor, which the constructor rules out).
 #include "cuda/cudnn/descriptors.h"
 
 #include <climits>
@@ -52,42 +52,5 @@ TensorDescriptor::TensorDescriptor(DType dtype, const Shape& sizes, MemoryFormat
 }
 
 TensorDescriptor::~TensorDescriptor() { (void)cudnnDestroyTensorDescriptor(descriptor_); }
-
-FilterDescriptor::FilterDescriptor(DType dtype, const Shape& sizes, MemoryFormat format) {
-  MG_ASSERT(sizes.size() == 4, "cuDNN filter descriptor for shape ", sizes);
-  cudnnTensorFormat_t layout = format == MemoryFormat::ChannelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  MG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&descriptor_));
-  try {
-    MG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(descriptor_, data_type(dtype), layout, as_int(sizes[0], "size"),
-                                              as_int(sizes[1], "size"), as_int(sizes[2], "size"),
-                                              as_int(sizes[3], "size")));
-  } catch (...) {
-    (void)cudnnDestroyFilterDescriptor(descriptor_);
-    throw;
-  }
-}
-
-FilterDescriptor::~FilterDescriptor() { (void)cudnnDestroyFilterDescriptor(descriptor_); }
-
-ConvolutionDescriptor::ConvolutionDescriptor(DType dtype, const Window2d& window, cudnnMathType_t math) {
-  MG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&descriptor_));
-  try {
-    MG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        descriptor_, as_int(window.pad_h, "padding"), as_int(window.pad_w, "padding"),
-        as_int(window.stride_h, "stride"), as_int(window.stride_w, "stride"), as_int(window.dilation_h, "dilation"),
-        as_int(window.dilation_w, "dilation"), CUDNN_CROSS_CORRELATION, compute_type(dtype)));
-    MG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(descriptor_, as_int(window.groups, "groups")));
-    set_math_type(math);
-  } catch (...) {
-    (void)cudnnDestroyConvolutionDescriptor(descriptor_);
-    throw;
-  }
-}
-
-ConvolutionDescriptor::~ConvolutionDescriptor() { (void)cudnnDestroyConvolutionDescriptor(descriptor_); }
-
-void ConvolutionDescriptor::set_math_type(cudnnMathType_t math) {
-  MG_CUDNN_CHECK(cudnnSetConvolutionMathType(descriptor_, math));
-}
 
 }  // namespace mg::cuda::cudnn

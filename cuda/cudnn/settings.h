@@ -22,21 +22,21 @@ bool cudnn_is_available();
 void set_cudnn_enabled(bool enabled);
 bool cudnn_enabled();
 
-// Off (default): the algorithm is the first of cuDNN's heuristics (cudnnGet*Algorithm_v7)
-// whose workspace fits cudnn_workspace_limit(). On: the first call per shape times every
-// algorithm (cudnnFind*AlgorithmEx) and keeps the fastest — slower once, faster after.
+// Off (default): the engine is the first of cuDNN's heuristics (mode A, then the fallback
+// list) that runs within cudnn_workspace_limit(). On: the first call per shape times every
+// such engine and keeps the fastest — slower once, faster after.
 void set_cudnn_benchmark(bool benchmark);
 bool cudnn_benchmark();
 
 // On (default, as torch.backends.cudnn.allow_tf32): float32 convolutions may run on TF32
-// tensor cores (CUDNN_DEFAULT_MATH: ~10 mantissa bits in the products). Off:
-// CUDNN_FMA_MATH, full float32. Separate from set_allow_tf32 (matmuls, default off), as in
+// tensor cores (~10 mantissa bits in the products). Off: only engines without tensor
+// cores, full float32. Separate from set_allow_tf32 (matmuls, default off), as in
 // PyTorch. 16-bit convolutions always use tensor cores; float64 never does.
 void set_cudnn_allow_tf32(bool allow);
 bool cudnn_allow_tf32();
 
 // The most workspace bytes one convolution may borrow from the caching allocator (default
-// 1 GiB). Algorithms that need more are skipped; in benchmark mode it also caps the
+// 1 GiB). Engines that need more are skipped; in benchmark mode it also caps the
 // scratch memory the timing run borrows.
 void set_cudnn_workspace_limit(size_t bytes);
 size_t cudnn_workspace_limit();
