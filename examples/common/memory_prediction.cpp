@@ -2,6 +2,9 @@
 // search, and their output.
 #include "examples/common/memory_prediction.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <limits>
 
@@ -20,6 +23,31 @@ namespace {
 const mg::Device kSimulated = mg::Device::simulated(0);
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// While alive, what the process writes to stderr goes nowhere.
+// NOTE: the examples' epoch loop prints progress lines with the loss read back from the
+// device; on the simulated device no loss is computed, so those lines would show
+// meaningless numbers. Errors are exceptions and are printed after the prediction.
+class QuietStderr {
+ public:
+  QuietStderr() : saved_(dup(STDERR_FILENO)) {
+    std::fflush(stderr);
+    const int null = open("/dev/null", O_WRONLY);
+    if (saved_ >= 0 && null >= 0) dup2(null, STDERR_FILENO);
+    if (null >= 0) close(null);
+  }
+  ~QuietStderr() {
+    std::fflush(stderr);
+    if (saved_ < 0) return;
+    dup2(saved_, STDERR_FILENO);
+    close(saved_);
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace
 
@@ -40,7 +68,10 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
   mg::set_simulated_capacity(kSimulated.index, static_cast<size_t>(capacity_bytes));
   mg::SimulatedTarget standing_in(target);
   MemoryPrediction prediction{.target = target, .batch_size = batch_size};
-  prediction.memory = steps(kSimulated, batch_size);
+  {
+    const QuietStderr quiet;
+    prediction.memory = steps(kSimulated, batch_size);
+  }
   prediction.scratch_model = standing_in.describe();
   return prediction;
 }
@@ -149,15 +180,15 @@ void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& predict
 }
 
 std::string prediction_usage() {
-  return R"(  --predict-memory         do not train: run the same steps (model, optimizer, batch,
-                           --accum, --amp, --checkpoint, --channels-last) on the simulated
-                           device, which runs the same caching allocator and borrows the
-                           scratch --device's kernels would (CPU im2col buffers exactly;
-                           cuBLAS, batch norm and cuDNN workspaces for cuda, cuDNN's asked
-                           of the GPU when there is one, else estimated), and print the
-                           predicted peak allocated and reserved bytes by category for
-                           --device; needs no GPU. With --summary-json, writes them in a
-                           measured run's "memory" shape, with a "prediction" section
+  return R"(  --predict-memory         do not train: run the same steps (model, optimizer, batch and
+                           every other setting given) on the simulated device, which runs
+                           the same caching allocator and borrows the scratch --device's
+                           kernels would (the CPU's exactly; for cuda cuBLAS's, batch
+                           norm's and cuDNN's workspaces, cuDNN's asked of the GPU when
+                           there is one, else estimated), and print the predicted peak
+                           allocated and reserved bytes, by category, for --device; needs
+                           no GPU. With --summary-json, writes them in a measured run's
+                           "memory" shape, with a "prediction" section
   --fit-batch BYTES        like --predict-memory, but find the largest --batch whose
                            predicted peak RESERVED bytes fit in BYTES (e.g. 40GiB, 512MiB,
                            2GB, 1073741824): reserved, because that is what the caching

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
 namespace mnist {
@@ -74,10 +75,12 @@ Args parse_args(int argc, char** argv) {
          if (value.empty()) throw UsageError("--memory-timeline needs a file name");
          args.memory_timeline = value;
        }},
+      {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
-                                             {"--checkpoint", [&] { args.checkpoint = true; }}};
+                                             {"--checkpoint", [&] { args.checkpoint = true; }},
+                                             {"--predict-memory", [&] { args.predict_memory = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
   examples::check_amp_device(args.amp, args.device);
   // NOTE: the MLP saves two ReLU outputs (768 floats per image) for backward; a checkpoint
@@ -85,6 +88,9 @@ Args parse_args(int argc, char** argv) {
   if (args.checkpoint && args.model != "cnn") {
     throw UsageError("--checkpoint is for --model cnn: the MLP's activations are smaller than the input a "
                      "checkpoint would keep");
+  }
+  if ((args.predict_memory || args.fit_batch) && !args.memory_timeline.empty()) {
+    throw UsageError("--predict-memory and --fit-batch train nothing: --memory-timeline does not go with them");
   }
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
@@ -131,7 +137,9 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            steps and write FILE, an HTML chart of bytes by category
                            over time (opens offline)
   --help                   show this text
-)";
+
+Predicting memory (--device names the target, no GPU needed):
+)" + examples::prediction_usage();
 }
 
 }  // namespace mnist

@@ -27,6 +27,8 @@ struct Args {
   std::optional<int> threads;  // unset: all cores
   std::string summary_json;    // empty: no summary file
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
+  bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
+  std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool help = false;
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/factory.h"
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/random.h"
@@ -20,6 +21,7 @@
 #include "data/dataset.h"
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
@@ -47,6 +49,18 @@ std::shared_ptr<mg::nn::Module> build_mlp(int64_t pixels, int64_t classes,
       std::make_shared<Linear>(256, classes, true, &generator));
 }
 
+// --model's network, initialised from --seed, on `device`.
+std::shared_ptr<mg::nn::Module> build_model(const Args& args, const mg::Shape& image_shape, int64_t classes,
+                                            mg::Device device) {
+  mg::Generator init_generator(args.seed);
+  std::shared_ptr<mg::nn::Module> model =
+      args.model == "cnn"
+          ? std::make_shared<mg::nn::MnistCnn>(image_shape, classes, &init_generator, args.checkpoint)
+          : build_mlp(image_shape.numel(), classes, init_generator);
+  model->to(device);
+  return model;
+}
+
 std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
                                                      const std::vector<mg::Tensor>& params) {
   using namespace mg::optim;
@@ -56,6 +70,23 @@ std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
   if (args.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions{.lr = args.lr});
   if (args.optimizer == "adamw") return std::make_unique<AdamW>(params, AdamWOptions{.lr = args.lr});
   return std::make_unique<Adagrad>(params, AdagradOptions{.lr = args.lr});
+}
+
+// On a GPU, batches are built in pinned memory two ahead by a background thread, so the
+// GPU need not wait for the host to gather and copy the next one.
+int prefetched_batches(mg::Device device) { return device.is_cuda() ? 2 : 0; }
+
+// The loader of the training split (shuffled) or of the test split, yielding batches on `device`.
+mg::data::DataLoaderOptions loader_options(const Args& args, mg::Device device, int64_t batch_size, bool train) {
+  const bool on_gpu = device.is_cuda();
+  return {.batch_size = batch_size,
+          .shuffle = train,
+          .seed = train ? args.seed : 0,
+          // The MLP takes flat (B, H*W) rows, the CNN (B, 1, H, W) images.
+          .flatten = args.model == "mlp",
+          .device = device,
+          .pin_memory = on_gpu,
+          .prefetch = prefetched_batches(device)};
 }
 
 struct RunResult {
@@ -111,32 +142,12 @@ int run(const Args& args) {
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
   const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test,
                                         train_set.normalization());
-  // On a GPU, batches are built in pinned memory two ahead by a background thread, so
-  // the GPU need not wait for the host to gather and copy the next one.
-  const bool on_gpu = args.device.is_cuda();
-  // The MLP takes flat (B, H*W) rows, the CNN (B, 1, H, W) images.
-  const bool flatten = args.model == "mlp";
-  mg::data::DataLoader train_loader(train_set, {.batch_size = args.batch_size,
-                                                .shuffle = true,
-                                                .seed = args.seed,
-                                                .flatten = flatten,
-                                                .device = args.device,
-                                                .pin_memory = on_gpu,
-                                                .prefetch = on_gpu ? 2 : 0});
-  mg::data::DataLoader test_loader(test_set, {.batch_size = args.batch_size,
-                                              .flatten = flatten,
-                                              .device = args.device,
-                                              .pin_memory = on_gpu,
-                                              .prefetch = on_gpu ? 2 : 0});
+  mg::data::DataLoader train_loader(train_set, loader_options(args, args.device, args.batch_size, /*train=*/true));
+  mg::data::DataLoader test_loader(test_set, loader_options(args, args.device, args.batch_size, /*train=*/false));
 
   const mg::Shape image_shape = train_set.image_shape();
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
-  mg::Generator init_generator(args.seed);
-  std::shared_ptr<mg::nn::Module> model =
-      args.model == "cnn"
-          ? std::make_shared<mg::nn::MnistCnn>(image_shape, classes, &init_generator, args.checkpoint)
-          : build_mlp(image_shape.numel(), classes, init_generator);
-  model->to(args.device);
+  std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, args.device);
   std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
   const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
   const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
@@ -209,6 +220,76 @@ int run(const Args& args) {
   return 0;
 }
 
+// --predict-memory / --fit-batch: the first optimizer steps of an epoch
+// (examples::kPredictedSteps) and one evaluation batch, as run() runs them, with the
+// model and batches on the simulated device. A training run's peak spans the whole run;
+// from the second step on every step repeats the same allocations.
+int predict(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
+  const mg::Shape image_shape = train_set.image_shape();
+  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+    mg::manual_seed(args.seed);
+    // On the CPU the datasets live in the memory the model trains in.
+    const std::vector<mg::Tensor> datasets =
+        args.device.is_cpu() ? examples::placeholders_on(device, {train_set.images(), train_set.labels(),
+                                                                  test_set.images(), test_set.labels()})
+                             : std::vector<mg::Tensor>{};
+    mg::data::DataLoader train_loader(train_set, loader_options(args, device, batch_size, /*train=*/true));
+    mg::data::DataLoader test_loader(test_set, loader_options(args, device, batch_size, /*train=*/false));
+    std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, device);
+    std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
+    // NOTE: the simulated loader builds each batch when asked; on a GPU the loader's
+    // thread keeps prefetched_batches() more on the device from the epoch's start, which a
+    // queue kept full here stands for (a GPU run waits for the GPU, not for the host).
+    std::vector<mg::Tensor> prefetch_queue;
+    for (int i = 0; i < prefetched_batches(args.device); ++i) {
+      const mg::Shape input_shape = args.model == "mlp" ? mg::Shape{batch_size, image_shape.numel()}
+                                                        : mg::Shape{batch_size, 1, image_shape[0], image_shape[1]};
+      prefetch_queue.push_back(mg::empty(input_shape, {.device = device, .category = mg::MemoryCategory::Input}));
+      prefetch_queue.push_back(
+          mg::empty({batch_size}, {.dtype = mg::DType::Int64, .device = device, .category = mg::MemoryCategory::Input}));
+    }
+    examples::MixedPrecision precision(args.amp, device);
+    const int64_t train_batches = examples::batches_per_epoch(train_loader, batch_size, args.limit);
+    examples::train_epoch(*model, *optimizer, train_loader, device,
+                          {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
+                           .accum = args.accum,
+                           .precision = &precision});
+    examples::evaluate(*model, test_loader, device, {}, /*max_batches=*/1, &precision);
+    return mg::memory::snapshot(device);
+  };
+  const examples::MemoryPrediction prediction =
+      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps, /*max_batch=*/train_set.size())
+                     : examples::predict_memory(args.device, args.batch_size, steps);
+  std::printf("%s training on %s with %s, batch %lld%s%s%s\n", args.model.c_str(), args.data_dir.c_str(),
+              args.optimizer.c_str(), static_cast<long long>(prediction.batch_size),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
+              args.checkpoint ? ", convolutions checkpointed" : "",
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");
+  examples::print_prediction(stdout, prediction, args.fit_batch);
+  if (!args.summary_json.empty()) {
+    mg::JsonWriter json;
+    json.begin_object()
+        .key("model").value(args.model)
+        .key("dataset").value(args.data_dir)
+        .key("device").value(args.device.str())
+        .key("optimizer").value(args.optimizer)
+        .key("batch_size").value(prediction.batch_size)
+        .key("accum").value(args.accum)
+        .key("checkpoint").value(args.checkpoint)
+        .key("amp").value(examples::amp_name(args.amp));
+    examples::write_prediction_json(json, prediction, args.fit_batch);
+    json.end_object();
+    examples::write_file_atomically(args.summary_json, json.str());
+    std::printf("summary written to %s\n", args.summary_json.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,5 +300,5 @@ int main(int argc, char** argv) {
         args = mnist::parse_args(count, values);
         return !args.help;
       },
-      mnist::usage, [&] { return run(args); });
+      mnist::usage, [&] { return args.predict_memory || args.fit_batch ? predict(args) : run(args); });
 }

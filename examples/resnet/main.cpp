@@ -311,7 +311,7 @@ int predict_training_memory(const Args& args) {
     return mg::memory::snapshot(device);
   };
   const examples::MemoryPrediction prediction =
-      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps)
+      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps, /*max_batch=*/train_set.size())
                      : examples::predict_memory(args.device, args.batch_size, steps);
   std::printf("%s training on %s, batch %lld%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
               static_cast<long long>(prediction.batch_size),
