@@ -60,12 +60,12 @@ std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list
   return placeholders;
 }
 
-MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps,
-                                int64_t capacity_bytes) {
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps) {
   MG_CHECK(!target.is_simulated(), "predict_memory: the target is the device the run would use (cpu or cuda), "
            "got ", target, ".");
-  // A fresh allocator: the prediction starts from an empty device, as a new process does.
-  mg::set_simulated_capacity(kSimulated.index, static_cast<size_t>(capacity_bytes));
+  // A fresh allocator with room to spare: the prediction starts from an empty device, as
+  // a new process does, and never runs out.
+  mg::set_simulated_capacity(kSimulated.index, kRoomToSpare);
   mg::SimulatedTarget standing_in(target);
   MemoryPrediction prediction{.target = target, .batch_size = batch_size};
   {
@@ -78,20 +78,16 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
 
 MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps, int64_t max_batch) {
   auto try_batch = [&](int64_t batch) -> std::optional<MemoryPrediction> {
-    try {
-      return predict_memory(target, batch, steps, capacity_bytes);
-    } catch (const mg::OutOfMemoryError&) {
-      return std::nullopt;
-    }
+    MemoryPrediction prediction = predict_memory(target, batch, steps);
+    if (prediction.memory.peak_reserved_bytes > capacity_bytes) return std::nullopt;
+    return prediction;
   };
-  std::optional<MemoryPrediction> fits = try_batch(1);
-  if (!fits) {
-    const MemoryPrediction one = predict_memory(target, 1, steps);
-    MG_CHECK(false, "--fit-batch ", capacity_bytes, " (", mib(capacity_bytes), " MiB): not even a batch of 1 fits on ",
-             target, "; it needs ", one.memory.peak_reserved_bytes, " bytes reserved (",
-             mib(one.memory.peak_reserved_bytes), " MiB, of which ", one.memory.peak_allocated_bytes,
-             " allocated). Hint: give more memory, or save some: --checkpoint, --amp, a smaller model.");
-  }
+  std::optional<MemoryPrediction> fits = predict_memory(target, 1, steps);
+  MG_CHECK(fits->memory.peak_reserved_bytes <= capacity_bytes, "--fit-batch ", capacity_bytes, " (",
+           mib(capacity_bytes), " MiB): not even a batch of 1 fits on ", target, "; it needs ",
+           fits->memory.peak_reserved_bytes, " bytes reserved (", mib(fits->memory.peak_reserved_bytes),
+           " MiB, of which ", fits->memory.peak_allocated_bytes, " allocated). Hint: give more memory, or save "
+           "some: --checkpoint, --amp, a smaller model.");
   // Doubling until a batch does not fit, then bisection: `fits` holds the largest batch
   // known to fit, `too_large` the smallest known not to.
   int64_t too_large = 0;

@@ -45,17 +45,17 @@ inline constexpr int64_t kPredictedSteps = 3;
 // when the target is where it lives.
 std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list<mg::Tensor> tensors);
 
-// A simulated device with room to spare: predictions without --fit-batch never run out.
-inline constexpr int64_t kRoomToSpare = int64_t{1} << 50;
+// A simulated device with room to spare: a prediction never runs out.
+inline constexpr size_t kRoomToSpare = size_t{1} << 50;
 
-// Runs `steps` on a fresh simulated device of `capacity_bytes` standing in for `target`.
-// Throws mg::OutOfMemoryError when the run does not fit.
-MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps,
-                                int64_t capacity_bytes = kRoomToSpare);
+// Runs `steps` on a fresh simulated device (kRoomToSpare bytes) standing in for `target`.
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps);
 
-// The largest batch (up to max_batch) whose run fits a device of `capacity_bytes`: its peak
-// reserved bytes stay within them, the caching allocator freeing its cache and retrying on
-// the way as it would on the device. Assumes memory grows with the batch (it does: every
+// The largest batch (up to max_batch) whose predicted peak RESERVED bytes fit in
+// `capacity_bytes`: reserved, because the caching allocator takes whole segments from the
+// device and keeps freed blocks cached in them. (Conservative: on a device that full the
+// allocator would free its cache and retry before failing, so a slightly larger batch
+// may still run, paying for the frees.) Assumes memory grows with the batch (every
 // activation is proportional to it), so a doubling search and a bisection find it in
 // O(log batch) predictions; the result's batch fits and batch + 1 does not (unless it is
 // max_batch). Throws mg::Error, saying what one sample needs, when not even that fits.
