@@ -72,11 +72,17 @@ class BenchStep {
                                                     .nesterov = true});
     // NOTE: made on the host and copied over, as a loader's batch arrives; the one batch is
     // reused by every step (and every micro-batch of a step) so that the step is timed, not
-    // the input pipeline, and INPUT memory does not grow with --accum.
+    // the input pipeline, and INPUT memory does not grow with --accum. For the CPU the
+    // host is the device, so a prediction for it (args.device cpu, `device` simulated)
+    // makes the batch, and the temporaries drawing it takes, on the simulated device too.
+    const mg::Device host = args.device.is_cpu() ? device : mg::Device::cpu();
     mg::Generator data_generator(args.seed + 1);
-    inputs_ = mg::randn({args.batch_size, 3, shape.image_size, shape.image_size}, {}, &data_generator).to(device);
+    inputs_ = mg::randn({args.batch_size, 3, shape.image_size, shape.image_size}, {.device = host}, &data_generator)
+                  .to(device);
     if (args.channels_last) inputs_ = inputs_.contiguous(mg::MemoryFormat::ChannelsLast);
-    targets_ = mg::randint(0, shape.classes, {args.batch_size}, {.dtype = mg::DType::Int64}, &data_generator).to(device);
+    targets_ = mg::randint(0, shape.classes, {args.batch_size}, {.dtype = mg::DType::Int64, .device = host},
+                           &data_generator)
+                   .to(device);
     inputs_.set_memory_category(mg::MemoryCategory::Input);
     targets_.set_memory_category(mg::MemoryCategory::Input);
   }
