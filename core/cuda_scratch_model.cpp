@@ -10,7 +10,7 @@
 //                      (cuda/kernels/batch_norm.cu, grid of channel_reduce.cuh)
 //   cuDNN convolution  per call: copies of operands not dense in the call's layout (mixed
 //                      layouts only), then the chosen algorithm's workspace, both WORKSPACE
-//                      (cuda/cudnn/conv.cpp). With benchmark mode off the algorithm is
+//                      (cuda/cudnn/conv.cpp). With benchmark mode off the plan is
 //                      cuDNN's heuristic choice, which depends on shapes only: where a GPU
 //                      and cuDNN are present it is asked for the exact bytes
 //                      (cuda/cudnn/workspace_query.cpp); elsewhere the workspace is

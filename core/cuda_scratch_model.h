@@ -32,7 +32,7 @@ struct ConvCall {
 
 #ifdef MG_WITH_CUDNN
 namespace cuda {
-// The workspace bytes of the algorithm cuDNN's heuristics choose for `call` on CUDA
+// The workspace bytes of the execution plan cuDNN's heuristics choose for `call` on CUDA
 // device 0 with benchmark mode off (data-independent, so the same choice a real run
 // makes), or nothing when no GPU is present.
 std::optional<size_t> cudnn_heuristic_workspace_bytes(const ConvCall& call);
