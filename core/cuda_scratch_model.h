@@ -1,6 +1,6 @@
 // core/cuda_scratch_model.h — the one question core's CUDA scratch model
 // (core/cuda_scratch_model.cpp) asks the cuda/ room: how much workspace cuDNN's choice of
-// algorithm needs for a convolution.
+// execution plan needs for a convolution.
 //
 // NOTE: core cannot include cuda/; as with core/cuda_hooks.h the function is declared here,
 // defined in cuda/cudnn/workspace_query.cpp, and called only when memgrad is built with
