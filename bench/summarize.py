@@ -6,7 +6,8 @@ autocast, checkpointing, device); a line without "memory_format" is "contiguous"
 without "amp" fp32, without "checkpoint" unchecked —:
 median step time of each run and their ratio, peak allocated bytes and their ratio (memgrad
 must not use more), and memgrad's peak bytes by category per configuration (what
-checkpointing and autocast change). Optionally also the test counts from a ctest log and the accuracy from
+checkpointing and autocast change), and memgrad's predicted peaks (lines with a
+"prediction" section) against the measured ones. Optionally also the test counts from a ctest log and the accuracy from
 the mnist example's --summary-json.
 
   python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--training-json summary.json ...]
@@ -112,9 +113,37 @@ def group_by_config(results):
     """{config name: {framework: [results]}}, in the order of first appearance."""
     groups = OrderedDict()
     for result in results:
-        if result.get("benchmark") != "host_overhead":
+        if result.get("benchmark") != "host_overhead" and "prediction" not in result:
             groups.setdefault(config_name(result), {}).setdefault(result["framework"], []).append(result)
     return groups
+
+
+def prediction_rows(results):
+    """Per configuration predicted (`resnet --bench --predict-memory`, a line with a
+    "prediction" section): the predicted peak allocated bytes against memgrad's measured
+    ones in the same file (highest run), the error, and the WORKSPACE peaks beside, since
+    cuDNN's workspace is the part a prediction without a GPU can only estimate."""
+    measured = group_by_config(results)
+    rows = []
+    for result in results:
+        if "prediction" not in result:
+            continue
+        config = config_name(result)
+        runs = [r for r in measured.get(config, {}).get("memgrad", []) if r.get("peak_allocated_bytes") is not None]
+        predicted = result["memory"]["peak_allocated_bytes"]
+        actual = max((r["peak_allocated_bytes"] for r in runs), default=None)
+        actual_workspace = max((r.get("peak_bytes_by_category", {}).get("WORKSPACE", 0) for r in runs), default=None)
+        rows.append({
+            "config": config,
+            "predicted": mib(predicted),
+            "measured": mib(actual),
+            "error": f"{(predicted / actual - 1) * 100:+.2f}%" if actual else "-",
+            "predicted_workspace": mib(result["memory"]["peak_bytes_by_category"].get("WORKSPACE", 0)),
+            "measured_workspace": mib(actual_workspace),
+            "cudnn": ("-" if result["prediction"].get("target") != "cuda"
+                      else "estimated" if "ESTIMATED" in result["prediction"].get("scratch_model", "") else "asked"),
+        })
+    return rows
 
 
 def training_table(results):
@@ -262,12 +291,21 @@ def main(argv):
         print("\nThe memory Recorder's cost (memgrad median step ms, without / with --memory-timeline):")
         print_table(["config", "plain", "recording", "overhead"], recorder,
                     ["config", "plain", "recording", "overhead"], args.markdown)
+    predictions = prediction_rows(results)
+    if predictions:
+        print("\nPredicted peak memory (resnet --bench --predict-memory) against memgrad's measured peak "
+              "(allocated bytes of one step; error = predicted / measured - 1; cuDNN's workspace asked of the GPU "
+              "or estimated):")
+        print_table(["config", "predicted", "measured", "error", "predicted WORKSPACE", "measured WORKSPACE",
+                     "cuDNN"], predictions,
+                    ["config", "predicted", "measured", "error", "predicted_workspace", "measured_workspace",
+                     "cudnn"], args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")
         print_table(["framework", "device", "op", "µs/op issued", "µs/op synced"], overhead,
                     ["framework", "device", "tiny_op", "us_per_op", "us_per_op_synced"], args.markdown)
-    if not rows and not overhead:
+    if not rows and not overhead and not predictions:
         print(f"benchmarks: no results in {args.jsonl}")
     return 0
 
