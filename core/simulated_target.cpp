@@ -1,8 +1,10 @@
-// core/simulated_target.cpp — installing a target's scratch model for the simulated device.
+// core/simulated_target.cpp — a simulated device made to behave as a target: its allocator's
+// segment placement and its kernels' scratch model.
 #include "core/simulated_target.h"
 
 #include <atomic>
 
+#include "core/allocator/registry.h"
 #include "core/error.h"
 
 namespace mg {
@@ -22,12 +24,27 @@ const ScratchModel& model_for(Device target) {
            ": a target is a real device. Hint: predict for cpu or cuda.");
 }
 
+// The host's malloc takes segment-sized blocks from mmap, which maps each one below the
+// last; cudaMalloc hands out rising addresses.
+SegmentPlacement placement_for(Device target) {
+  return target.is_cpu() ? SegmentPlacement::Descending : SegmentPlacement::Ascending;
+}
+
 }  // namespace
 
-SimulatedTarget::SimulatedTarget(Device target) : target_(target), model_(&model_for(target)) {
+SimulatedTarget::SimulatedTarget(Device target, Device simulated, size_t capacity_bytes)
+    : target_(target), model_(&model_for(target)) {
+  MG_CHECK(simulated.is_simulated(), "SimulatedTarget: ", simulated, " is not a simulated device. Hint: pass "
+           "Device::simulated(index).");
   const ScratchModel* none = nullptr;
   MG_CHECK(active_model.compare_exchange_strong(none, model_), "a SimulatedTarget is already in force; "
            "the simulated device stands in for one device at a time. Hint: let the first one end.");
+  try {
+    set_simulated_capacity(simulated.index, capacity_bytes, placement_for(target));
+  } catch (...) {
+    active_model.store(nullptr);
+    throw;
+  }
 }
 
 SimulatedTarget::~SimulatedTarget() {

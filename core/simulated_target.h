@@ -38,13 +38,15 @@ const ScratchModel& cpu_scratch_model();
 // partial sums, cuDNN's workspace (exact where cuDNN can be asked, else an estimate).
 const ScratchModel& cuda_scratch_model();
 
-// While alive, the simulated device's kernels borrow the scratch of `target`'s kernels
-// (a CPU or CUDA device; throws mg::Error for a simulated one). On destruction the model
-// is reset (its kept scratch freed) and the simulated kernels borrow nothing again. One
-// at a time.
+// While alive, `simulated` is a fresh simulated device of `capacity_bytes` that behaves as
+// `target` (a CPU or CUDA device; throws mg::Error for a simulated one) would: its
+// allocator places segments as the target's backend does (SegmentPlacement), and the
+// simulated kernels borrow the scratch of the target's kernels. Any tensor on `simulated`
+// must be gone first (checked). On destruction the model is reset (its kept scratch
+// freed) and the simulated kernels borrow nothing again. One at a time.
 class SimulatedTarget {
  public:
-  explicit SimulatedTarget(Device target);
+  SimulatedTarget(Device target, Device simulated, size_t capacity_bytes);
   ~SimulatedTarget();
   SimulatedTarget(const SimulatedTarget&) = delete;
   SimulatedTarget& operator=(const SimulatedTarget&) = delete;

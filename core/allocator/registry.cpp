@@ -85,7 +85,7 @@ CachingAllocator& allocator_for(Device device) {
   return *allocator.release();  // leaked on purpose: see the NOTE on registry()
 }
 
-void set_simulated_capacity(int index, size_t capacity_bytes) {
+void set_simulated_capacity(int index, size_t capacity_bytes, SegmentPlacement placement) {
   const Device device = Device::simulated(index);
   std::atomic<CachingAllocator*>& slot = slot_for(device);
   MG_CHECK(capacity_bytes > 0, "set_simulated_capacity(", index, ", 0): a simulated device "
@@ -103,7 +103,7 @@ void set_simulated_capacity(int index, size_t capacity_bytes) {
              ", or destroy them first.");
   }
   auto allocator = std::make_unique<CachingAllocator>(
-      device, std::make_unique<SimulatedBackend>(capacity_bytes));
+      device, std::make_unique<SimulatedBackend>(capacity_bytes, placement));
   if (old_allocator != nullptr) {
     // NOTE: retired rather than deleted, because callers may still hold a reference from an
     // earlier allocator_for(); with no live blocks it holds only cached segments, returned here.

@@ -8,13 +8,16 @@
 #include <memory>
 
 #include "core/allocator/caching_allocator.h"
+#include "core/allocator/simulated_backend.h"
 
 namespace mg {
 
 CachingAllocator& allocator_for(Device device);
 
-// Replaces simulated:N's allocator with a fresh one of the given capacity. Any tensor
-// still alive on that device must be gone first (checked).
-void set_simulated_capacity(int index, size_t capacity_bytes);
+// Replaces simulated:N's allocator with a fresh one of the given capacity, placing its
+// segments as `placement` says. Any tensor still alive on that device must be gone first
+// (checked).
+void set_simulated_capacity(int index, size_t capacity_bytes,
+                            SegmentPlacement placement = SegmentPlacement::Ascending);
 
 }  // namespace mg

@@ -1,8 +1,6 @@
 // core/allocator/simulated_backend.cpp — bookkeeping of a device without memory.
 #include "core/allocator/simulated_backend.h"
 
-#include <limits>
-
 #include "core/allocator/caching_allocator.h"
 #include "core/error.h"
 
@@ -17,7 +15,8 @@ size_t round_to_alignment(size_t bytes) {
 
 }  // namespace
 
-SimulatedBackend::SimulatedBackend(size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
+SimulatedBackend::SimulatedBackend(size_t capacity_bytes, SegmentPlacement placement)
+    : capacity_bytes_(capacity_bytes), placement_(placement) {
   MG_CHECK(capacity_bytes > 0, "a simulated device needs a capacity above 0 bytes. Hint: "
            "give it the memory of the GPU you want to model, e.g. 80 GiB.");
 }
@@ -25,11 +24,17 @@ SimulatedBackend::SimulatedBackend(size_t capacity_bytes) : capacity_bytes_(capa
 void* SimulatedBackend::allocate(size_t bytes) {
   const size_t rounded = round_to_alignment(bytes);
   if (rounded < bytes || rounded > capacity_bytes_ - used_bytes_) return nullptr;
-  if (rounded > std::numeric_limits<uintptr_t>::max() - next_address_) return nullptr;
-  void* ptr = reinterpret_cast<void*>(next_address_);
-  next_address_ += rounded;
+  if (rounded > highest_free_ - lowest_free_) return nullptr;  // the address space is spent
+  uintptr_t address = 0;
+  if (placement_ == SegmentPlacement::Ascending) {
+    address = lowest_free_;
+    lowest_free_ += rounded;
+  } else {
+    highest_free_ -= rounded;
+    address = highest_free_;
+  }
   used_bytes_ += rounded;
-  return ptr;
+  return reinterpret_cast<void*>(address);
 }
 
 void SimulatedBackend::deallocate(void* ptr, size_t bytes) {

@@ -13,13 +13,25 @@
 
 namespace mg {
 
+// Where a backend puts each new segment relative to the ones before. It matters: the
+// caching allocator breaks ties between equally good free blocks by address, which decides
+// how blocks split, and so the bytes allocated and reserved. A simulated device standing
+// in for a real one (core/simulated_target.h) places segments as that device does.
+enum class SegmentPlacement : uint8_t {
+  Ascending,   // above the previous ones, as cudaMalloc does
+  Descending,  // below them, as the host's malloc does: it takes blocks of a segment's size
+               // from mmap, which puts each new mapping just below the last
+};
+
 class SimulatedBackend final : public RawBackend {
  public:
-  // Fake addresses start here: far from anything real, and aligned to every segment size.
+  // Fake addresses lie between these: far from anything real, and aligned to every
+  // segment size at the start of either end.
   static constexpr uintptr_t kFirstAddress = uintptr_t{1} << 40;
+  static constexpr uintptr_t kLastAddress = uintptr_t{1} << 62;
   static constexpr size_t kAlignment = 512;
 
-  explicit SimulatedBackend(size_t capacity_bytes);
+  explicit SimulatedBackend(size_t capacity_bytes, SegmentPlacement placement = SegmentPlacement::Ascending);
 
   // Distinct, non-null, 512-aligned addresses; nullptr when used + bytes > capacity.
   void* allocate(size_t bytes) override;
@@ -32,11 +44,15 @@ class SimulatedBackend final : public RawBackend {
 
  private:
   size_t capacity_bytes_;
+  SegmentPlacement placement_;
   size_t used_bytes_ = 0;
-  // NOTE: a bump pointer; freed ranges are never reused. The address space (2^64 - 2^40
-  // bytes) outlasts any run, and never reusing an address makes a stale pointer in a test
-  // stand out instead of aliasing a newer block.
-  uintptr_t next_address_ = kFirstAddress;
+  // NOTE: bump pointers, up from kFirstAddress or down from kLastAddress; freed ranges are
+  // never reused. The address space (2^62 - 2^40 bytes) outlasts any run, and never
+  // reusing an address makes a stale pointer in a test stand out instead of aliasing a
+  // newer block. (mmap would reuse an unmapped hole; the caching allocator only frees
+  // segments on empty_cache() and out-of-memory retries.)
+  uintptr_t lowest_free_ = kFirstAddress;  // Ascending: the next segment starts here
+  uintptr_t highest_free_ = kLastAddress;  // Descending: the next segment ends here
 };
 
 }  // namespace mg

@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "core/allocator/caching_allocator.h"
-#include "core/allocator/registry.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/memory_category.h"
@@ -65,8 +64,7 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
            "got ", target, ".");
   // A fresh allocator with room to spare: the prediction starts from an empty device, as
   // a new process does, and never runs out.
-  mg::set_simulated_capacity(kSimulated.index, kRoomToSpare);
-  mg::SimulatedTarget standing_in(target);
+  mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
   MemoryPrediction prediction{.target = target, .batch_size = batch_size};
   {
     const QuietStderr quiet;

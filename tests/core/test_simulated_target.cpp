@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/allocator/registry.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/kernels.h"
 #include "core/memory.h"
 #include "core/memory_format.h"
 #include "core/simulated_target.h"
+#include "core/storage.h"
 #include "core/tensor.h"
 
 namespace {
@@ -78,10 +78,9 @@ TEST_CASE("standing in for the CPU, simulated convolutions borrow what the CPU's
                                         std::pair{DType::Float32, mg::MemoryFormat::ChannelsLast});
   INFO(dtype << (layout == mg::MemoryFormat::ChannelsLast ? " channels_last" : " NCHW"));
   const Borrowed real = convolution_scratch(Device::cpu(), dtype, layout);
-  mg::set_simulated_capacity(kSimulated.index, size_t{1} << 30);
   Borrowed simulated;
   {
-    const mg::SimulatedTarget cpu(Device::cpu());
+    const mg::SimulatedTarget cpu(Device::cpu(), kSimulated, size_t{1} << 30);
     simulated = convolution_scratch(kSimulated, dtype, layout);
   }
   CHECK(real.peak_workspace > 0);  // the im2col column buffers
@@ -105,8 +104,7 @@ TEST_CASE("standing in for the CPU, simulated 16-bit products and reductions bor
     });
   };
   const Borrowed real = scratch(Device::cpu());
-  mg::set_simulated_capacity(kSimulated.index, size_t{1} << 30);
-  const mg::SimulatedTarget cpu(Device::cpu());
+  const mg::SimulatedTarget cpu(Device::cpu(), kSimulated, size_t{1} << 30);
   const Borrowed simulated = scratch(kSimulated);
   CHECK(real.peak_temporary > 0);  // float32 copies of the operands and the result
   CHECK(simulated.peak_allocated == real.peak_allocated);
@@ -115,11 +113,11 @@ TEST_CASE("standing in for the CPU, simulated 16-bit products and reductions bor
 
 TEST_CASE("standing in for a GPU, the simulated device keeps cuBLAS's workspace until the target ends",
           "[core][simulated]") {
-  mg::set_simulated_capacity(kSimulated.index, size_t{1} << 30);
   const mg::TensorOptions options{.device = kSimulated};
-  const Tensor a = mg::empty({1, 8, 8}, options), b = mg::empty({1, 8, 8}, options), c = mg::empty({1, 8, 8}, options);
   {
-    const mg::SimulatedTarget gpu(Device::cuda());
+    const mg::SimulatedTarget gpu(Device::cuda(), kSimulated, size_t{1} << 30);
+    const Tensor a = mg::empty({1, 8, 8}, options), b = mg::empty({1, 8, 8}, options);
+    const Tensor c = mg::empty({1, 8, 8}, options);
     mg::kernels(kSimulated).matmul(a, b, c);
     mg::kernels(kSimulated).matmul(a, b, c);  // one workspace per process, not per call
     CHECK(mg::memory::snapshot(kSimulated).category(MemoryCategory::Workspace).current == int64_t{32} << 20);
@@ -130,11 +128,10 @@ TEST_CASE("standing in for a GPU, the simulated device keeps cuBLAS's workspace 
 
 TEST_CASE("standing in for a GPU, simulated batch norm borrows coefficients and partial sums per call",
           "[core][simulated]") {
-  mg::set_simulated_capacity(kSimulated.index, size_t{1} << 30);
+  const mg::SimulatedTarget gpu(Device::cuda(), kSimulated, size_t{1} << 30);
   const mg::TensorOptions options{.device = kSimulated};
   const Tensor input = mg::empty({8, 16, 32, 32}, options), output = mg::empty({8, 16, 32, 32}, options);
   const Tensor channel = mg::empty({16}, options);
-  const mg::SimulatedTarget gpu(Device::cuda());
   const Borrowed borrowed = borrowed_by(kSimulated, [&] {
     mg::kernels(kSimulated).batch_norm(input, channel, channel, channel, channel, /*training=*/true, 0.1, 1e-5, output,
                                        channel, channel);
@@ -146,8 +143,27 @@ TEST_CASE("standing in for a GPU, simulated batch norm borrows coefficients and 
 }
 
 TEST_CASE("the simulated device stands in for one real device at a time", "[core][simulated]") {
-  CHECK_THROWS_WITH(mg::SimulatedTarget(Device::simulated()), Catch::Contains("a target is a real device"));
-  const mg::SimulatedTarget cpu(Device::cpu());
-  CHECK_THROWS_WITH(mg::SimulatedTarget(Device::cuda()), Catch::Contains("one device at a time"));
+  CHECK_THROWS_WITH(mg::SimulatedTarget(Device::simulated(), kSimulated, 1 << 20),
+                    Catch::Contains("a target is a real device"));
+  CHECK_THROWS_WITH(mg::SimulatedTarget(Device::cpu(), Device::cpu(), 1 << 20),
+                    Catch::Contains("is not a simulated device"));
+  const mg::SimulatedTarget cpu(Device::cpu(), kSimulated, 1 << 20);
+  CHECK_THROWS_WITH(mg::SimulatedTarget(Device::cuda(), Device::simulated(6), 1 << 20),
+                    Catch::Contains("one device at a time"));
   CHECK(cpu.target() == Device::cpu());
+}
+
+TEST_CASE("a simulated device places segments as its target's backend does", "[core][simulated]") {
+  auto two_segment_addresses = [](Device target) {
+    const mg::SimulatedTarget standing_in(target, kSimulated, size_t{1} << 30);
+    const mg::TensorOptions options{.dtype = DType::UInt8, .device = kSimulated};
+    const Tensor first = mg::empty({int64_t{30} << 20}, options), second = mg::empty({int64_t{30} << 20}, options);
+    return std::pair{reinterpret_cast<uintptr_t>(first.storage()->data()),
+                     reinterpret_cast<uintptr_t>(second.storage()->data())};
+  };
+  // The host's malloc maps large blocks below the previous ones; cudaMalloc above.
+  const auto [cpu_first, cpu_second] = two_segment_addresses(Device::cpu());
+  CHECK(cpu_second < cpu_first);
+  const auto [gpu_first, gpu_second] = two_segment_addresses(Device::cuda());
+  CHECK(gpu_second > gpu_first);
 }
