@@ -1,5 +1,6 @@
 // core/simulated_target.h — which real device the simulated device stands in for, so that a
-// run there borrows the scratch memory that device's kernels would.
+// run there allocates as one on that device would: segments placed as that device's
+// backend places them, and the scratch memory its kernels borrow.
 //
 // The simulated device's kernels do no arithmetic, but real kernels do more than write
 // their results: the CPU convolution borrows im2col column buffers per thread, CUDA's batch

@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <limits>
 
-#include "core/allocator/caching_allocator.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/memory_category.h"
@@ -20,6 +18,8 @@ namespace examples {
 namespace {
 
 const mg::Device kSimulated = mg::Device::simulated(0);
+// Room to spare: a prediction never runs out.
+constexpr size_t kRoomToSpare = size_t{1} << 50;
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -60,8 +60,6 @@ std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list
 }
 
 MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps) {
-  MG_CHECK(!target.is_simulated(), "predict_memory: the target is the device the run would use (cpu or cuda), "
-           "got ", target, ".");
   // A fresh allocator with room to spare: the prediction starts from an empty device, as
   // a new process does, and never runs out.
   mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
@@ -115,7 +113,7 @@ int64_t parse_bytes(const std::string& flag, const std::string& text) {
   };
   static constexpr Unit kUnits[] = {
       {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30}, {"TiB", int64_t{1} << 40},
-      {"KB", 1000},  {"MB", 1000'000}, {"GB", 1000'000'000}, {"TB", 1000'000'000'000}, {"B", 1},
+      {"KB", 1'000}, {"MB", 1'000'000}, {"GB", 1'000'000'000}, {"TB", 1'000'000'000'000}, {"B", 1},
   };
   const std::string hint = " (a byte count such as 40GiB, 512MiB, 2GB or 1073741824)";
   int64_t unit = 1;
@@ -144,19 +142,19 @@ void print_prediction(std::FILE* out, const MemoryPrediction& prediction, std::o
   const mg::memory::Snapshot& memory = prediction.memory;
   if (fit_capacity) {
     std::fprintf(out, "largest batch that fits %lld bytes (%.1f MiB) on %s: %lld\n", static_cast<long long>(*fit_capacity),
-                mib(*fit_capacity), prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size));
+                 mib(*fit_capacity), prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size));
   }
   std::fprintf(out, "predicted peak memory on %s at batch %lld (run on the simulated device, nothing computed):\n"
-              "  peak allocated %lld bytes (%.1f MiB)\n  peak reserved  %lld bytes (%.1f MiB)\n"
-              "  peak by category (each category's own peak):\n",
-              prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size),
-              static_cast<long long>(memory.peak_allocated_bytes), mib(memory.peak_allocated_bytes),
-              static_cast<long long>(memory.peak_reserved_bytes), mib(memory.peak_reserved_bytes));
+               "  peak allocated %lld bytes (%.1f MiB)\n  peak reserved  %lld bytes (%.1f MiB)\n"
+               "  peak by category (each category's own peak):\n",
+               prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size),
+               static_cast<long long>(memory.peak_allocated_bytes), mib(memory.peak_allocated_bytes),
+               static_cast<long long>(memory.peak_reserved_bytes), mib(memory.peak_reserved_bytes));
   for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
     const int64_t peak = memory.by_category[c].peak;
     if (peak == 0) continue;
     std::fprintf(out, "    %-16s %12lld bytes (%.1f MiB)\n", mg::category_name(static_cast<mg::MemoryCategory>(c)),
-                static_cast<long long>(peak), mib(peak));
+                 static_cast<long long>(peak), mib(peak));
   }
   std::fprintf(out, "  kernel scratch: %s\n", prediction.scratch_model.c_str());
   std::fflush(out);

@@ -5,8 +5,8 @@
 // The simulated device runs the same caching allocator with the same rounding, pools and
 // segment sizes as the CPU and CUDA devices (one algorithm, core/allocator/), the model
 // makes the same tensors in the same order, and the simulated kernels borrow the scratch
-// the target's kernels would; nothing is computed, so a prediction takes a fraction of a
-// second and needs no GPU.
+// the target's kernels would; nothing is computed, so a prediction takes a second or so and
+// needs no GPU.
 #pragma once
 
 #include <cstdint>
@@ -45,10 +45,8 @@ inline constexpr int64_t kPredictedSteps = 3;
 // when the target is where it lives.
 std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list<mg::Tensor> tensors);
 
-// A simulated device with room to spare: a prediction never runs out.
-inline constexpr size_t kRoomToSpare = size_t{1} << 50;
-
-// Runs `steps` on a fresh simulated device (kRoomToSpare bytes) standing in for `target`.
+// Runs `steps` on a fresh simulated device, with room to spare (2^50 bytes), standing in
+// for `target`.
 MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps);
 
 // The largest batch (up to max_batch) whose predicted peak RESERVED bytes fit in

@@ -64,15 +64,23 @@ TEST_CASE("AutocastGuard enables one device type per thread and nesting restores
   CHECK_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
 }
 
-TEST_CASE("AutocastGuard refuses dtypes other than float16 and bfloat16, and other devices", "[autocast]") {
+TEST_CASE("AutocastGuard refuses dtypes other than float16 and bfloat16", "[autocast]") {
   for (DType dtype : {DType::Float32, DType::Float64, DType::Int64}) {
     INFO(dtype);
     CHECK_THROWS_WITH(AutocastGuard(dtype, DeviceType::CPU),
                       Catch::Contains("float16 or bfloat16") && Catch::Contains(dtype_name(dtype)));
   }
-  CHECK_THROWS_WITH(AutocastGuard(DType::Float16, DeviceType::Simulated), Catch::Contains("cpu and cuda"));
   // A refused guard leaves the state as it was.
   CHECK_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
+}
+
+TEST_CASE("AutocastGuard autocasts on the simulated device, for memory predictions", "[autocast]") {
+  {
+    const AutocastGuard guard(DType::Float16, DeviceType::Simulated);
+    CHECK(amp::is_autocast_enabled(DeviceType::Simulated));
+    CHECK_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
+    CHECK(amp::autocast_dtype(DeviceType::Simulated) == DType::Float16);
+  }
   CHECK_FALSE(amp::is_autocast_enabled(DeviceType::Simulated));
 }
 

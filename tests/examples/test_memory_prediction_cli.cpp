@@ -148,7 +148,7 @@ TEST_CASE("resnet --fit-batch finds the largest batch whose predicted peak reser
   CHECK(json_integer(fit.out, "peak_reserved_bytes", "memory") == at_batch.reserved);
 }
 
-TEST_CASE("--fit-batch refuses sizes that are not sizes, and says when nothing fits", "[examples][predict]") {
+TEST_CASE("the examples refuse --fit-batch sizes that are not sizes, and say when nothing fits", "[examples][predict]") {
   TempDir dir("predict-bad");
   for (const std::string value : {"0", "-5", "12XB", "MiB", "1.5GiB", "99999999999TiB"}) {
     const Outcome outcome = mg_test::run_program(dir, "mnist", "--fit-batch " + value);
