@@ -47,9 +47,9 @@ class BackendDescriptor {
   cudnnBackendDescriptor_t descriptor_ = nullptr;
 };
 
-// The descriptors an attribute of type CUDNN_TYPE_BACKEND_DESCRIPTOR holds (engine
-// configurations of a heuristics query, the engine of a configuration), each created as
-// `element_type` and filled by cuDNN.
+// The descriptors a list attribute of type CUDNN_TYPE_BACKEND_DESCRIPTOR holds (the engine
+// configurations of a heuristics query), each created as `element_type` and filled by
+// cuDNN.
 std::vector<BackendDescriptor> get_descriptors(const BackendDescriptor& owner, cudnnBackendAttributeName_t name,
                                                cudnnBackendDescriptorType_t element_type);
 

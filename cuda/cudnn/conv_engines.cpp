@@ -84,15 +84,11 @@ OperationAttributes attributes_of(ConvDirection direction) {
 // (overwrite); cuDNN reads double scaling factors for float64 data, float ones otherwise.
 // The graph is the last of the returned descriptors; the others are its parts.
 std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem) {
-  auto parts = std::make_shared<std::vector<BackendDescriptor>>();
   const int64_t alignment = problem.alignment;
-  const BackendDescriptor& x =
-      parts->emplace_back(tensor(kInputId, problem.dtype, problem.input, problem.layout, alignment));
-  const BackendDescriptor& w =
-      parts->emplace_back(tensor(kWeightId, problem.dtype, problem.weight, problem.layout, alignment));
-  const BackendDescriptor& y =
-      parts->emplace_back(tensor(kOutputId, problem.dtype, problem.output, problem.layout, alignment));
-  const BackendDescriptor& conv = parts->emplace_back(convolution(problem.dtype, problem.window));
+  BackendDescriptor x = tensor(kInputId, problem.dtype, problem.input, problem.layout, alignment);
+  BackendDescriptor w = tensor(kWeightId, problem.dtype, problem.weight, problem.layout, alignment);
+  BackendDescriptor y = tensor(kOutputId, problem.dtype, problem.output, problem.layout, alignment);
+  BackendDescriptor conv = convolution(problem.dtype, problem.window);
   const OperationAttributes names = attributes_of(problem.direction);
   BackendDescriptor operation(names.type);
   operation.set_descriptor(names.input, x)
@@ -112,8 +108,8 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, operations)
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   graph.finalize();
-  parts->push_back(std::move(operation));
-  parts->push_back(std::move(graph));
+  auto parts = std::make_shared<std::vector<BackendDescriptor>>();
+  for (BackendDescriptor* part : {&x, &w, &y, &conv, &operation, &graph}) parts->push_back(std::move(*part));
   return parts;
 }
 
@@ -136,12 +132,15 @@ struct Engine {
 // header: no down-converted inputs, no reduced-precision reductions, and tensor cores for
 // float32 only with allow_tf32).
 Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
-  std::vector<BackendDescriptor> engines =
-      get_descriptors(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  MG_ASSERT(engines.size() == 1, "a cuDNN engine configuration has ", engines.size(), " engines");
+  // A configuration has exactly one engine; asked for as cudnn_frontend asks for it.
+  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw_engine = engine.get();
+  int64_t engines = 0;
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                          1, &engines, &raw_engine));
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   int64_t count = 0;
-  MG_CUDNN_CHECK(cudnnBackendGetAttribute(engines[0].get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
                                           CUDNN_TYPE_NUMERICAL_NOTE, static_cast<int64_t>(notes.size()), &count,
                                           notes.data()));
   bool allowed = true;
@@ -155,7 +154,7 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
       default: break;
     }
   }
-  return {engines[0].get_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX), allowed};
+  return {engine.get_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX), allowed};
 }
 
 // Every configuration of heuristics mode A, then of the fallback list, that is allowed,
@@ -166,7 +165,6 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
   const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts = operation_graph(handle, problem);
   const BackendDescriptor& graph = graph_parts->back();
   std::vector<std::unique_ptr<ConvPlan>> plans;
-  std::vector<int64_t> seen;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       const Engine engine = engine_of(config, problem);
@@ -177,11 +175,6 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
       if (execution_plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
       const auto workspace = static_cast<size_t>(execution_plan.get_int64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
       if (workspace > limit) continue;
-      // The fallback list repeats engines mode A already offered.
-      if (mode == CUDNN_HEUR_MODE_FALLBACK && std::find(seen.begin(), seen.end(), engine.index) != seen.end()) {
-        continue;
-      }
-      seen.push_back(engine.index);
       auto plan = std::make_unique<ConvPlan>();
       plan->direction = problem.direction;
       plan->graph_parts = graph_parts;
