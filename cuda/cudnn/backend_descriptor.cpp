@@ -51,11 +51,7 @@ void BackendDescriptor::finalize() { MG_CUDNN_CHECK(cudnnBackendFinalize(descrip
 
 cudnnStatus_t BackendDescriptor::try_finalize() {
   const cudnnStatus_t status = cudnnBackendFinalize(descriptor_);
-  if (status != CUDNN_STATUS_SUCCESS) {
-    // NOTE: reading the message clears it, so a later real error reports its own cause.
-    char message[256];
-    cudnnGetLastErrorString(message, sizeof(message));
-  }
+  if (status != CUDNN_STATUS_SUCCESS) detail::forget_cudnn_error();
   return status;
 }
 

@@ -13,4 +13,9 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
                                               file, ":", line, message[0] != '\0' ? ": " : "", message.data()));
 }
 
+void forget_cudnn_error() {
+  std::array<char, 512> message{};
+  cudnnGetLastErrorString(message.data(), message.size());  // reading it clears it
+}
+
 }  // namespace mg::cuda::detail

@@ -12,6 +12,10 @@ namespace mg::cuda::detail {
 
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line);
 
+// Clears cuDNN's message about the last failure, after a failure that is an answer rather
+// than an error (an engine that does not apply), so a later real error reports its own.
+void forget_cudnn_error();
+
 }  // namespace mg::cuda::detail
 
 #define MG_CUDNN_CHECK(call)                                                               \

@@ -192,19 +192,34 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
   return plans;
 }
 
+// Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
+cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
+  const std::array<int64_t, 3> ids = {kInputId, kWeightId, kOutputId};
+  const std::array<void*, 3> pointers = {data.input, data.weight, data.output};
+  BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  variant_pack.finalize();
+  return cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get());
+}
+
 // Median milliseconds of a few runs of `plan` on the device (after one untimed run, which
-// pays for any lazy kernel loading).
+// pays for any lazy kernel loading); infinity when cuDNN refuses to run it after all.
 float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const ConvOperands& data) {
   Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
   void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
   const Stream stream = Stream::current(device);
-  run_conv_plan(handle, plan, data, scratch);
+  if (execute(handle, plan, data, scratch) != CUDNN_STATUS_SUCCESS) {
+    detail::forget_cudnn_error();
+    return std::numeric_limits<float>::infinity();
+  }
   constexpr int kRuns = 3;
   std::array<float, kRuns> times{};
   for (float& time : times) {
     Event start(/*enable_timing=*/true), end(/*enable_timing=*/true);
     start.record(stream);
-    run_conv_plan(handle, plan, data, scratch);
+    MG_CUDNN_CHECK(execute(handle, plan, data, scratch));
     end.record(stream);
     end.synchronize();
     time = Event::elapsed_ms(start, end);
@@ -227,7 +242,7 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
   if (plans.size() == 1) return std::move(plans.front());
   // Benchmark: the fastest on the call's own tensors (the timing runs write only the
   // call's result tensor).
-  size_t fastest = 0;
+  std::optional<size_t> fastest;
   float fastest_ms = std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < plans.size(); ++i) {
     const float ms = time_plan(handle, device, *plans[i], data);
@@ -236,18 +251,14 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
       fastest = i;
     }
   }
-  return std::move(plans[fastest]);
+  MG_CHECK(fastest.has_value(), "cuDNN refused to run every one of the ", plans.size(), " ",
+           direction_name(problem.direction), " convolution engines it offered for ", problem.dtype, " input ",
+           problem.input, ", weight ", problem.weight, ". Hint: turn benchmark mode off (set_cudnn_benchmark(false)).");
+  return std::move(plans[*fastest]);
 }
 
 void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
-  const std::array<int64_t, 3> ids = {kInputId, kWeightId, kOutputId};
-  const std::array<void*, 3> pointers = {data.input, data.weight, data.output};
-  BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-  variant_pack.finalize();
-  MG_CUDNN_CHECK(cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get()));
+  MG_CUDNN_CHECK(execute(handle, plan, data, workspace));
 }
 
 Tensor borrow_workspace(size_t bytes, Device device) {
