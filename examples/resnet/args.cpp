@@ -76,6 +76,7 @@ std::string usage(const std::string& program) {
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--memory-timeline FILE.html]
+                [--predict-memory | --fit-batch BYTES]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay

@@ -3,7 +3,7 @@
 // run's (in fact equal: same allocator, same tensors, the CPU kernels' scratch replayed)
 // for the MNIST MLP and ResNet-18 steps in float32, checkpointed, under bf16 autocast and
 // accumulating; the JSON has a measured run's memory section and says it is a prediction
-// and for which target; a GPU target is predicted without a GPU; --fit-batch's batch fits
+// and for which target; a GPU target is predicted on any machine; --fit-batch's batch fits
 // and the next does not; bad sizes are refused.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -119,7 +119,7 @@ TEST_CASE("resnet --bench --predict-memory writes a measured run's memory sectio
   CHECK_THAT(outcome.err, Catch::Contains("predicted peak memory on cpu at batch 2"));
 }
 
-TEST_CASE("resnet --predict-memory predicts for a GPU without one, fp16 and its GradScaler included",
+TEST_CASE("resnet --predict-memory predicts for a GPU on any machine, fp16 and its GradScaler included",
           "[examples][predict]") {
   TempDir dir("predict-cuda");
   const std::string summary = dir.file("prediction.json");
