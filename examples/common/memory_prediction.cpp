@@ -63,13 +63,12 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
   // A fresh allocator with room to spare: the prediction starts from an empty device, as
   // a new process does, and never runs out.
   mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
-  MemoryPrediction prediction{.target = target, .batch_size = batch_size};
+  mg::memory::Snapshot memory;
   {
     const QuietStderr quiet;
-    prediction.memory = steps(kSimulated, batch_size);
+    memory = steps(kSimulated, batch_size);
   }
-  prediction.scratch_model = standing_in.describe();
-  return prediction;
+  return {.target = target, .batch_size = batch_size, .memory = memory, .scratch_model = standing_in.describe()};
 }
 
 MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps, int64_t max_batch) {

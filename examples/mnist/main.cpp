@@ -258,7 +258,8 @@ int predict(const Args& args) {
     examples::train_epoch(*model, *optimizer, train_loader, device,
                           {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
                            .accum = args.accum,
-                           .precision = &precision});
+                           .precision = &precision,
+                           .transform = {}});
     examples::evaluate(*model, test_loader, device, {}, /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
   };
