@@ -162,3 +162,20 @@ TEST_CASE("the examples refuse --fit-batch sizes that are not sizes, and say whe
   CHECK(with_save.exit_code == 2);
   CHECK_THAT(with_save.err, Catch::Contains("train nothing"));
 }
+
+TEST_CASE("mnist --fit-batch takes plain and decimal sizes and never passes the dataset's size", "[examples][predict]") {
+  TempDir dir("predict-fit-mnist");
+  write_two_class_split(dir, "train", 256, 1);
+  write_two_class_split(dir, "t10k", 64, 2);
+  for (const std::string size : {"2GB", "1000000000"}) {
+    const std::string summary = dir.file("fit.json");
+    const Outcome outcome =
+        run_ok(dir, "mnist", "--data " + dir.path.string() + " --threads 1 --fit-batch " + size + " --summary-json " + summary);
+    const std::string json = read_file(summary);
+    INFO(size << ": " << json);
+    // Everything fits; a batch cannot hold more than the 256 training images.
+    CHECK(json_integer(json, "batch_size", "prediction") == 256);
+    CHECK(json_integer(json, "fit_batch_bytes") == (size == "2GB" ? 2'000'000'000 : 1'000'000'000));
+    CHECK_THAT(outcome.out, Catch::Contains("largest batch that fits"));
+  }
+}
