@@ -78,7 +78,9 @@ TEST_CASE("a CUDA tensor's bytes: 512-byte rounding, a 2 MiB segment, empty_cach
   CHECK(stats.num_backend_frees - before.num_backend_frees == 1);
 }
 
-TEST_CASE("the CUDA backend describes the device's memory", "[cuda]") {
+// [device-wide]: these read NVML's count of the whole device's used bytes, which other test
+// processes on the GPU change; tests/CMakeLists.txt runs them alone (RUN_SERIAL).
+TEST_CASE("the CUDA backend describes the device's memory", "[cuda][device-wide]") {
   const std::string description = cuda_allocator().backend().describe_memory();
   CHECK_THAT(description, Catch::StartsWith("cuda:0: ") && Catch::Contains(" free of ") &&
                               Catch::Contains("(cudaMemGetInfo)"));
@@ -93,7 +95,7 @@ TEST_CASE("the CUDA backend describes the device's memory", "[cuda]") {
   CHECK_THAT(cuda_allocator().memory_summary(), Catch::Contains("(cudaMemGetInfo)") && Catch::Contains("NVML"));
 }
 
-TEST_CASE("NVML, loaded at run time, sees the device's memory including memgrad's", "[cuda]") {
+TEST_CASE("NVML, loaded at run time, sees the device's memory including memgrad's", "[cuda][device-wide]") {
   cuda_allocator().empty_cache();  // so the tensor below needs a fresh cudaMalloc
   std::optional<mg::cuda::NvmlMemory> before = mg::cuda::nvml_memory(0);
   if (!before) {
