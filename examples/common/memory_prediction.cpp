@@ -2,9 +2,6 @@
 // search, and their output.
 #include "examples/common/memory_prediction.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "core/error.h"
@@ -23,31 +20,6 @@ constexpr size_t kRoomToSpare = size_t{1} << 50;
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// While alive, what the process writes to stderr goes nowhere.
-// NOTE: the examples' epoch loop prints progress lines with the loss read back from the
-// device; on the simulated device no loss is computed, so those lines would show
-// meaningless numbers. Errors are exceptions and are printed after the prediction.
-class QuietStderr {
- public:
-  QuietStderr() : saved_(dup(STDERR_FILENO)) {
-    std::fflush(stderr);
-    const int null = open("/dev/null", O_WRONLY);
-    if (saved_ >= 0 && null >= 0) dup2(null, STDERR_FILENO);
-    if (null >= 0) close(null);
-  }
-  ~QuietStderr() {
-    std::fflush(stderr);
-    if (saved_ < 0) return;
-    dup2(saved_, STDERR_FILENO);
-    close(saved_);
-  }
-  QuietStderr(const QuietStderr&) = delete;
-  QuietStderr& operator=(const QuietStderr&) = delete;
-
- private:
-  int saved_;
-};
-
 }  // namespace
 
 std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list<mg::Tensor> tensors) {
@@ -63,11 +35,7 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
   // A fresh allocator with room to spare: the prediction starts from an empty device, as
   // a new process does, and never runs out.
   mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
-  mg::memory::Snapshot memory;
-  {
-    const QuietStderr quiet;
-    memory = steps(kSimulated, batch_size);
-  }
+  const mg::memory::Snapshot memory = steps(kSimulated, batch_size);
   return {.target = target, .batch_size = batch_size, .memory = memory, .scratch_model = standing_in.describe()};
 }
 

@@ -63,10 +63,11 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     loss_sum = loss_sum + loss.detach() * static_cast<double>(batch_size);
     ++batches;
     result.samples += batch_size;
-    if (progress.wants_update(batches)) {
+    if (plan.show_progress && progress.wants_update(batches)) {
       progress.update(batches, result.samples, loss_sum.item<double>() / result.samples);
     }
   }
+  if (!plan.show_progress) return result;
   progress.finish();
   result.mean_loss = loss_sum.item<double>() / result.samples;
   return result;

@@ -38,6 +38,9 @@ struct EpochPlan {
   BatchTransform transform;
   // --memory-timeline: told of every optimizer step; nullptr: nothing records.
   MemoryTimeline* memory_timeline = nullptr;
+  // Off: no progress lines and no loss read back (a prediction on the simulated device,
+  // where no loss is computed; EpochResult::mean_loss is then 0).
+  bool show_progress = true;
 };
 
 struct EpochResult {

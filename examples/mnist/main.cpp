@@ -259,7 +259,8 @@ int predict(const Args& args) {
                           {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
                            .accum = args.accum,
                            .precision = &precision,
-                           .transform = {}});
+                           .transform = {},
+                           .show_progress = false});
     examples::evaluate(*model, test_loader, device, {}, /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
   };

@@ -305,7 +305,8 @@ int predict_training_memory(const Args& args) {
                           {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
                            .accum = args.accum,
                            .precision = &precision,
-                           .transform = std::ref(prepare)});
+                           .transform = std::ref(prepare),
+                           .show_progress = false});
     prepare.start_epoch(0, /*augment=*/false);
     examples::evaluate(*model, test_loader, device, std::ref(prepare), /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
