@@ -104,19 +104,24 @@ double total(const std::vector<double>& values) {
   return sum;
 }
 
-void write_summary(const std::string& path, const Args& args, const RunResult& result) {
-  mg::JsonWriter json;
-  json.begin_object()
-      .key("model").value(args.model)
+// The run's set-up, as a summary and a prediction both begin.
+void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
+  json.key("model").value(args.model)
       .key("dataset").value(args.data_dir)
       .key("device").value(args.device.str())
       .key("optimizer").value(args.optimizer)
-      .key("schedule").value(args.schedule)
-      .key("epochs").value(args.epochs)
-      .key("batch_size").value(args.batch_size)
+      .key("batch_size").value(batch_size)
       .key("accum").value(args.accum)
       .key("checkpoint").value(args.checkpoint)
-      .key("amp").value(examples::amp_name(args.amp))
+      .key("amp").value(examples::amp_name(args.amp));
+}
+
+void write_summary(const std::string& path, const Args& args, const RunResult& result) {
+  mg::JsonWriter json;
+  json.begin_object();
+  write_setup(json, args, args.batch_size);
+  json.key("schedule").value(args.schedule)
+      .key("epochs").value(args.epochs)
       .key("test_accuracy").value(result.test_accuracy)
       .key("final_train_loss").value(result.final_train_loss)
       .key("seconds").value(total(result.seconds_per_epoch))
@@ -275,15 +280,8 @@ int predict(const Args& args) {
   examples::print_prediction(stdout, prediction, args.fit_batch);
   if (!args.summary_json.empty()) {
     mg::JsonWriter json;
-    json.begin_object()
-        .key("model").value(args.model)
-        .key("dataset").value(args.data_dir)
-        .key("device").value(args.device.str())
-        .key("optimizer").value(args.optimizer)
-        .key("batch_size").value(prediction.batch_size)
-        .key("accum").value(args.accum)
-        .key("checkpoint").value(args.checkpoint)
-        .key("amp").value(examples::amp_name(args.amp));
+    json.begin_object();
+    write_setup(json, args, prediction.batch_size);
     examples::write_prediction_json(json, prediction, args.fit_batch);
     json.end_object();
     examples::write_file_atomically(args.summary_json, json.str());

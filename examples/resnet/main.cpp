@@ -98,22 +98,27 @@ struct SessionFacts {
   int64_t train_samples = 0;  // this invocation
 };
 
-void write_summary(const Args& args, const RunProgress& progress, const SessionFacts& facts) {
-  mg::JsonWriter json;
-  json.begin_object()
-      .key("model").value(kModelName)
+// The run's set-up, as a summary and a prediction both begin.
+void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
+  json.key("model").value(kModelName)
       .key("dataset").value(args.data_dir)
       .key("device").value(args.device.str())
       .key("optimizer").value("sgd")
-      .key("schedule").value("onecycle")
-      .key("lr").value(args.lr)
-      .key("augment").value(args.augment)
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("amp").value(examples::amp_name(args.amp))
-      .key("epochs").value(args.epochs)
-      .key("batch_size").value(args.batch_size)
+      .key("batch_size").value(batch_size)
       .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint)
+      .key("checkpoint").value(args.checkpoint);
+}
+
+void write_summary(const Args& args, const RunProgress& progress, const SessionFacts& facts) {
+  mg::JsonWriter json;
+  json.begin_object();
+  write_setup(json, args, args.batch_size);
+  json.key("schedule").value("onecycle")
+      .key("lr").value(args.lr)
+      .key("augment").value(args.augment)
+      .key("epochs").value(args.epochs)
       .key("train_samples_per_epoch").value(facts.samples_per_epoch)
       .key("resumed_from_epoch").value(facts.resumed_from)
       .key("test_accuracy").value(progress.test_accuracy.empty() ? 0.0 : progress.test_accuracy.back())
@@ -323,16 +328,8 @@ int predict_training_memory(const Args& args) {
   examples::print_prediction(stdout, prediction, args.fit_batch);
   if (!args.summary_json.empty()) {
     mg::JsonWriter json;
-    json.begin_object()
-        .key("model").value(kModelName)
-        .key("dataset").value(args.data_dir)
-        .key("device").value(args.device.str())
-        .key("optimizer").value("sgd")
-        .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
-        .key("amp").value(examples::amp_name(args.amp))
-        .key("batch_size").value(prediction.batch_size)
-        .key("accum").value(args.accum)
-        .key("checkpoint").value(args.checkpoint);
+    json.begin_object();
+    write_setup(json, args, prediction.batch_size);
     examples::write_prediction_json(json, prediction, args.fit_batch);
     json.end_object();
     examples::write_file_atomically(args.summary_json, json.str());
