@@ -9,6 +9,7 @@
 #include "core/memory_category.h"
 #include "core/simulated_target.h"
 #include "examples/common/cli.h"
+#include "examples/common/summary.h"
 
 namespace examples {
 
@@ -136,6 +137,18 @@ void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& predict
   if (fit_capacity) json.key("fit_batch_bytes").value(*fit_capacity);
   json.end_object().key("memory");
   mg::memory::write_json(json, prediction.memory);
+}
+
+void write_prediction_summary(const std::string& path, const MemoryPrediction& prediction,
+                              std::optional<int64_t> fit_capacity,
+                              const std::function<void(mg::JsonWriter&)>& write_setup) {
+  mg::JsonWriter json;
+  json.begin_object();
+  write_setup(json);
+  write_prediction_json(json, prediction, fit_capacity);
+  json.end_object();
+  write_file_atomically(path, json.str());
+  std::printf("summary written to %s\n", path.c_str());
 }
 
 std::string prediction_usage() {

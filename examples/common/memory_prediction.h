@@ -77,6 +77,13 @@ void print_prediction(std::FILE* out, const MemoryPrediction& prediction,
 void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& prediction,
                            std::optional<int64_t> fit_capacity = std::nullopt);
 
+// A training program's --summary-json for a prediction: one JSON object holding the run's
+// set-up (what `write_setup` writes) and write_prediction_json's members, written
+// atomically to `path`; says where on stdout.
+void write_prediction_summary(const std::string& path, const MemoryPrediction& prediction,
+                              std::optional<int64_t> fit_capacity,
+                              const std::function<void(mg::JsonWriter&)>& write_setup);
+
 // --predict-memory's and --fit-batch's help lines, the same in every program.
 std::string prediction_usage();
 

@@ -279,13 +279,9 @@ int predict(const Args& args) {
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");
   examples::print_prediction(stdout, prediction, args.fit_batch);
   if (!args.summary_json.empty()) {
-    mg::JsonWriter json;
-    json.begin_object();
-    write_setup(json, args, prediction.batch_size);
-    examples::write_prediction_json(json, prediction, args.fit_batch);
-    json.end_object();
-    examples::write_file_atomically(args.summary_json, json.str());
-    std::printf("summary written to %s\n", args.summary_json.c_str());
+    examples::write_prediction_summary(args.summary_json, prediction, args.fit_batch, [&](mg::JsonWriter& json) {
+      write_setup(json, args, prediction.batch_size);
+    });
   }
   return 0;
 }
