@@ -5,12 +5,12 @@
 // described as a one-operation graph; cuDNN's heuristics (mode A, then the fallback list)
 // rank the engine configurations that can run it; configurations whose numerical notes the
 // settings forbid are dropped (float32 without allow_tf32: no tensor cores; never inputs
-// rounded down to a narrower type or reductions in reduced precision, so 16-bit
-// convolutions accumulate in float32 as PyTorch's do); each remaining one is finalized into
-// an execution plan. With benchmark off the first plan that finalizes within the workspace
-// limit wins; with benchmark on every such plan is timed on the call's own tensors and the
-// fastest wins. Running a plan is one variant pack (the call's pointers) and one
-// cudnnBackendExecute.
+// rounded down to a narrower type; reductions in reduced precision only for 16-bit
+// convolutions: the notes PyTorch drops, so both run the same engines); each remaining one
+// is finalized into an execution plan. With benchmark off the first plan that finalizes
+// within the workspace limit wins; with benchmark on every such plan is timed on the call's
+// own tensors and the fastest wins. Running a plan is one variant pack (the call's
+// pointers) and one cudnnBackendExecute.
 #pragma once
 
 #include <cudnn.h>
