@@ -2,7 +2,10 @@
 // random inputs: max (overlapping windows, padding, dilation, ceil_mode; window positions
 // must be identical) and average (count_include_pad on and off, ceil_mode), forward and
 // backward, float32 and float64, plus float16 max pooling (exact: it only selects), and
-// channels-last inputs against the CPU's NCHW results.
+// channels-last inputs against the CPU's NCHW results. Max pooling on channels-last
+// tensors takes several channels a thread (8 for 16-bit types, 4 for float32, 2 for
+// float64, fewer when C or the data's alignment asks): those cases must match the CPU
+// exactly, 16-bit and offset (less aligned) views included.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -93,6 +96,45 @@ Tensor autograd_grad(const Tensor& y, const Tensor& x, const Tensor& grad_output
   });
   y.backward(grad_output, /*retain_graph=*/true);
   return *incoming;
+}
+
+// Runs the max pooling kernels on `cuda_input` (channels-last, filled) into
+// `cuda_grad_input` (channels-last, same sizes) and compares with the CPU kernels on the
+// same values in NCHW. Everything must be identical: maxima are selected, not computed,
+// and both backwards sum in the compute type in (oh, ow) order and round once.
+void check_channels_last_max_pool(const Tensor& cuda_input, const Tensor& cuda_grad_input,
+                                  const Pool2dOptions& options, uint64_t seed) {
+  REQUIRE(is_contiguous_in(cuda_input, MemoryFormat::ChannelsLast));
+  REQUIRE(is_contiguous_in(cuda_grad_input, MemoryFormat::ChannelsLast));
+  DType dtype = cuda_input.dtype();
+  Shape out_sizes = max_pool2d(zeros(cuda_input.sizes()), options).sizes();
+  Window2d window = window_of(options, true);
+  Tensor input = contiguous_copy(on_cpu(cuda_input));  // NCHW
+  Tensor grad_output = converted_copy(random_input(out_sizes, DType::Float32, seed), dtype, Device::cpu());
+
+  Tensor cpu_out = empty_on(out_sizes, dtype, Device::cpu());
+  Tensor cpu_indices = empty_on(out_sizes, DType::UInt8, Device::cpu());
+  kernels(Device::cpu()).max_pool2d(input, window, cpu_out, cpu_indices);
+  Tensor cuda_out = empty(out_sizes, {.dtype = dtype, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  Tensor cuda_indices =
+      empty(out_sizes, {.dtype = DType::UInt8, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  kernels(Device::cuda()).max_pool2d(cuda_input, window, cuda_out, cuda_indices);
+  check_close(cuda_out, cpu_out, 0.0);
+  CHECK(on_cpu(cuda_indices).to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
+
+  Tensor cpu_grad = empty_on(input.sizes(), dtype, Device::cpu());
+  kernels(Device::cpu()).max_pool2d_backward(grad_output, cpu_indices, window, cpu_grad);
+  kernels(Device::cuda()).max_pool2d_backward(contiguous_copy(on_cuda(grad_output), MemoryFormat::ChannelsLast),
+                                              cuda_indices, window, cuda_grad_input);
+  check_close(cuda_grad_input, cpu_grad, 0.0);
+}
+
+// A dense channels-last (N, C, H, W) GPU tensor whose data starts `offset` elements into
+// its storage, so that it is aligned to `offset` elements only (for offset 1 or 2).
+Tensor channels_last_at_offset(const Shape& sizes, DType dtype, int64_t offset) {
+  Tensor storage = empty_on({sizes.numel() + offset}, dtype, Device::cuda());
+  Tensor nhwc = storage.narrow(0, offset, sizes.numel()).view({sizes[0], sizes[2], sizes[3], sizes[1]});
+  return nhwc.permute({0, 3, 1, 2});
 }
 
 }  // namespace
@@ -208,4 +250,43 @@ TEST_CASE("CUDA max_pool2d kernels on channels_last tensors write channels_last 
                                      cuda_indices);
   check_close(cuda_out, cpu_out, 0.0);
   CHECK(on_cpu(cuda_indices).to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
+}
+
+TEST_CASE("CUDA max_pool2d kernels on channels_last 16-bit tensors match the CPU exactly", "[cuda]") {
+  std::vector<PoolCase> vector_cases = {
+      {{2, 64, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},  // 8 channels a thread
+      {{2, 64, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true)},
+      {{3, 24, 9, 9}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true)},      // 3 groups a pixel
+      {{2, 12, 9, 9}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},     // 4 a thread
+      {{2, 6, 7, 9}, make_options({2, 2}, {1, 1}, {0, 0}, {1, 1}, false, true)},      // 2 a thread
+      {{2, 16, 13, 10}, make_options({3, 2}, {2, 3}, {1, 1}, {2, 2}, true, false)},   // dilated
+      {{2, 5, 8, 8}, make_options({2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true)},      // odd C: 1 a thread
+  };
+  uint64_t seed = 500;
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+    for (const PoolCase& test : vector_cases) {
+      INFO("input " << test.input_sizes << ", dtype " << dtype);
+      Tensor values = converted_copy(random_input(test.input_sizes, DType::Float32, seed++), dtype, Device::cpu());
+      Tensor cuda_input = contiguous_copy(on_cuda(values), MemoryFormat::ChannelsLast);
+      Tensor cuda_grad_input = empty(test.input_sizes, {.dtype = dtype, .device = Device::cuda()},
+                                     MemoryFormat::ChannelsLast);
+      check_channels_last_max_pool(cuda_input, cuda_grad_input, test.options, seed++);
+    }
+  }
+}
+
+// C = 64: float32 takes 4 channels a thread and float64 2 when the data is 16-byte
+// aligned; a view 1 element into its storage takes 1, and 2 elements in, float32 takes 2.
+TEST_CASE("CUDA max_pool2d kernels on channels_last views of any alignment match the CPU exactly", "[cuda]") {
+  Shape sizes{2, 64, 11, 10};
+  Pool2dOptions options = make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true);
+  uint64_t seed = 600;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int64_t offset : {0, 1, 2}) {
+      INFO("dtype " << dtype << ", offset " << offset);
+      Tensor cuda_input = channels_last_at_offset(sizes, dtype, offset);
+      cuda_input.copy_(random_input(sizes, dtype, seed++));
+      check_channels_last_max_pool(cuda_input, channels_last_at_offset(sizes, dtype, offset), options, seed++);
+    }
+  }
 }
