@@ -5,7 +5,7 @@
 //   cuBLAS / cuBLASLt  one WORKSPACE block per stream, allocated at the first matmul and
 //                      kept for the life of the process (cuda/blas_handle.cpp): 32 MiB,
 //                      the size on Hopper and newer (the H200; 8 MiB on older GPUs)
-//   batch norm         per call, (4 + 2 x chunks) x C float32 (float64 for float64)
+//   batch norm         per call, (5 + 2 x chunks) x C float32 (float64 for float64)
 //                      coefficients and partial sums as WORKSPACE
 //                      (cuda/kernels/batch_norm.cu, grid of channel_reduce.cuh)
 //   cuDNN convolution  per call: copies of operands not dense in the call's layout (mixed
@@ -95,7 +95,7 @@ int64_t partial_chunks(const Tensor& input) {
 }
 
 Tensor batch_norm_workspace(const Tensor& input, bool with_partials) {
-  constexpr int64_t kCoefficients = 4;
+  constexpr int64_t kCoefficients = 5;
   const int64_t channels = input.sizes()[1];
   const int64_t partials = with_partials ? 2 * partial_chunks(input) * channels : 0;
   const DType accumulate = input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -104,14 +104,14 @@ Tensor batch_norm_workspace(const Tensor& input, bool with_partials) {
 }
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& output,
-                const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
+                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   if (input.numel() == 0) return;
   const Tensor workspace = batch_norm_workspace(input, training);
 }
 
-void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
                          const Tensor& grad_weight, const Tensor& grad_bias) {
   if (input.numel() == 0 || input.sizes()[1] == 0) return;
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/true);

@@ -181,16 +181,20 @@ struct KernelTable {
   // normalise with the batch statistics, write save_mean / save_invstd (C, float32 for
   // 16-bit inputs, else the input's dtype) and update running_mean / running_var in place
   // (unbiased variance, momentum as PyTorch); eval: normalise with the running statistics.
-  // weight and bias (C) may be undefined (affine=false).
+  // weight and bias (C) may be undefined (affine=false). relu: output relu(y) instead of y.
+  // NOTE: with relu, training computes y from the statistics as saved (rounded to their
+  // dtype), as y = (x - save_mean) * (save_invstd * weight) + bias, so that the backward
+  // can rebuild the ReLU's mask (y > 0) from the input exactly.
   void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& running_mean, const Tensor& running_var, bool training,
-                     double momentum, double eps, const Tensor& output, const Tensor& save_mean,
-                     const Tensor& save_invstd);
+                     double momentum, double eps, bool relu, const Tensor& output,
+                     const Tensor& save_mean, const Tensor& save_invstd);
   // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
-  // undefined when not needed.
+  // undefined when not needed. relu: the forward ran with relu (its bias is then read to
+  // rebuild the mask, and grad_output is taken as the ReLU's).
   void (*batch_norm_backward)(const Tensor& grad_output, const Tensor& input,
-                              const Tensor& weight, const Tensor& save_mean,
-                              const Tensor& save_invstd, const Tensor& grad_input,
+                              const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
+                              const Tensor& save_invstd, bool relu, const Tensor& grad_input,
                               const Tensor& grad_weight, const Tensor& grad_bias);
 };
 

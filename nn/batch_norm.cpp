@@ -30,7 +30,14 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) {
+Tensor BatchNorm2d::forward(const Tensor& input) { return normalise(input, /*relu=*/false); }
+
+Tensor BatchNorm2d::forward_relu(const Tensor& input) {
+  NamedCall call(*this);
+  return normalise(input, /*relu=*/true);
+}
+
+Tensor BatchNorm2d::normalise(const Tensor& input, bool relu) {
   MG_CHECK(input.dim() == 4 && input.size(1) == num_features_, "BatchNorm2d(", num_features_,
            "): expected an input of shape (N, ", num_features_, ", H, W), got ", input.sizes(),
            "; check the layer's num_features against the channels of the layer before it");
@@ -47,8 +54,9 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
   }
-  if (recomputing) return batch_norm(input, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum_, eps_);
-  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+  auto* op = relu ? batch_norm_relu : batch_norm;
+  if (recomputing) return op(input, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum_, eps_);
+  return op(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
 }
 
 std::string BatchNorm2d::extra_repr() const {

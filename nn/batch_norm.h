@@ -24,6 +24,10 @@ class BatchNorm2d : public Module {
   // (N, num_features, H, W) -> same shape. In training mode also updates the running
   // statistics and increments num_batches_tracked (outside autograd).
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input)) in one pass over the input each way (mg::batch_norm_relu): what a
+  // ResNet block does after most convolutions, without the ReLU's own read and write of
+  // the activation in forward and backward. Named for a Recorder as this layer.
+  Tensor forward_relu(const Tensor& input);
   // As PyTorch prints it: "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True".
   std::string extra_repr() const override;
 
@@ -38,6 +42,8 @@ class BatchNorm2d : public Module {
   Tensor num_batches_tracked;   // 0-d int64, undefined unless track_running_stats
 
  private:
+  Tensor normalise(const Tensor& input, bool relu);
+
   int64_t num_features_;
   double eps_;
   double momentum_;

@@ -62,29 +62,34 @@ Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 
 Module::~Module() = default;
 
-Tensor Module::operator()(const Tensor& input) {
-  if (!memory::detail::recording()) return forward(input);
+struct Module::NamedCall::Scopes {
+  std::optional<memory::ModuleScope> module;
+  std::optional<memory::PhaseScope> phase;
+  const Module* caller = nullptr;
+};
+
+Module::NamedCall::NamedCall(const Module& module) {
+  if (!memory::detail::recording()) return;
+  scopes_ = std::make_unique<Scopes>();
   // The name this module has in its caller; a module called from outside any module (the
   // model itself) adds nothing, and one its caller does not own is named by its type.
   memory::detail::Context& context = memory::detail::current_context();
   const auto* caller = static_cast<const Module*>(context.calling_module);
+  scopes_->caller = caller;
   std::string name;
   if (caller != nullptr) {
-    name = type_name_;
+    name = module.type_name_;
     for (const auto& [child_name, child] : caller->children_) {
-      if (child.get() == this) name = child_name;
+      if (child.get() == &module) name = child_name;
     }
   }
-  std::optional<memory::ModuleScope> module_scope;
-  if (!name.empty()) module_scope.emplace(name);
-  std::optional<memory::PhaseScope> phase_scope;
-  if (memory::current_phase() == memory::Phase::Other) phase_scope.emplace(memory::Phase::Forward);
-  context.calling_module = this;
-  struct RestoreCaller {
-    const Module* caller;
-    ~RestoreCaller() { memory::detail::current_context().calling_module = caller; }
-  } restore{caller};
-  return forward(input);
+  if (!name.empty()) scopes_->module.emplace(name);
+  if (memory::current_phase() == memory::Phase::Other) scopes_->phase.emplace(memory::Phase::Forward);
+  context.calling_module = &module;
+}
+
+Module::NamedCall::~NamedCall() {
+  if (scopes_) memory::detail::current_context().calling_module = scopes_->caller;
 }
 
 Tensor Module::forward(const Tensor& input) {

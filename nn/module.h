@@ -40,7 +40,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // name in its caller's children ("layer1" then "layer1.0.conv1"), and a call outside any
   // phase is the forward phase. Layers call their children this way, not through
   // forward(), so that paths nest.
-  Tensor operator()(const Tensor& input);
+  Tensor operator()(const Tensor& input) {
+    NamedCall call(*this);
+    return forward(input);
+  }
 
   // Depth-first, in registration order, own tensors before the submodules'. A tensor shared
   // by two modules is listed once (under its first name), as in PyTorch, so an optimizer
@@ -100,6 +103,21 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string extra_repr() const { return ""; }
 
  protected:
+  // While alive, this module's call is named as operator() names forward(); a layer's other
+  // entry points (BatchNorm2d::forward_relu) open one too. Costs nothing unless a
+  // memory::Recorder runs.
+  class NamedCall {
+   public:
+    explicit NamedCall(const Module& module);
+    ~NamedCall();
+    NamedCall(const NamedCall&) = delete;
+    NamedCall& operator=(const NamedCall&) = delete;
+
+   private:
+    struct Scopes;
+    std::unique_ptr<Scopes> scopes_;  // null when nothing records
+  };
+
   // Makes `tensor` a parameter named `name` (no '.', not yet used by a parameter, buffer or
   // submodule): tags its storage PARAMETER, sets requires_grad, and returns the handle.
   Tensor register_parameter(std::string name, Tensor tensor, bool requires_grad = true);

@@ -52,8 +52,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
   if (downsample_module) downsample = register_module("downsample", std::move(downsample_module));
 }
 
+// bn->forward_relu(x) is relu((*bn)(x)) in one pass each way (nn/batch_norm.h).
 Tensor BasicBlock::forward(const Tensor& input) {
-  Tensor out = mg::relu((*bn1)((*conv1)(input)));
+  Tensor out = bn1->forward_relu((*conv1)(input));
   out = (*bn2)((*conv2)(out));
   Tensor identity = downsample ? (*downsample)(input) : input;
   return mg::relu(out + identity);
@@ -73,8 +74,8 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::s
 }
 
 Tensor Bottleneck::forward(const Tensor& input) {
-  Tensor out = mg::relu((*bn1)((*conv1)(input)));
-  out = mg::relu((*bn2)((*conv2)(out)));
+  Tensor out = bn1->forward_relu((*conv1)(input));
+  out = bn2->forward_relu((*conv2)(out));
   out = (*bn3)((*conv3)(out));
   Tensor identity = downsample ? (*downsample)(input) : input;
   return mg::relu(out + identity);
@@ -149,8 +150,8 @@ Tensor ResNet::forward(const Tensor& input) {
 Tensor ResNet::run_stem(const Tensor& input) {
   // NOTE: holds its modules by shared_ptr, as run_stage does: a checkpoint keeps the
   // function until backward.
-  auto stem = [conv1 = conv1, bn1 = bn1, relu = relu, maxpool = maxpool](const Tensor& x) {
-    Tensor y = (*relu)((*bn1)((*conv1)(x)));
+  auto stem = [conv1 = conv1, bn1 = bn1, maxpool = maxpool](const Tensor& x) {
+    Tensor y = bn1->forward_relu((*conv1)(x));
     return maxpool ? (*maxpool)(y) : y;
   };
   if (!checkpoint_stages_ || !is_training()) return stem(input);

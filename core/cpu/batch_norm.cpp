@@ -1,12 +1,14 @@
 // core/cpu/batch_norm.cpp — CPU batch normalisation, forward (training and evaluation) and
 // the training-mode backward, over (N, C) inputs and (N, C, H, W) inputs dense in NCHW
-// or channels-last order; outputs and gradients share the input's layout.
+// or channels-last order, optionally followed by a fused ReLU; outputs and gradients share
+// the input's layout.
 //
 // The input is seen as (N, C, inner) with inner = H * W (1 for (N, C)): element (n, c, i)
 // sits at (n * C + c) * inner + i in NCHW order and at (n * inner + i) * C + c in
-// channels-last order. Channels are independent, so OpenMP splits them. Per-channel tensors (weight, bias, statistics) may have a dtype other than the
-// input's (float32 statistics for 16-bit inputs), so they are read into and written from
-// double vectors; a channel's sums are always carried in double.
+// channels-last order. Channels are independent, so OpenMP splits them. Per-channel
+// tensors (weight, bias, statistics) may have a dtype other than the input's (float32
+// statistics for 16-bit inputs), so they are read into and written from double vectors; a
+// channel's sums are always carried in double.
 #include <cmath>
 #include <vector>
 
@@ -56,11 +58,21 @@ void write_channels(const std::vector<double>& source, const Tensor& destination
   });
 }
 
+// One channel's y = x * scale + shift: (x - mean) * invstd * w + b folded into one
+// multiply-add. The fused ReLU's forward and backward both build it with this, from the
+// same doubles, so the backward's mask (y > 0) is the forward's.
+struct ChannelAffine {
+  double scale, shift;
+  ChannelAffine(double mean, double invstd, double weight, double bias)
+      : scale(invstd * weight), shift(bias - mean * scale) {}
+  double operator()(double x) const { return x * scale + shift; }
+};
+
 }  // namespace
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, const Tensor& output,
-                const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
+                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
@@ -95,6 +107,10 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
       }
       write_channels(mean, save_mean);
       write_channels(invstd, save_invstd);
+      if (relu) {  // normalise with the statistics as the backward will read them
+        mean = read_channels(save_mean, channels, 0.0);
+        invstd = read_channels(save_invstd, channels, 1.0);
+      }
       if (running_mean.defined()) {
         std::vector<double> running = read_channels(running_mean, channels, 0.0);
         for (int64_t c = 0; c < channels; ++c) running[c] = (1 - momentum) * running[c] + momentum * mean[c];
@@ -113,24 +129,27 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
 
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
     for (int64_t c = 0; c < channels; ++c) {
-      // y = (x - mean) * invstd * w + b, folded into one multiply-add per element.
-      double a = invstd[c] * scale[c], b = shift[c] - mean[c] * a;
+      const ChannelAffine affine(mean[c], invstd[c], scale[c], shift[c]);
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
           int64_t index = layout.at(n, c, i);
-          out[index] = static_cast<T>(static_cast<compute_t<T>>(static_cast<double>(static_cast<compute_t<T>>(in[index])) * a + b));
+          double y = affine(static_cast<double>(static_cast<compute_t<T>>(in[index])));
+          // NaN stays NaN, as PyTorch's relu.
+          if (relu && y < 0) y = 0;
+          out[index] = static_cast<T>(static_cast<compute_t<T>>(y));
         }
       }
     }
   });
 }
 
-void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
                          const Tensor& grad_weight, const Tensor& grad_bias) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
+  std::vector<double> shift = read_channels(bias, channels, 0.0);
   std::vector<double> mean = read_channels(save_mean, channels, 0.0);
   std::vector<double> invstd = read_channels(save_invstd, channels, 1.0);
   std::vector<double> sum_grad(channels), sum_grad_xhat(channels);
@@ -143,11 +162,16 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
     for (int64_t c = 0; c < channels; ++c) {
+      const ChannelAffine affine(mean[c], invstd[c], scale[c], shift[c]);
+      // The gradient reaching the normalisation: through the ReLU's mask when fused.
+      auto grad_at = [&](int64_t index) {
+        return relu && !(affine(value(in[index])) > 0) ? 0.0 : value(grad[index]);
+      };
       double total = 0, dot = 0;
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
           int64_t index = layout.at(n, c, i);
-          double g = value(grad[index]);
+          double g = grad_at(index);
           total += g;
           dot += g * (value(in[index]) - mean[c]) * invstd[c];
         }
@@ -162,7 +186,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
         for (int64_t i = 0; i < layout.inner; ++i) {
           int64_t index = layout.at(n, c, i);
           double xhat = (value(in[index]) - mean[c]) * invstd[c];
-          double dx = factor * (count * value(grad[index]) - total - xhat * dot);
+          double dx = factor * (count * grad_at(index) - total - xhat * dot);
           result[index] = static_cast<T>(static_cast<compute_t<T>>(dx));
         }
       }

@@ -17,10 +17,11 @@
 // kernel adds each channel's partials in a fixed order (deterministic, no atomics) and hands
 // the two totals to a Finish functor, on the device.
 //
-// What is summed is a Terms functor: per channel prepare(geometry, c) once, then
-// add(prepared, x, g, first, second) for each value x of the channel (and the value g of a
-// second tensor at the same place when Terms::kReadsGrad); Terms::Element is the element
-// type and terms.input / terms.grad_output the two tensors' first elements.
+// What is summed is a Terms functor: per channel prepare(geometry, c) once (a
+// Terms::Prepared), then add(prepared, x, g, first, second) for each value x of the channel
+// (and the value g of a second tensor at the same place when Terms::kReadsGrad);
+// Terms::Element is the element type and terms.input / terms.grad_output the two tensors'
+// first elements.
 #pragma once
 
 #include <algorithm>
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kPlaneThreads)
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
   for (int64_t c = blockIdx.y; c < geometry.channels; c += gridDim.y) {
-    A prepared = terms.prepare(geometry, c);
+    typename Terms::Prepared prepared = terms.prepare(geometry, c);
     A first = 0, second = 0;
 #pragma unroll 4
     for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
     int64_t first_channel = tile * kChannels + threadIdx.x * kVec;  // C % kVec == 0: all kVec exist
     A first[kVec] = {}, second[kVec] = {};
     if (first_channel < geometry.channels) {
-      A prepared[kVec];
+      typename Terms::Prepared prepared[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) prepared[j] = terms.prepare(geometry, first_channel + j);
 #pragma unroll 4

@@ -1,12 +1,14 @@
 // tests/autograd/test_norm.cpp — batch_norm: forward values against the formula written
 // out by hand, gradients (training and evaluation) against finite differences, running
-// statistics against PyTorch's update rule (momentum, unbiased variance), and the errors.
+// statistics against PyTorch's update rule (momentum, unbiased variance), and the errors;
+// batch_norm_relu against relu(batch_norm) and finite differences.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <vector>
 
 #include "autograd/copy.h"
+#include "autograd/elementwise.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/norm.h"
@@ -235,4 +237,59 @@ TEST_CASE("batch_norm errors explain themselves", "[norm]") {
                     Catch::Contains("floating-point"));
   // A single sample is fine in evaluation.
   CHECK_NOTHROW(batch_norm(normal({1, 3}, 57), running_mean, running_var, {}, {}, false));
+}
+
+// batch_norm_relu is relu(batch_norm(...)) computed in one node.
+TEST_CASE("batch_norm_relu equals relu of batch_norm, forward and gradients", "[norm]") {
+  auto channels_last = [](const Tensor& x) { return x.contiguous(MemoryFormat::ChannelsLast); };
+  Tensor running_mean = from_vector<double>({0.3, -0.7, 0.1}), running_var = from_vector<double>({0.5, 2.0, 1.0});
+  for (bool training : {true, false}) {
+    for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+      INFO("training " << training << ", " << format);
+      Tensor x = normal({4, 3, 3, 2}, 60, true), weight = normal({3}, 61, true), bias = normal({3}, 62, true);
+      auto fused = [&](const std::vector<Tensor>& in) {
+        Tensor input = format == MemoryFormat::ChannelsLast ? channels_last(in[0]) : in[0];
+        return training ? batch_norm_relu(input, Tensor(), Tensor(), in[1], in[2], true)
+                        : batch_norm_relu(input, running_mean, running_var, in[1], in[2], false);
+      };
+      auto unfused = [&](const std::vector<Tensor>& in) {
+        Tensor input = format == MemoryFormat::ChannelsLast ? channels_last(in[0]) : in[0];
+        return relu(training ? batch_norm(input, Tensor(), Tensor(), in[1], in[2], true)
+                             : batch_norm(input, running_mean, running_var, in[1], in[2], false));
+      };
+      Tensor out = fused({x, weight, bias});
+      Tensor expected = unfused({x, weight, bias});
+      if (format == MemoryFormat::ChannelsLast) CHECK(is_contiguous_in(out, MemoryFormat::ChannelsLast));
+      std::vector<double> a = out.to_vector<double>(), e = expected.to_vector<double>();
+      int64_t clamped = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        CHECK(a[i] == Approx(e[i]).margin(1e-12));
+        clamped += a[i] == 0.0;
+      }
+      CHECK(clamped > 0);
+      // Gradients against the unfused ops' and against finite differences.
+      Tensor grad_output = normal(out.sizes(), 63);
+      sum(mul(out, grad_output)).backward();
+      std::vector<Tensor> fused_grads = {x.grad(), weight.grad(), bias.grad()};
+      for (const Tensor& leaf : {x, weight, bias}) leaf.set_grad(Tensor());
+      sum(mul(expected, grad_output)).backward();
+      std::vector<Tensor> unfused_grads = {x.grad(), weight.grad(), bias.grad()};
+      for (size_t k = 0; k < fused_grads.size(); ++k) {
+        std::vector<double> got = fused_grads[k].to_vector<double>(), want = unfused_grads[k].to_vector<double>();
+        for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-12));
+      }
+      check_gradients(fused, {x.detach().requires_grad_(), weight.detach().requires_grad_(),
+                              bias.detach().requires_grad_()});
+    }
+  }
+}
+
+TEST_CASE("batch_norm_relu records one node that saves the bias, and names itself in errors", "[norm]") {
+  Tensor x = normal({4, 3}, 70, true), bias = normal({3}, 71, true);
+  Tensor out = batch_norm_relu(x, Tensor(), Tensor(), Tensor(), bias, true);
+  REQUIRE(out.grad_fn() != nullptr);
+  CHECK(std::string(out.grad_fn()->name()) == "BatchNormReluBackward");
+  CHECK(out.grad_fn()->next_edges().size() == 3);
+  CHECK_THROWS_WITH(batch_norm_relu(normal({2, 3}, 72), {}, {}, normal({4}, 73), {}, true),
+                    Catch::Contains("batch_norm_relu: expected weight of shape [3]"));
 }

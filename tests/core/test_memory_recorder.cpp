@@ -85,6 +85,10 @@ TEST_CASE("Recorder names a checkpoint's recomputed allocations by the forward's
   }));
   // No path lost its stage's name in the recompute.
   CHECK_FALSE(any_event(events, [&](const MemoryEvent& e) { return starts_with(e.module_path, "0."); }));
+  // A batch norm with its ReLU fused (BatchNorm2d::forward_relu) is named as the layer.
+  CHECK(any_event(events, [&](const MemoryEvent& e) {
+    return e.phase == Phase::Forward && e.kind == EventKind::Allocate && e.module_path == "layer1.0.bn1";
+  }));
   // The checkpointed forward's allocations are named after the checkpoint.
   CHECK(any_event(events, [](const MemoryEvent& e) { return e.op == "Checkpoint"; }));
 }

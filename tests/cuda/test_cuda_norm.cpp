@@ -2,15 +2,17 @@
 // random inputs: training forward, the running statistics it updates on the device,
 // evaluation forward, and the backward (grad_input, grad_weight, grad_bias), for (N, C)
 // and (N, C, H, W) shapes in NCHW and channels-last layouts, including channels whose
-// reductions span many blocks.
+// reductions span many blocks; and batch_norm_relu, the same with a fused ReLU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/norm.h"
 #include "autograd/reduce.h"
 #include "core/factory.h"
@@ -197,4 +199,72 @@ TEST_CASE("CUDA batch_norm of float16 channels_last activations with float32 sta
   check_matches(cuda_out, cpu_out, 4e-3);  // a few float16 ulps
   check_matches(cuda_running_mean, running_mean, 1e-5);
   check_matches(cuda_running_var, running_var, 1e-5);
+}
+
+// batch_norm_relu: the fused kernels against the CPU's, and against batch_norm then relu
+// on the GPU itself, in both layouts; float16 with float32 statistics as under autocast.
+TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, running stats, backward, eval)",
+          "[cuda]") {
+  auto [sizes, dtype, offset] = GENERATE(
+      LayoutCase{{4, 5, 7, 9}, DType::Float32, 0.5}, LayoutCase{{32, 64, 16, 16}, DType::Float32, 0.5},
+      LayoutCase{{8, 2048, 7, 7}, DType::Float32, 0.5}, LayoutCase{{5, 3, 6, 4}, DType::Float64, 0.5},
+      LayoutCase{{16, 64, 8, 8}, DType::Float16, 1.0}, LayoutCase{{16, 24, 5, 5}, DType::BFloat16, 1.0});
+  auto format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  INFO("input " << sizes << " " << dtype << " in " << format);
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const DType stats = half ? DType::Float32 : dtype;
+  // 16-bit: a few ulps of the output (float16 2^-11, bfloat16 2^-8) of values up to ~4.
+  const double relative = dtype == DType::Float64 ? 1e-12
+                          : dtype == DType::Float32 ? 1e-5
+                          : dtype == DType::Float16 ? 4e-3
+                                                    : 3e-2;
+  int64_t channels = sizes[1];
+  Tensor x = normal(sizes, dtype, 61, 2.0, offset).requires_grad_();
+  Tensor weight = normal({channels}, stats, 62).requires_grad_();
+  Tensor bias = normal({channels}, stats, 63).requires_grad_();
+  Tensor cpu_running_mean = normal({channels}, stats, 64), cpu_running_var = ones({channels}, {.dtype = stats});
+  Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+  Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
+  Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
+  Tensor grad_output = normal(sizes, dtype, 65);
+
+  Tensor cpu_out = batch_norm_relu(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
+  Tensor cuda_out =
+      batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
+  CHECK(is_contiguous_in(cuda_out, format));
+  REQUIRE(cuda_out.grad_fn() != nullptr);
+  CHECK(std::string(cuda_out.grad_fn()->name()) == "BatchNormReluBackward");
+  check_matches(cuda_out, cpu_out, relative);
+  check_matches(cuda_running_mean, cpu_running_mean, 1e-5);
+  check_matches(cuda_running_var, cpu_running_var, 1e-5);
+  std::vector<double> outputs = host_values(cuda_out);
+  CHECK(*std::min_element(outputs.begin(), outputs.end()) == 0.0);  // the ReLU clamped some
+
+  sum(mul(cpu_out, grad_output)).backward();
+  sum(mul(cuda_out, on_cuda(grad_output))).backward();
+  check_matches(cuda_x.grad(), x.grad(), relative);
+  check_matches(cuda_weight.grad(), weight.grad(), half ? 1e-2 : relative);
+  check_matches(cuda_bias.grad(), bias.grad(), half ? 1e-2 : relative);
+
+  SECTION("the same as batch_norm then relu on the GPU") {
+    Tensor unfused_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+    Tensor unfused_weight = on_cuda(weight.detach()).requires_grad_();
+    Tensor unfused_bias = on_cuda(bias.detach()).requires_grad_();
+    Tensor unfused = relu(batch_norm(unfused_x, Tensor(), Tensor(), unfused_weight, unfused_bias, true, 0.1, 1e-5));
+    check_matches(cuda_out, unfused, relative);
+    sum(mul(unfused, on_cuda(grad_output))).backward();
+    check_matches(cuda_x.grad(), unfused_x.grad(), relative);
+    check_matches(cuda_weight.grad(), unfused_weight.grad(), half ? 1e-2 : relative);
+    check_matches(cuda_bias.grad(), unfused_bias.grad(), half ? 1e-2 : relative);
+  }
+  SECTION("evaluation, with and without gradients") {
+    Tensor cpu_eval = batch_norm_relu(x, cpu_running_mean, cpu_running_var, weight, bias, false);
+    Tensor cuda_eval = batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false);
+    check_matches(cuda_eval, cpu_eval, relative);
+    NoGradGuard no_grad;
+    Tensor cuda_kernel_eval =
+        batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false);
+    CHECK(is_contiguous_in(cuda_kernel_eval, format));
+    check_matches(cuda_kernel_eval, cpu_eval, relative);
+  }
 }

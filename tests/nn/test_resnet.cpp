@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/elementwise.h"
 #include "autograd/reduce.h"
 #include "core/factory.h"
 #include "nn/nn.h"
@@ -83,6 +84,24 @@ TEST_CASE("BatchNorm2d keeps PyTorch's state and switches statistics between tra
   CHECK(output_mean / trained.size() == Approx(0.0).margin(1e-4));
   for (float mean : bn.running_mean.to_vector<float>()) CHECK(mean == Approx(0.5).margin(0.15));
   CHECK_THROWS_WITH(bn(mg::zeros({1, 3, 2, 2})), Catch::Contains("num_features"));
+}
+
+TEST_CASE("BatchNorm2d::forward_relu is relu(forward) and counts the batch once", "[resnet]") {
+  mg::Generator generator(5);
+  Tensor input = mg::randn({4, 3, 3, 3}, {}, &generator);
+  mg::nn::BatchNorm2d fused(3), plain(3);
+  for (bool training : {true, false}) {
+    fused.train(training);
+    plain.train(training);
+    std::vector<float> got = fused.forward_relu(input).to_vector<float>();
+    std::vector<float> want = mg::relu(plain(input)).to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+    std::vector<float> fused_mean = fused.running_mean.to_vector<float>();
+    std::vector<float> plain_mean = plain.running_mean.to_vector<float>();
+    for (size_t c = 0; c < fused_mean.size(); ++c) CHECK(fused_mean[c] == Approx(plain_mean[c]).margin(1e-7));
+  }
+  CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
 }
 
 TEST_CASE("Pooling layers and ModuleList", "[resnet]") {
