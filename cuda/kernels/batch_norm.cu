@@ -140,18 +140,24 @@ struct StatisticsTerms {
 };
 
 // A channel's forward map as the backward rebuilds it: mean, scale = invstd * weight
-// (multiplied as the forward's finish does), and bias.
+// (multiplied as the forward's finish does), and bias: the backward's coefficients [0],
+// [1] and [4] (see FinishBackward), written first by backward_map_kernel.
 template <class A>
 struct ChannelMap {
   A mean, scale, bias;
 };
 
+// NOTE: one thread per channel reads the per-channel tensors through their dtype switch
+// here, so that the unrolled reduction reads plain numbers: four switches inlined into it
+// per channel of a thread's vector made nvcc spend minutes on this file.
 template <class A>
-__device__ __forceinline__ ChannelMap<A> channel_map(ChannelValues mean, ChannelValues invstd, ChannelValues weight,
-                                                     ChannelValues bias, int64_t c) {
-  return {static_cast<A>(load_channel(mean, c, 0.0)),
-          static_cast<A>(load_channel(invstd, c, 1.0)) * static_cast<A>(load_channel(weight, c, 1.0)),
-          static_cast<A>(load_channel(bias, c, 0.0))};
+__global__ void backward_map_kernel(int64_t channels, ChannelValues mean, ChannelValues invstd, ChannelValues weight,
+                                    ChannelValues bias, A* coefficients) {
+  for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
+    coefficients[c] = static_cast<A>(load_channel(mean, c, 0.0));
+    coefficients[channels + c] = static_cast<A>(load_channel(invstd, c, 1.0)) * static_cast<A>(load_channel(weight, c, 1.0));
+    coefficients[4 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+  }
 }
 
 // The backward: (g, g * (x - mean)), with g masked by the fused ReLU (kRelu): zero where
@@ -163,9 +169,10 @@ struct BackwardTerms {
   static constexpr bool kReadsGrad = true;
   const T* input;
   const T* grad_output;
-  ChannelValues mean, invstd, weight, bias;
+  const A* coefficients;  // backward_map_kernel's
+  int64_t channels;
   __device__ __forceinline__ Prepared prepare(const Geometry&, int64_t c) const {
-    return channel_map<A>(mean, invstd, weight, bias, c);
+    return {coefficients[c], coefficients[channels + c], coefficients[4 * channels + c]};
   }
   __device__ __forceinline__ void add(const Prepared& map, T x, T g, A& first, A& second) const {
     A centred = to_compute<A>(x) - map.mean;
@@ -264,26 +271,25 @@ struct NormaliseElement {
 //   dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat))
 //      = g * [1] + (x - mean) * [2] + [3],
 // coefficients[0][c] = mean, [1][c] = w * invstd, [2][c] = -w * invstd^3 * sum(g * (x - mean)) / n,
-// [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask [4][c] = bias.
+// [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask [4][c] = bias. [0], [1] and
+// [4] are backward_map_kernel's; this writes [2] and [3].
 template <class A>
 struct FinishBackward {
   Geometry geometry;
-  ChannelValues mean, invstd, weight, bias, grad_weight, grad_bias;
-  A* coefficients;  // null when grad_input is not wanted
+  ChannelValues invstd, grad_weight, grad_bias;
+  A* coefficients;
+  bool grad_input;  // whether grad_input is wanted
 
   __device__ __forceinline__ void operator()(int64_t c, A sum_grad, A sum_grad_centred) const {
     A channel_invstd = static_cast<A>(load_channel(invstd, c, 1.0));
     store_channel(grad_bias, c, sum_grad);
     store_channel(grad_weight, c, sum_grad_centred * channel_invstd);
-    if (coefficients == nullptr) return;
+    if (!grad_input) return;
     int64_t channels = geometry.channels;
     A count = static_cast<A>(geometry.per_channel);
-    ChannelMap<A> map = channel_map<A>(mean, invstd, weight, bias, c);
-    coefficients[c] = map.mean;
-    coefficients[channels + c] = map.scale;
-    coefficients[2 * channels + c] = -map.scale * channel_invstd * channel_invstd * sum_grad_centred / count;
-    coefficients[3 * channels + c] = -map.scale * sum_grad / count;
-    coefficients[4 * channels + c] = map.bias;
+    A scale = coefficients[channels + c];
+    coefficients[2 * channels + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
+    coefficients[3 * channels + c] = -scale * sum_grad / count;
   }
 };
 
@@ -453,21 +459,15 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     Tensor workspace = empty({kCoefficients * channels + 2 * grid.chunks * channels},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
     A* coefficients = static_cast<A*>(workspace.raw_data());
-    FinishBackward<A> finish{geometry,
-                             channel_values(save_mean),
-                             channel_values(save_invstd),
-                             channel_values(weight),
-                             channel_values(bias),
-                             channel_values(grad_weight),
-                             channel_values(grad_bias),
-                             grad_input.defined() ? coefficients : nullptr};
+    LaunchConfig config = launch_config(channels);
+    backward_map_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
+        channels, channel_values(save_mean), channel_values(save_invstd), channel_values(weight), channel_values(bias),
+        coefficients);
+    MG_CUDA_CHECK_LAUNCH();
+    FinishBackward<A> finish{geometry, channel_values(save_invstd), channel_values(grad_weight),
+                             channel_values(grad_bias), coefficients, grad_input.defined()};
     auto run = [&]<bool kRelu>() {
-      BackwardTerms<T, A, kRelu> terms{in,
-                                       grad,
-                                       channel_values(save_mean),
-                                       channel_values(save_invstd),
-                                       channel_values(weight),
-                                       channel_values(bias)};
+      BackwardTerms<T, A, kRelu> terms{in, grad, coefficients, channels};
       reduce_channels<A>(geometry, grid, terms, finish, coefficients + kCoefficients * channels, stream);
       if (!grad_input.defined()) return;
       launch_channel_map<T, A>(GradInputElement<T, A, kRelu>{}, geometry, total, coefficients, in, grad,
