@@ -10,6 +10,7 @@
 
 namespace mg {
 
+using autograd::fused_gradient;
 using autograd::needs_grad;
 using autograd::Node;
 using autograd::record;
@@ -30,17 +31,6 @@ Tensor floating_unary_output(const char* op_name, UnaryOp op, const Tensor& x) {
   autograd::check_defined(op_name, x);
   autograd::check_floating(op_name, x);
   return unary_output(op, x);
-}
-
-// The gradient of an activation from one fused kernel (BinaryOp::*Backward), which reads
-// the incoming gradient and the saved tensor once each.
-Tensor fused_gradient(BinaryOp op, const Tensor& grad, const Tensor& saved_tensor) {
-  MG_ASSERT(grad.sizes() == saved_tensor.sizes() && grad.dtype() == saved_tensor.dtype(),
-            "fused gradient: grad ", grad.sizes(), " ", grad.dtype(), " vs saved ", saved_tensor.sizes(), " ",
-            saved_tensor.dtype());
-  Tensor grad_input = autograd::new_elementwise_output(grad.sizes(), grad.dtype(), {grad, saved_tensor});
-  kernels(grad.device()).binary(op, grad, saved_tensor, grad_input);
-  return grad_input;
 }
 
 }  // namespace

@@ -171,6 +171,21 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   return output;
 }
 
+Tensor add_relu(const Tensor& a_in, const Tensor& b_in) {
+  Operands operands = promote_operands("add_relu", a_in, b_in);
+  Tensor output = binary_output(BinaryOp::AddRelu, operands);
+  if (needs_grad(operands.a, operands.b)) {
+    record("AddReluBackward", output, {operands.a, operands.b}, saved(output),
+           [a_sizes = operands.a.sizes(), b_sizes = operands.b.sizes()](const Node& node, const Tensor& grad,
+                                                                         const Tensor& saved_output) {
+             Tensor through = autograd::fused_gradient(BinaryOp::ReluBackward, grad, saved_output);
+             return Gradients{node.needs_input_grad(0) ? sum_to_size(through, a_sizes) : Tensor(),
+                              node.needs_input_grad(1) ? sum_to_size(through, b_sizes) : Tensor()};
+           });
+  }
+  return output;
+}
+
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Operands operands = promote_operands("sub", a_in, b_in);
   Tensor output = binary_output(BinaryOp::Sub, operands);

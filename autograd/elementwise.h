@@ -13,6 +13,9 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// relu(a + b) in one pass each way (a residual block's end): one node, which saves only its
+// output, as relu does.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);

@@ -66,4 +66,15 @@ inline Tensor new_elementwise_output(const Shape& sizes, DType dtype, std::initi
   return empty(sizes, {.dtype = dtype, .device = like.device()}, elementwise_format(sizes, inputs));
 }
 
+// The gradient of an activation from one fused kernel (BinaryOp::*Backward), which reads
+// the incoming gradient and the saved tensor once each.
+inline Tensor fused_gradient(BinaryOp op, const Tensor& grad, const Tensor& saved_tensor) {
+  MG_ASSERT(grad.sizes() == saved_tensor.sizes() && grad.dtype() == saved_tensor.dtype(),
+            "fused gradient: grad ", grad.sizes(), " ", grad.dtype(), " vs saved ", saved_tensor.sizes(), " ",
+            saved_tensor.dtype());
+  Tensor grad_input = new_elementwise_output(grad.sizes(), grad.dtype(), {grad, saved_tensor});
+  kernels(grad.device()).binary(op, grad, saved_tensor, grad_input);
+  return grad_input;
+}
+
 }  // namespace mg::autograd

@@ -20,6 +20,7 @@ enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Ge
 
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Maximum, Minimum,
+  AddRelu,  // relu(a + b): a residual block's end in one pass
   Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: the output is bool
   // Gradients of unary ops, fused: (grad, saved) -> grad_input
   ReluBackward,     // saved = relu's output

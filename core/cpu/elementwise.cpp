@@ -42,6 +42,7 @@ C apply_binary(BinaryOp op, C a, C b) {
     case BinaryOp::Div: return a / b;
     case BinaryOp::Maximum: return a > b ? a : b;
     case BinaryOp::Minimum: return a < b ? a : b;
+    case BinaryOp::AddRelu: return a + b < C(0) ? C(0) : a + b;  // NaN stays NaN, as relu
     case BinaryOp::ReluBackward: return b > C(0) ? a : C(0);
     case BinaryOp::SigmoidBackward: return a * b * (C(1) - b);
     case BinaryOp::TanhBackward: return a * (C(1) - b * b);
@@ -111,7 +112,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output)
     break;
     switch (op) {
       MG_BINARY_CASE(Add) MG_BINARY_CASE(Sub) MG_BINARY_CASE(Mul) MG_BINARY_CASE(Div)
-      MG_BINARY_CASE(Maximum) MG_BINARY_CASE(Minimum) MG_BINARY_CASE(ReluBackward)
+      MG_BINARY_CASE(Maximum) MG_BINARY_CASE(Minimum) MG_BINARY_CASE(AddRelu) MG_BINARY_CASE(ReluBackward)
       MG_BINARY_CASE(SigmoidBackward) MG_BINARY_CASE(TanhBackward) MG_BINARY_CASE(GeluBackward)
       MG_BINARY_CASE(Pow)
       default: MG_ASSERT(false, "unhandled binary op");

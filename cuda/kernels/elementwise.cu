@@ -84,6 +84,10 @@ struct DivOp {
 };
 struct MaximumOp { template <class C> __host__ __device__ C operator()(C a, C b) const { return a > b ? a : b; } };
 struct MinimumOp { template <class C> __host__ __device__ C operator()(C a, C b) const { return a < b ? a : b; } };
+// NaN stays NaN, as relu.
+struct AddReluOp {
+  template <class C> __host__ __device__ C operator()(C a, C b) const { return a + b < C(0) ? C(0) : a + b; }
+};
 struct PowOp { template <class C> __host__ __device__ C operator()(C a, C b) const { return device_pow(a, b); } };
 // Fused gradients: a = the incoming gradient, b = the saved tensor.
 struct ReluBackwardOp { template <class C> __host__ __device__ C operator()(C a, C b) const { return b > C(0) ? a : C(0); } };
@@ -202,6 +206,7 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
     case BinaryOp::Div: return run_binary<T, C, DivOp>(a, b, output);
     case BinaryOp::Maximum: return run_binary<T, C, MaximumOp>(a, b, output);
     case BinaryOp::Minimum: return run_binary<T, C, MinimumOp>(a, b, output);
+    case BinaryOp::AddRelu: return run_binary<T, C, AddReluOp>(a, b, output);
     case BinaryOp::Eq: return run_compare<T, C, EqualOp>(a, b, output);
     case BinaryOp::Ne: return run_compare<T, C, NotEqualOp>(a, b, output);
     case BinaryOp::Lt: return run_compare<T, C, LessOp>(a, b, output);

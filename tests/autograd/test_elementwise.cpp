@@ -9,6 +9,7 @@
 #include "autograd/elementwise.h"
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
 #include "autograd/tensor_checks.h"
@@ -337,4 +338,31 @@ TEST_CASE("elementwise results on channels_last inputs are channels_last, with N
     CHECK(is_contiguous_in(target, kLast));
     same_values(target, mul(add(x, y), bias));
   }
+}
+
+TEST_CASE("add_relu is relu(a + b) in one node that saves only its output", "[elementwise]") {
+  // Sums away from 0, where relu has its kink; b broadcasts over a's rows.
+  Tensor a = from_vector<double>({-1.5, -0.3, 0.2, 0.7, 2.0, -2.2}, {2, 3}).requires_grad_();
+  Tensor b = from_vector<double>({0.4, -0.6, 1.1}, {3}).requires_grad_();
+  Tensor fused = add_relu(a, b);
+  Tensor expected = relu(add(a, b));
+  CHECK(fused.to_vector<double>() == expected.to_vector<double>());
+  REQUIRE(fused.grad_fn() != nullptr);
+  CHECK(std::string(fused.grad_fn()->name()) == "AddReluBackward");
+  check_gradcheck([](const Inputs& in) { return add_relu(in[0], in[1]); }, {a, b});
+  // Mixed dtypes promote as add does, and the gradient comes back in each input's dtype.
+  Tensor narrow = from_vector<float>({1.0f, -3.0f, 0.5f}, {3}).requires_grad_();
+  Tensor mixed = add_relu(a, narrow);
+  CHECK(mixed.dtype() == DType::Float64);
+  mixed.sum().backward();
+  CHECK(narrow.grad().dtype() == DType::Float32);
+  CHECK(narrow.grad().to_vector<float>() == std::vector<float>{1.0f, 0.0f, 1.0f});
+
+  int64_t before = activation_bytes();
+  {
+    Tensor frozen = normal_leaf({32, 16}, 11).detach(), weight = normal_leaf({32, 16}, 12);
+    Tensor out = add_relu(weight, frozen);
+    CHECK(activation_bytes() - before == 32 * 16 * 8);  // the output alone, which relu saves too
+  }
+  CHECK(activation_bytes() == before);
 }

@@ -146,6 +146,7 @@ TEST_CASE("CUDA binary arithmetic and fused gradients match the CPU with broadca
     for (DType dtype : kFloatTypes) {
       for (const auto& [op, name] : kArithmeticOps) check_binary(op, name, dtype, shape, Values::Normal, Values::Normal, seed += 3);
       for (const auto& [op, name] : kFusedBackwardOps) check_binary(op, name, dtype, shape, Values::Normal, Values::Normal, seed += 3);
+      check_binary(BinaryOp::AddRelu, "add_relu", dtype, shape, Values::Normal, Values::Normal, seed += 3);
       // Ties matter for maximum and minimum.
       check_binary(BinaryOp::Maximum, "maximum (ties)", dtype, shape, Values::SmallIntegers, Values::SmallIntegers, seed += 3);
       check_binary(BinaryOp::Minimum, "minimum (ties)", dtype, shape, Values::SmallIntegers, Values::SmallIntegers, seed += 3);
@@ -155,6 +156,7 @@ TEST_CASE("CUDA binary arithmetic and fused gradients match the CPU with broadca
     for (DType dtype : kHalfTypes) {
       for (const auto& [op, name] : kArithmeticOps) check_binary(op, name, dtype, kBinaryCases[c], Values::Normal, Values::Normal, seed += 3);
       for (const auto& [op, name] : kFusedBackwardOps) check_binary(op, name, dtype, kBinaryCases[c], Values::Normal, Values::Normal, seed += 3);
+      check_binary(BinaryOp::AddRelu, "add_relu", dtype, kBinaryCases[c], Values::Normal, Values::Normal, seed += 3);
     }
   }
   for (int c : {0, 1, 3, 4, 6}) {
