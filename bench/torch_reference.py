@@ -15,9 +15,9 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     optimizer there). Defaults: --batch 256 --warmup 5 --steps 20 --optim sgd, as there.
     --channels-last stores the model and the batch channels-last (NHWC). --amp fp16|bf16
     runs the forward under torch.autocast in that dtype, with a torch.amp.GradScaler for
-    fp16, as `resnet --bench --amp` does; --checkpoint recomputes the stem and
-    layer1..layer4 in backward (torch.utils.checkpoint, non-reentrant), as
-    `resnet --bench --checkpoint`.
+    fp16, as `resnet --bench --amp` does; --checkpoint recomputes the stem and each
+    residual block of layer1..layer4 in backward (torch.utils.checkpoint, non-reentrant),
+    as `resnet --bench --checkpoint`.
     NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
     PyTorch eager as a user gets it.
 
@@ -81,7 +81,7 @@ def parse_args(argv):
     parser.add_argument("--amp", default="fp32", choices=["fp32", "fp16", "bf16"],
                         help="resnets: forward under torch.autocast (fp16 with a GradScaler)")
     parser.add_argument("--checkpoint", action="store_true",
-                        help="resnets: checkpoint the stem and each residual stage (layer1..layer4)")
+                        help="resnets: checkpoint the stem and each residual block of layer1..layer4")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets)")
     parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets)")
@@ -202,25 +202,26 @@ def build_model(args):
     return model, source, image, classes
 
 
-class CheckpointedStage(torch.nn.Module):
-    """A residual stage whose activations are recomputed in backward, as memgrad's
-    ResNetOptions::checkpoint_stages: only the stage's input is kept."""
+class Checkpointed(torch.nn.Module):
+    """A segment whose activations are recomputed in backward: only its input is kept."""
 
-    def __init__(self, stage):
+    def __init__(self, segment):
         super().__init__()
-        self.stage = stage
+        self.segment = segment
 
     def forward(self, x):
-        return torch.utils.checkpoint.checkpoint(self.stage, x, use_reentrant=False)
+        return torch.utils.checkpoint.checkpoint(self.segment, x, use_reentrant=False)
 
 
 def checkpoint_stages(model):
-    """The stem and layer1..layer4 checkpointed, as memgrad's ResNetOptions::checkpoint_stages."""
+    """The stem and every residual block of layer1..layer4 checkpointed, each its own segment,
+    as memgrad's ResNetOptions::checkpoint_stages."""
     stem = torch.nn.Sequential(model.conv1, model.bn1, model.relu, model.maxpool)
-    model.conv1 = CheckpointedStage(stem)
+    model.conv1 = Checkpointed(stem)
     model.bn1 = model.relu = model.maxpool = torch.nn.Identity()
     for name in ("layer1", "layer2", "layer3", "layer4"):
-        setattr(model, name, CheckpointedStage(getattr(model, name)))
+        stage = getattr(model, name)
+        setattr(model, name, torch.nn.Sequential(*(Checkpointed(block) for block in stage)))
 
 
 def run_train_step(args, device):

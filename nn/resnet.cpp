@@ -161,8 +161,14 @@ Tensor ResNet::run_stem(const Tensor& input) {
 
 Tensor ResNet::run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input) {
   if (!checkpoint_stages_ || !is_training()) return (*stage)(input);
-  // The node keeps the function until backward; holding the stage by shared_ptr keeps it alive.
-  return checkpoint([stage](const Tensor& x) { return (*stage)(x); }, input);
+  // One segment per block (see ResNetOptions), named inside the stage as (*stage)(x)
+  // would name them ("layer1.0"); each node keeps its block (a shared_ptr) until backward.
+  NamedCall call(*stage);
+  Tensor x = input;
+  for (size_t index = 0; index < stage->size(); ++index) {
+    x = checkpoint([block = (*stage)[index]](const Tensor& block_input) { return (*block)(block_input); }, x);
+  }
+  return x;
 }
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& options) {

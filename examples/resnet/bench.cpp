@@ -164,7 +164,7 @@ int run_bench(const Args& args) {
                args.model.c_str(), static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "", 3LL,
                static_cast<long long>(shape.image_size), static_cast<long long>(shape.image_size),
-               args.channels_last ? " channels-last" : "", args.checkpoint ? ", stages checkpointed" : "",
+               args.channels_last ? " channels-last" : "", args.checkpoint ? ", checkpointed block by block" : "",
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
                args.device.str().c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms,
                measurement.samples_per_s(samples_per_step),

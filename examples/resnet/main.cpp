@@ -212,7 +212,7 @@ int run_training(const Args& args) {
               "%lld epochs of %lld steps, on %s%s\n",
               static_cast<long long>(facts.parameters), args.lr, static_cast<long long>(args.batch_size),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
-              args.checkpoint ? ", stages checkpointed" : "",
+              args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               static_cast<long long>(train_steps), args.device.str().c_str(),
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
@@ -322,7 +322,7 @@ int predict_training_memory(const Args& args) {
   std::printf("%s training on %s, batch %lld%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
               static_cast<long long>(prediction.batch_size),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
-              args.checkpoint ? ", stages checkpointed" : "",
+              args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
               args.channels_last ? ", channels-last" : "");
   examples::print_prediction(stdout, prediction, args.fit_batch);
