@@ -6,6 +6,8 @@
 // (97.5 MiB); every block's convolution saves its input for backward, so activation memory
 // grows with batch * height * width, which the small-image stem keeps small for 32x32 data.
 // ResNetOptions::checkpoint_stages trades compute for that memory (autograd/checkpoint.h).
+// The forwards fuse every ReLU into the op before it (BatchNorm2d::forward_relu, add_relu);
+// the `relu` members stay registered so that the module tree prints as torchvision's.
 #pragma once
 
 #include <array>
@@ -99,7 +101,7 @@ class ResNet : public Module {
  private:
   std::shared_ptr<Sequential> make_layer(ResNetBlock block, int64_t planes, int64_t blocks, int64_t stride,
                                          Generator* generator);
-  // The stem (conv1, bn1, relu, maxpool) and one residual stage, checkpointed or not.
+  // The stem (conv1, bn1 with its ReLU, maxpool) and one residual stage, checkpointed or not.
   Tensor run_stem(const Tensor& input);
   Tensor run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input);
   int64_t in_planes_ = 64;  // the channels the next block receives, while building
