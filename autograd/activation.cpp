@@ -125,13 +125,16 @@ Tensor tanh(const Tensor& x) {
   return output;
 }
 
-Tensor gelu(const Tensor& x) {
-  Tensor output = floating_unary_output("gelu", UnaryOp::Gelu, x);
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  bool tanh_form = approximate == GeluApproximate::Tanh;
+  Tensor output = floating_unary_output("gelu", tanh_form ? UnaryOp::GeluTanh : UnaryOp::Gelu, x);
   if (needs_grad(x)) {
     // gelu's derivative is not a function of its output, so it keeps the input.
-    record("GeluBackward", output, {x}, saved(x), [](const Node&, const Tensor& grad, const Tensor& saved_input) {
-      return Gradients{fused_gradient(BinaryOp::GeluBackward, grad, saved_input)};
-    });
+    BinaryOp backward = tanh_form ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+    record(tanh_form ? "GeluTanhBackward" : "GeluBackward", output, {x}, saved(x),
+           [backward](const Node&, const Tensor& grad, const Tensor& saved_input) {
+             return Gradients{fused_gradient(backward, grad, saved_input)};
+           });
   }
   return output;
 }

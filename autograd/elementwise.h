@@ -33,7 +33,10 @@ Tensor abs(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+// GELU as torch.nn.functional.gelu: the exact (erf) form by default, or its tanh
+// approximation (GPT-2's "gelu_new"). Saves its input.
+enum class GeluApproximate { None, Tanh };
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);

@@ -38,6 +38,11 @@ Tensor randn(const Shape& sizes, const TensorOptions& options = {}, Generator* g
 Tensor randint(int64_t low, int64_t high, const Shape& sizes,
                const TensorOptions& options = {.dtype = DType::Int64},
                Generator* generator = nullptr);
+// num_samples category indices (int64) per row of probs (1-D (n) or 2-D (rows, n),
+// non-negative weights, not necessarily normalised), as torch.multinomial: with or
+// without replacement.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* generator = nullptr);
 // Fills in place from a distribution (used by nn::init).
 void uniform_(const Tensor& tensor, double low, double high, Generator* generator = nullptr);
 void normal_(const Tensor& tensor, double mean, double std, Generator* generator = nullptr);

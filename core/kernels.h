@@ -16,7 +16,11 @@ namespace mg {
 
 class Tensor;
 
-enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, Sign };
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh,
+  Gelu,      // x * Phi(x), the exact (erf) form
+  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU's tanh approximation
+  Sign };
 
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Maximum, Minimum,
@@ -27,6 +31,7 @@ enum class BinaryOp : uint8_t {
   SigmoidBackward,  // saved = sigmoid's output
   TanhBackward,     // saved = tanh's output
   GeluBackward,     // saved = gelu's input
+  GeluTanhBackward, // saved = the tanh-approximated gelu's input
   Pow,              // binary_scalar only: a ^ scalar
 };
 
@@ -72,6 +77,20 @@ struct AdamHyper {
 struct AdagradHyper {
   double lr, lr_decay, weight_decay, eps;
   const Tensor* found_inf = nullptr;
+};
+
+// Scaled dot-product attention computed tile by tile with an online softmax
+// (FlashAttention-2), never materialising the (Tq, Tk) matrix.
+struct AttentionParams {
+  double scale;      // multiplies q . k (PyTorch's default 1 / sqrt(head_dim) is the caller's)
+  bool is_causal;    // query i attends to keys j <= i (PyTorch's top-left alignment)
+  double dropout_p;  // probability of dropping each attention weight; kept ones scale by 1/(1-p)
+  // NOTE: the dropout mask is the one dropout() draws on the contiguous (B, H, Tq, Tk)
+  // matrix of probabilities: weight (b, h, i, j) is kept when
+  //   uniform_from_bits(philox_block(rng, ((b * H + h) * Tq + i) * Tk + j)[0]) >= float(p),
+  // so the fused and the math path draw the same mask from the same generator state (the
+  // caller reserves B * H * Tq * Tk blocks either way).
+  PhiloxState rng;
 };
 
 struct KernelTable {
@@ -197,6 +216,57 @@ struct KernelTable {
                               const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
                               const Tensor& save_invstd, bool relu, const Tensor& grad_input,
                               const Tensor& grad_weight, const Tensor& grad_bias);
+
+  // ---- transformers ----
+  // output (N, D) row n = weight (V, D) row indices[n]; indices (N) int64, all contiguous.
+  // On the CPU the caller has checked every index against [0, V). On CUDA the kernel checks
+  // them itself (a host check would synchronise): an index outside the range writes a zero
+  // row and is reported by cuda/device_error.h as an mg::Error at the next synchronisation.
+  void (*embedding)(const Tensor& weight, const Tensor& indices, const Tensor& output);
+  // grad_weight (V, D) += grad_output (N, D) row n at row indices[n] for every n whose index
+  // is not padding_idx (-1: none); grad_weight starts as zeros (the caller's). Deterministic
+  // on the CPU (rows summed in order of n).
+  void (*embedding_backward)(const Tensor& grad_output, const Tensor& indices, int64_t padding_idx,
+                             const Tensor& grad_weight);
+  // Layer normalisation of each row of input (rows, cols), all contiguous: output =
+  // (x - mean) * invstd * weight + bias, weight and bias (cols) or undefined; save_mean and
+  // save_invstd (rows) are float32 (float64 for a float64 input). One pass over the data
+  // each way on the GPU.
+  void (*layer_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
+  // grad_input (rows, cols) from the saved statistics; grad_weight / grad_bias (cols, the
+  // weight's dtype) may be undefined when not needed; each result is overwritten.
+  void (*layer_norm_backward)(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+                              const Tensor& grad_weight, const Tensor& grad_bias);
+  // output = mask ? value : input; mask (bool) and input broadcast to output's sizes
+  // (stride-0 views), any strides; output contiguous.
+  void (*masked_fill)(const Tensor& input, const Tensor& mask, double value, const Tensor& output);
+  // The k largest (or smallest) entries of each row of input (rows, n), contiguous, sorted
+  // (largest first when largest, else smallest first; equal values by lower index first;
+  // NaN counts as larger than any number), into values (rows, k) and int64 indices (rows, k).
+  void (*topk)(const Tensor& input, int64_t k, bool largest, const Tensor& values, const Tensor& indices);
+  // num_samples category indices per row of probs (rows, n), contiguous non-negative weights
+  // (not necessarily normalised; each row's sum > 0, checked by the caller on the CPU), into
+  // output (rows, num_samples) int64. With replacement, draw s of row r reads Philox block
+  // r * num_samples + s; without, every category of row r gets block r * n + j and the
+  // num_samples categories with the largest keys u^(1/w) are taken (each category at most
+  // once; zero weights only after all positive ones). The caller reserves the blocks.
+  void (*multinomial)(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
+                      const Tensor& output);
+  // Fused attention (see AttentionParams): q (B, H, Tq, D), k and v (B, H, Tk, D), output
+  // (B, H, Tq, D), each with unit stride in the last dim and any other strides (views of one
+  // packed projection are read in place); log_sum_exp (B, H, Tq) float32 contiguous:
+  // log sum_j exp(scale * q_i . k_j) over the keys row i attends to (before dropout).
+  // On CUDA: float16 / bfloat16, D <= 128 and a multiple of 8; on the CPU: any floating type.
+  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                            const Tensor& output, const Tensor& log_sum_exp);
+  // The three gradients from the forward's output and log_sum_exp (the (Tq, Tk) matrix is
+  // recomputed tile by tile); grad_q/k/v have q/k/v's sizes, unit stride in the last dim,
+  // and are overwritten.
+  void (*attention_backward)(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                             const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
 };
 
 // The kernel table of a device type; throws mg::Error when memgrad has none for it.

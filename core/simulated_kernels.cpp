@@ -54,6 +54,15 @@ KernelTable no_scratch_kernel_table() {
       .avg_pool2d_backward = ignore<&KernelTable::avg_pool2d_backward>,
       .batch_norm = ignore<&KernelTable::batch_norm>,
       .batch_norm_backward = ignore<&KernelTable::batch_norm_backward>,
+      .embedding = ignore<&KernelTable::embedding>,
+      .embedding_backward = ignore<&KernelTable::embedding_backward>,
+      .layer_norm = ignore<&KernelTable::layer_norm>,
+      .layer_norm_backward = ignore<&KernelTable::layer_norm_backward>,
+      .masked_fill = ignore<&KernelTable::masked_fill>,
+      .topk = ignore<&KernelTable::topk>,
+      .multinomial = ignore<&KernelTable::multinomial>,
+      .attention_forward = ignore<&KernelTable::attention_forward>,
+      .attention_backward = ignore<&KernelTable::attention_backward>,
   };
 }
 

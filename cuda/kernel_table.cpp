@@ -41,6 +41,15 @@ const KernelTable& kernel_table() {
       .avg_pool2d_backward = avg_pool2d_backward,
       .batch_norm = batch_norm,
       .batch_norm_backward = batch_norm_backward,
+      .embedding = embedding,
+      .embedding_backward = embedding_backward,
+      .layer_norm = layer_norm,
+      .layer_norm_backward = layer_norm_backward,
+      .masked_fill = masked_fill,
+      .topk = topk,
+      .multinomial = multinomial,
+      .attention_forward = attention_forward,
+      .attention_backward = attention_backward,
   };
   return table;
 }

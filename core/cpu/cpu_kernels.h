@@ -80,6 +80,35 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
                          const Tensor& grad_weight, const Tensor& grad_bias);
 
+// embedding.{cpp,cu}
+void embedding(const Tensor& weight, const Tensor& indices, const Tensor& output);
+void embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t padding_idx,
+                        const Tensor& grad_weight);
+
+// layer_norm.{cpp,cu}
+void layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd);
+void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+                         const Tensor& grad_weight, const Tensor& grad_bias);
+
+// masked_fill.{cpp,cu}
+void masked_fill(const Tensor& input, const Tensor& mask, double value, const Tensor& output);
+
+// topk.{cpp,cu}
+void topk(const Tensor& input, int64_t k, bool largest, const Tensor& values, const Tensor& indices);
+
+// multinomial.{cpp,cu}
+void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
+                 const Tensor& output);
+
+// attention.{cpp,cu}
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                       const Tensor& output, const Tensor& log_sum_exp);
+void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                        const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
+
 const KernelTable& kernel_table();
 
 }  // namespace mg::cpu

@@ -16,6 +16,22 @@ C gelu_cdf(C x) { return C(0.5) * (C(1) + std::erf(x * C(0.5 * std::numbers::sqr
 template <class C>
 C gelu_pdf(C x) { return std::exp(C(-0.5) * x * x) * C(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2); }
 
+// GELU's tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+constexpr double kGeluTanhScale = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+constexpr double kGeluTanhCubic = 0.044715;
+template <class C>
+C gelu_tanh(C x) {
+  C inner = C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x);
+  return C(0.5) * x * (C(1) + std::tanh(inner));
+}
+// d/dx: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u).
+template <class C>
+C gelu_tanh_derivative(C x) {
+  C t = std::tanh(C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x));
+  C inner_derivative = C(kGeluTanhScale) * (C(1) + C(3 * kGeluTanhCubic) * x * x);
+  return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * inner_derivative;
+}
+
 template <class C>
 C apply_unary(UnaryOp op, C x) {
   switch (op) {
@@ -28,6 +44,7 @@ C apply_unary(UnaryOp op, C x) {
     case UnaryOp::Sigmoid: return C(1) / (C(1) + std::exp(-x));
     case UnaryOp::Tanh: return std::tanh(x);
     case UnaryOp::Gelu: return x * gelu_cdf(x);
+    case UnaryOp::GeluTanh: return gelu_tanh(x);
     case UnaryOp::Sign: return static_cast<C>((C(0) < x) - (x < C(0)));
   }
   return x;
@@ -47,6 +64,7 @@ C apply_binary(BinaryOp op, C a, C b) {
     case BinaryOp::SigmoidBackward: return a * b * (C(1) - b);
     case BinaryOp::TanhBackward: return a * (C(1) - b * b);
     case BinaryOp::GeluBackward: return a * (gelu_cdf(b) + b * gelu_pdf(b));
+    case BinaryOp::GeluTanhBackward: return a * gelu_tanh_derivative(b);
     case BinaryOp::Pow: return static_cast<C>(std::pow(a, b));
     default: break;
   }
@@ -89,7 +107,7 @@ void unary(UnaryOp op, const Tensor& input, const Tensor& output) {
     switch (op) {
       MG_UNARY_CASE(Neg) MG_UNARY_CASE(Exp) MG_UNARY_CASE(Log) MG_UNARY_CASE(Sqrt)
       MG_UNARY_CASE(Abs) MG_UNARY_CASE(Relu) MG_UNARY_CASE(Sigmoid) MG_UNARY_CASE(Tanh)
-      MG_UNARY_CASE(Gelu) MG_UNARY_CASE(Sign)
+      MG_UNARY_CASE(Gelu) MG_UNARY_CASE(GeluTanh) MG_UNARY_CASE(Sign)
     }
 #undef MG_UNARY_CASE
   });
@@ -114,6 +132,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output)
       MG_BINARY_CASE(Add) MG_BINARY_CASE(Sub) MG_BINARY_CASE(Mul) MG_BINARY_CASE(Div)
       MG_BINARY_CASE(Maximum) MG_BINARY_CASE(Minimum) MG_BINARY_CASE(AddRelu) MG_BINARY_CASE(ReluBackward)
       MG_BINARY_CASE(SigmoidBackward) MG_BINARY_CASE(TanhBackward) MG_BINARY_CASE(GeluBackward)
+      MG_BINARY_CASE(GeluTanhBackward)
       MG_BINARY_CASE(Pow)
       default: MG_ASSERT(false, "unhandled binary op");
     }

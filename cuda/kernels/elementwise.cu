@@ -49,6 +49,21 @@ __host__ __device__ __forceinline__ C gelu_pdf(C x) {
   return device_exp(C(-0.5) * x * x) * C(kGeluPdfScale);
 }
 
+// GELU's tanh approximation and its derivative, as core/cpu/elementwise.cpp writes them.
+constexpr double kGeluTanhScale = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+constexpr double kGeluTanhCubic = 0.044715;
+template <class C>
+__host__ __device__ __forceinline__ C gelu_tanh(C x) {
+  C inner = C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x);
+  return C(0.5) * x * (C(1) + device_tanh(inner));
+}
+template <class C>
+__host__ __device__ __forceinline__ C gelu_tanh_derivative(C x) {
+  C t = device_tanh(C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x));
+  C inner_derivative = C(kGeluTanhScale) * (C(1) + C(3 * kGeluTanhCubic) * x * x);
+  return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * inner_derivative;
+}
+
 // ---- unary ops on the compute type ----
 
 struct NegOp { template <class C> __host__ __device__ C operator()(C x) const { return -x; } };
@@ -62,6 +77,7 @@ struct SigmoidOp {
 };
 struct TanhOp { template <class C> __host__ __device__ C operator()(C x) const { return device_tanh(x); } };
 struct GeluOp { template <class C> __host__ __device__ C operator()(C x) const { return x * gelu_cdf(x); } };
+struct GeluTanhOp { template <class C> __host__ __device__ C operator()(C x) const { return gelu_tanh(x); } };
 struct SignOp {
   template <class C> __host__ __device__ C operator()(C x) const { return static_cast<C>((C(0) < x) - (x < C(0))); }
 };
@@ -95,6 +111,9 @@ struct SigmoidBackwardOp { template <class C> __host__ __device__ C operator()(C
 struct TanhBackwardOp { template <class C> __host__ __device__ C operator()(C a, C b) const { return a * (C(1) - b * b); } };
 struct GeluBackwardOp {
   template <class C> __host__ __device__ C operator()(C a, C b) const { return a * (gelu_cdf(b) + b * gelu_pdf(b)); }
+};
+struct GeluTanhBackwardOp {
+  template <class C> __host__ __device__ C operator()(C a, C b) const { return a * gelu_tanh_derivative(b); }
 };
 
 // Comparisons; a > b and a >= b run as b < a and b <= a with the operands swapped.
@@ -169,6 +188,7 @@ void unary_typed(UnaryOp op, const Tensor& input, const Tensor& output) {
       case UnaryOp::Sigmoid: return run_unary<T, C, SigmoidOp>(input, output);
       case UnaryOp::Tanh: return run_unary<T, C, TanhOp>(input, output);
       case UnaryOp::Gelu: return run_unary<T, C, GeluOp>(input, output);
+      case UnaryOp::GeluTanh: return run_unary<T, C, GeluTanhOp>(input, output);
       case UnaryOp::Sign: return run_unary<T, C, SignOp>(input, output);
     }
   } else {
@@ -221,6 +241,7 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
       case BinaryOp::SigmoidBackward: return run_binary<T, C, SigmoidBackwardOp>(a, b, output);
       case BinaryOp::TanhBackward: return run_binary<T, C, TanhBackwardOp>(a, b, output);
       case BinaryOp::GeluBackward: return run_binary<T, C, GeluBackwardOp>(a, b, output);
+      case BinaryOp::GeluTanhBackward: return run_binary<T, C, GeluTanhBackwardOp>(a, b, output);
       default: break;
     }
   }
