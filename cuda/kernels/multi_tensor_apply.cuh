@@ -2,14 +2,22 @@
 // multi_tensor_apply: the plumbing shared by the fused optimizers (optimizer.cu) and the
 // GradScaler's unscale (amp.cu), which add only their per-element work and their kernel.
 //
-// Work layout: a launch covers up to kTensorsPerLaunch tensors, each cut into chunks of
-// kChunk elements, one block per chunk. The tensors' pointers, sizes and first blocks
-// travel in the kernel's argument (a struct of arrays, under the 4 KiB argument limit); a
-// block finds its tensor by scanning first_block (block_work).
+// Work layout: a launch covers up to kTensorsPerLaunch<kLists> tensors, each cut into
+// chunks of kChunk elements, one block per chunk. The tensors' pointers, sizes and first
+// blocks travel in the kernel's argument (a struct of arrays); a block finds its tensor by
+// a binary search of first_block (block_work).
+//
+// NOTE: since CUDA 12.1, kernels built for Volta (sm_70) or later take up to 32,764 bytes
+// of arguments (4,096 before), so one launch holds some 540 tensors of Adam's five lists
+// rather than 48: every parameter group of a GPT-2 (50 to 100 tensors) is one launch. The
+// capacity is derived from that limit, and a static_assert in launch_multi_tensor (and one
+// beside each kernel for its other arguments) keeps every argument list inside it; nvcc
+// refuses a kernel whose arguments overflow, and a build for an older architecture.
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -19,18 +27,33 @@
 namespace mg::cuda {
 
 inline constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
-inline constexpr int kTensorsPerLaunch = 48;
+
+// The most bytes of arguments a kernel may take (CUDA 12.1+, sm_70+).
+inline constexpr size_t kKernelArgumentBytes = 32764;
+// What a multi-tensor kernel may take besides its TensorLists: its constants and flags.
+inline constexpr size_t kOtherArgumentBytes = 256;
+
+// How many tensors of kLists lists fit one launch: per tensor, kLists data pointers, a
+// step pointer, a numel and a first block; per launch, one more first block and the count.
+template <int kLists>
+inline constexpr int kTensorsPerLaunch = static_cast<int>(
+    (kKernelArgumentBytes - kOtherArgumentBytes - 2 * sizeof(int32_t)) /
+    (kLists * sizeof(void*) + sizeof(float*) + sizeof(int64_t) + sizeof(int32_t)));
 
 // Pointers of up to kTensorsPerLaunch tensors: kLists per tensor (param, grad, states...).
 template <int kLists>
 struct TensorLists {
-  void* data[kLists][kTensorsPerLaunch];       // null where an optional list is empty
-  const float* step[kTensorsPerLaunch];        // null for work without a step counter
-  int64_t numel[kTensorsPerLaunch];
-  int32_t first_block[kTensorsPerLaunch + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
+  static constexpr int kCapacity = kTensorsPerLaunch<kLists>;
+  void* data[kLists][kCapacity];       // null where an optional list is empty
+  const float* step[kCapacity];        // null for work without a step counter
+  int64_t numel[kCapacity];
+  int32_t first_block[kCapacity + 1];  // blocks [first_block[t], first_block[t + 1]) are tensor t's
   int count;
 };
-static_assert(sizeof(TensorLists<5>) <= 3584, "kernel arguments must stay under 4 KiB");
+
+// Whether a kernel whose other arguments are `Others` may take a TensorLists beside them.
+template <class... Others>
+inline constexpr bool kFitsBesideLists = (sizeof(Others) + ... + 0) <= kOtherArgumentBytes;
 
 // The tensor of this block and the element range of its chunk.
 struct BlockWork {
@@ -42,10 +65,20 @@ struct BlockWork {
 template <int kLists>
 __device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
   auto block = static_cast<int32_t>(blockIdx.x);
-  int t = 0;
-  while (t + 1 < lists.count && lists.first_block[t + 1] <= block) ++t;
-  int64_t begin = static_cast<int64_t>(block - lists.first_block[t]) * kChunk;
-  return {t, begin, std::min(begin + kChunk, lists.numel[t])};
+  // The last tensor whose first block is at most this one. first_block rises strictly
+  // (empty tensors are left out) and first_block[0] is 0, so the answer is in [low, high].
+  int low = 0;
+  int high = lists.count - 1;
+  while (low < high) {
+    int middle = (low + high + 1) / 2;
+    if (lists.first_block[middle] <= block) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  int64_t begin = static_cast<int64_t>(block - lists.first_block[low]) * kChunk;
+  return {low, begin, std::min(begin + kChunk, lists.numel[low])};
 }
 
 // Checks the lists of one call: lists[0] holds the leading tensors (an optimizer's
@@ -86,12 +119,14 @@ void check_lists(const char* op, const std::array<std::span<const Tensor>, kList
 }
 
 // Packs the checked `lists` (and `steps`, which may be empty) into groups of up to
-// kTensorsPerLaunch non-empty tensors and calls launch.template operator()<T>(packed,
+// kTensorsPerLaunch<kLists> non-empty tensors and calls launch.template operator()<T>(packed,
 // blocks, stream) for each, T the leading tensors' device element type. Empty tensors are
 // skipped. The caller has set the device (DeviceGuard).
 template <int kLists, class Launch>
 void launch_multi_tensor(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
                          std::span<const Tensor> steps, cudaStream_t stream, Launch launch) {
+  static_assert(sizeof(TensorLists<kLists>) + kOtherArgumentBytes <= kKernelArgumentBytes,
+                "a multi-tensor kernel's arguments must fit CUDA's 32,764-byte limit");
   std::span<const Tensor> params = lists[0];
   dispatch_floating(params[0].dtype(), op, [&]<class HostT>() {
     TensorLists<kLists> packed;
@@ -118,7 +153,7 @@ void launch_multi_tensor(const char* op, const std::array<std::span<const Tensor
       blocks += (numel + kChunk - 1) / kChunk;
       MG_ASSERT(blocks <= INT32_MAX, op, ": too many blocks for one launch");
       ++packed.count;
-      if (packed.count == kTensorsPerLaunch) flush();
+      if (packed.count == TensorLists<kLists>::kCapacity) flush();
     }
     flush();
   });

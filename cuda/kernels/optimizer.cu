@@ -66,8 +66,8 @@ void increment_steps(std::span<const Tensor> steps, const float* found_inf, cuda
 
 // The update of every parameter of `lists` (see check_lists) in few launches: increments
 // the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream,
-// found_inf) for each group of up to kTensorsPerLaunch non-empty tensors (T the parameters'
-// device element type, found_inf the skip flag's device pointer or null). Empty tensors
+// found_inf) for each group of up to kTensorsPerLaunch<kLists> non-empty tensors (one
+// launch for any parameter group of a GPT-2; T the parameters' device element type, found_inf the skip flag's device pointer or null). Empty tensors
 // are skipped (their counters were still incremented, as on the CPU).
 template <int kLists, class Launch>
 void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
@@ -102,6 +102,7 @@ struct SgdConstants {
   double lr, momentum, weight_decay, undampened;
   bool nesterov, first_step;
 };
+static_assert(kFitsBesideLists<SgdConstants, const float*>, "sgd_kernel's arguments must fit one launch");
 
 // One element of the update, in the compute type C, as the CPU computes it.
 template <class T, class C>
@@ -139,6 +140,7 @@ struct AdamConstants {
   double param_scale;  // AdamW shrinks the parameter: 1 - lr * weight_decay
   double grad_decay;   // Adam adds weight_decay * param to the gradient
 };
+static_assert(kFitsBesideLists<AdamConstants, const float*>, "adam_kernel's arguments must fit one launch");
 
 // The per-step scalars from the (already incremented) step count, in double as on the CPU.
 struct AdamStepScalars {
@@ -199,6 +201,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 struct AdagradConstants {
   double lr, lr_decay, weight_decay, eps;
 };
+static_assert(kFitsBesideLists<AdagradConstants, const float*>, "adagrad_kernel's arguments must fit one launch");
 
 // The decayed learning rate from the (already incremented) step count, in double.
 __host__ __device__ __forceinline__ double adagrad_clr(const AdagradConstants& k, double step_count) {
