@@ -366,3 +366,46 @@ TEST_CASE("add_relu is relu(a + b) in one node that saves only its output", "[el
   }
   CHECK(activation_bytes() == before);
 }
+
+// GELU's tanh approximation (GPT-2's "gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+TEST_CASE("gelu with the tanh approximation: PyTorch's values, gradients, and what it saves", "[elementwise]") {
+  auto formula = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::acos(-1.0)) * (x + 0.044715 * x * x * x)));
+  };
+  Tensor x = from_vector<double>({-1.0, 0.0, 1.0, 2.5, -3.0, 0.3});
+  std::vector<double> values = gelu(x, GeluApproximate::Tanh).to_vector<double>();
+  // torch.nn.functional.gelu(torch.tensor([-1., 1.], dtype=torch.float64), approximate='tanh')
+  CHECK(values[0] == Approx(-0.15880800939172324).epsilon(1e-14));
+  CHECK(values[2] == Approx(0.8411919906082768).epsilon(1e-14));
+  CHECK(values[1] == 0.0);
+  for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == Approx(formula(x.to_vector<double>()[i])).epsilon(1e-14));
+  // It is an approximation: close to the exact (erf) form, not equal.
+  CHECK(values[2] != gelu(x).to_vector<double>()[2]);
+  CHECK(values[2] == Approx(gelu(x).to_vector<double>()[2]).margin(1e-3));
+
+  check_gradcheck([](const Inputs& in) { return gelu(in[0], GeluApproximate::Tanh); }, {normal_leaf({3, 4}, 13)});
+  check_gradcheck([](const Inputs& in) { return gelu(in[0], GeluApproximate::Tanh); }, {kinked_leaf()});
+
+  // d/dx at 1 against a central difference of the formula itself.
+  Tensor one = from_vector<double>({1.0}).requires_grad_();
+  gelu(one, GeluApproximate::Tanh).sum().backward();
+  const double step = 1e-6;
+  CHECK(one.grad().to_vector<double>()[0] == Approx((formula(1 + step) - formula(1 - step)) / (2 * step)).epsilon(1e-8));
+
+  // One node that keeps the input, as the exact form's does; float32 stays float32.
+  Tensor leaf = normal_leaf({32, 16}, 14);
+  int64_t before = activation_bytes();
+  {
+    Tensor out = gelu(leaf, GeluApproximate::Tanh);
+    REQUIRE(out.grad_fn() != nullptr);
+    CHECK(std::string(out.grad_fn()->name()) == "GeluTanhBackward");
+    CHECK(activation_bytes() - before == 32 * 16 * 8);
+  }
+  CHECK(activation_bytes() == before);
+  Tensor narrow = from_vector<float>({1.0f, -1.0f});
+  Tensor narrow_out = gelu(narrow, GeluApproximate::Tanh);
+  CHECK(narrow_out.dtype() == DType::Float32);
+  CHECK(narrow_out.to_vector<float>()[0] == Approx(0.8411919906082768).epsilon(1e-6));
+  CHECK_THROWS_WITH(gelu(from_vector<int64_t>({1}), GeluApproximate::Tanh),
+                    Catch::Contains("gelu: expected a floating-point tensor, got int64"));
+}
