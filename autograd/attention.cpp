@@ -1,0 +1,258 @@
+// autograd/attention.cpp — scaled dot-product attention (autograd room): the argument
+// checks, the choice between the math and the fused path, and both paths, forward and
+// backward.
+//
+// The math path is a composition of differentiable ops (matmul, masked_fill or add,
+// softmax, dropout, matmul), so its gradient comes from theirs and it takes every option.
+// The fused path is one kernel call each way (core/kernels.h, attention_forward and
+// attention_backward) and one node that saves q, k, v, the output and the log-sum-exp.
+#include "autograd/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "amp/autocast.h"
+#include "autograd/dropout.h"
+#include "autograd/elementwise.h"
+#include "autograd/function.h"
+#include "autograd/matmul.h"
+#include "autograd/op_support.h"
+#include "autograd/shape.h"
+#include "autograd/softmax.h"
+#include "core/memory_context.h"
+#include "core/simulated_target.h"
+
+namespace mg {
+
+const char* attention_backend_name(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::Auto: return "auto";
+    case AttentionBackend::Math: return "math";
+    case AttentionBackend::Fused: return "fused";
+  }
+  return "auto";
+}
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// The dtype x has once autocast (a lower-precision op here, like matmul) has cast it.
+DType autocast_dtype_of(const Tensor& x) {
+  const DType dtype = x.dtype();
+  const bool castable = dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16;
+  return castable && amp::is_autocast_on_for(x) ? amp::autocast_dtype(x.device().type) : dtype;
+}
+
+// The simulated device chooses as the device it stands in for, so that a prediction for a
+// GPU takes the path the GPU would.
+bool runs_as_cuda(Device device) {
+  return device.is_cuda() || (device.is_simulated() && active_scratch_model() == &cuda_scratch_model());
+}
+
+Shape leading_sizes(const Tensor& x) { return Shape(x.sizes().begin(), x.sizes().end() - 2); }
+
+void check_arguments(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  autograd::check_defined(kOp, q);
+  autograd::check_defined(kOp, k);
+  autograd::check_defined(kOp, v);
+  autograd::check_same_device(kOp, q, k);
+  autograd::check_same_device(kOp, q, v);
+  autograd::check_floating(kOp, q);
+  const DType dtype = autocast_dtype_of(q);
+  MG_CHECK(autocast_dtype_of(k) == dtype && autocast_dtype_of(v) == dtype, kOp, ": q, k and v must have one "
+           "dtype, got ", q.dtype(), ", ", k.dtype(), " and ", v.dtype(), ". Hint: convert them with .to(",
+           q.dtype(), ").");
+  MG_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kOp, ": q, k and v must have one rank of at "
+           "least 2, (..., T, head_dim), got shapes ", q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  MG_CHECK(leading_sizes(k) == leading_sizes(q) && leading_sizes(v) == leading_sizes(q), kOp, ": q, k and v "
+           "must have the same leading (batch, heads) dims, got shapes ", q.sizes(), ", ", k.sizes(), " and ",
+           v.sizes());
+  const int64_t head_dim = q.sizes().back(), queries = q.sizes()[q.dim() - 2], keys = k.sizes()[k.dim() - 2];
+  MG_CHECK(k.sizes().back() == head_dim, kOp, ": q and k must have the same head_dim (last dim), got q of shape ",
+           q.sizes(), " and k of shape ", k.sizes());
+  MG_CHECK(v.sizes()[v.dim() - 2] == keys, kOp, ": k and v must have the same number of keys (dim -2), got k of "
+           "shape ", k.sizes(), " and v of shape ", v.sizes());
+  MG_CHECK(options.dropout_p >= 0.0 && options.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ",
+           options.dropout_p);
+  const Tensor& mask = options.attn_mask;
+  if (!mask.defined()) return;
+  MG_CHECK(!options.is_causal, kOp, ": attn_mask and is_causal cannot both be set (as in PyTorch). Hint: fold "
+           "the causal rule into the mask, or drop the mask and keep is_causal.");
+  autograd::check_same_device(kOp, q, mask);
+  MG_CHECK(mask.dtype() == DType::Bool || autocast_dtype_of(mask) == dtype, kOp, ": attn_mask must be bool or "
+           "have the dtype of q (", q.dtype(), "), got ", mask.dtype(), ". Hint: convert it with .to(", q.dtype(), ").");
+  Shape scores = leading_sizes(q);  // (..., Tq, Tk)
+  scores.push_back(queries);
+  scores.push_back(keys);
+  bool broadcasts = mask.dim() <= scores.size();
+  for (int d = 1; d <= mask.dim() && broadcasts; ++d) {
+    const int64_t size = mask.sizes()[mask.dim() - d];
+    broadcasts = size == 1 || size == scores[scores.size() - d];
+  }
+  MG_CHECK(broadcasts, kOp, ": attn_mask of shape ", mask.sizes(), " does not broadcast to the attention weights' "
+           "shape ", scores, " (..., Tq, Tk). Hint: give the mask size 1 in the dims it shares.");
+}
+
+// Empty when the fused path applies to these (already checked) arguments, else the rule it
+// breaks. `dtype` is the one the op computes in (after autocast).
+std::string fused_rule_broken(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                              DType dtype) {
+  if (options.attn_mask.defined()) return "fused attention takes no attn_mask (is_causal is its only mask)";
+  if (q.dim() != 3 && q.dim() != 4) {
+    return detail::str_cat("fused attention needs 3-D or 4-D tensors (B, H, T, head_dim), got shape ", q.sizes());
+  }
+  for (const Tensor* x : {&q, &k, &v}) {
+    if (x->sizes().back() > 1 && x->strides().back() != 1) {
+      return detail::str_cat("fused attention needs unit stride in the last dim of q, k and v, got a tensor of "
+                             "shape ", x->sizes(), " with strides ", x->strides());
+    }
+  }
+  const int64_t head_dim = q.sizes().back();
+  if (v.sizes().back() != head_dim) {
+    return detail::str_cat("fused attention needs v's head_dim equal to q's, got ", v.sizes().back(), " and ",
+                           head_dim);
+  }
+  const bool sixteen_bit = dtype == DType::Float16 || dtype == DType::BFloat16;
+  if (runs_as_cuda(q.device()) && (!sixteen_bit || head_dim > 128 || head_dim % 8 != 0)) {
+    return detail::str_cat("fused attention on CUDA needs float16 or bfloat16 and head_dim <= 128 and a multiple "
+                           "of 8, got ", dtype, " head_dim ", head_dim);
+  }
+  return {};
+}
+
+// ---- the math path ----
+
+// (Tq, Tk) bool, true where key j comes after query i (PyTorch's top-left causal rule).
+Tensor keys_after_query(int64_t queries, int64_t keys, Device device) {
+  const TensorOptions indices{.dtype = DType::Int64, .device = device};
+  return gt(reshape(arange(static_cast<double>(keys), indices), {1, keys}),
+            reshape(arange(static_cast<double>(queries), indices), {queries, 1}));
+}
+
+// NOTE: q is scaled before the product, not the scores after it: the scaled copy is
+// (..., Tq, D) where the scores are (..., Tq, Tk), so the pass costs Tq*D instead of Tq*Tk
+// and the product saves it (for k's gradient) in place of q. The saved (..., Tq, Tk)
+// weights are what make this path's ACTIVATION bytes quadratic in the sequence.
+Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                      double scale) {
+  memory::OpScope scope("scaled_dot_product_attention[math]");
+  const double minus_infinity = -std::numeric_limits<double>::infinity();
+  Tensor scores = matmul(mul(q, scale), transpose(k, -2, -1));  // (..., Tq, Tk)
+  const Tensor& mask = options.attn_mask;
+  if (options.is_causal) {
+    scores = masked_fill(scores, keys_after_query(q.sizes()[q.dim() - 2], k.sizes()[k.dim() - 2], q.device()),
+                         minus_infinity);
+  } else if (mask.defined()) {
+    scores = mask.dtype() == DType::Bool ? masked_fill(scores, eq(mask, 0.0), minus_infinity) : add(scores, mask);
+  }
+  Tensor weights = softmax(scores, -1);
+  // dropout() draws weight (..., i, j) from block (flat index of the contiguous weights):
+  // the rule the fused kernels follow (AttentionParams).
+  if (options.dropout_p > 0.0) weights = dropout(weights, options.dropout_p, /*training=*/true, options.generator);
+  return matmul(weights, v);  // (..., Tq, Dv)
+}
+
+// ---- the fused path ----
+
+// A 3-D (N, T, D) tensor as the (N, 1, T, D) view the kernels take; a 4-D one as itself.
+Tensor as_4d(const Tensor& x) {
+  if (x.dim() == 4) return x;
+  const Shape& sizes = x.sizes();
+  const Shape& strides = x.strides();
+  return make_view(x, {sizes[0], 1, sizes[1], sizes[2]}, {strides[0], sizes[1] * strides[1], strides[1], strides[2]},
+                   x.storage_offset());
+}
+
+// float32, or float64 for float64 inputs (so that float64 checks are exact to rounding).
+DType log_sum_exp_dtype(DType dtype) { return dtype == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                       double scale) {
+  memory::OpScope scope("scaled_dot_product_attention[fused]");
+  const Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
+  const int64_t batch = q4.sizes()[0], heads = q4.sizes()[1], queries = q4.sizes()[2], head_dim = q4.sizes()[3];
+  const int64_t keys = k4.sizes()[2];
+
+  // NOTE: the output's bytes are (B, Tq, H, D), seen as (B, H, Tq, D), as PyTorch's flash
+  // path lays them out: the usual next step, out.transpose(1, 2).reshape(B, Tq, H * D), is
+  // then a view instead of a copy.
+  Tensor output_bytes = autograd::new_output({batch, queries, heads, head_dim}, q.dtype(), q);
+  Tensor output4 = make_view(output_bytes, {batch, heads, queries, head_dim},
+                             {queries * heads * head_dim, head_dim, heads * head_dim, 1}, output_bytes.storage_offset());
+  Tensor log_sum_exp = autograd::new_output({batch, heads, queries}, log_sum_exp_dtype(q.dtype()), q);
+  AttentionParams params{.scale = scale, .is_causal = options.is_causal, .dropout_p = options.dropout_p, .rng = {}};
+  if (options.dropout_p > 0.0) {
+    Generator& generator = options.generator ? *options.generator : default_generator();
+    params.rng = generator.reserve(batch * heads * queries * keys);  // as dropout() on the weights
+  }
+  kernels(q.device()).attention_forward(q4, k4, v4, params, output4, log_sum_exp);
+  // A 3-D input was (N, 1, Tq, D): its output bytes are (N, Tq, 1, D), a contiguous (N, Tq, D).
+  Tensor output = q.dim() == 4 ? output4 : make_view(output_bytes, {batch, queries, head_dim},
+                                                     contiguous_strides({batch, queries, head_dim}),
+                                                     output_bytes.storage_offset());
+
+  if (autograd::needs_grad(q, k, v)) {
+    autograd::record(
+        "ScaledDotProductFusedAttentionBackward", output, {q, k, v}, autograd::saved(q, k, v, output, log_sum_exp),
+        [params](const autograd::Node& node, const Tensor& grad, const Tensor& saved_q, const Tensor& saved_k,
+                 const Tensor& saved_v, const Tensor& saved_output, const Tensor& saved_log_sum_exp) {
+          // The kernels read rows: the incoming gradient needs unit stride in its last dim.
+          const bool rows_ok = grad.sizes().back() <= 1 || grad.strides().back() == 1;
+          const Tensor grad_output = rows_ok ? grad : contiguous_copy(grad);
+          Tensor grad_q = autograd::new_output(saved_q.sizes(), saved_q.dtype(), saved_q);
+          Tensor grad_k = autograd::new_output(saved_k.sizes(), saved_k.dtype(), saved_k);
+          Tensor grad_v = autograd::new_output(saved_v.sizes(), saved_v.dtype(), saved_v);
+          kernels(grad.device()).attention_backward(as_4d(grad_output), as_4d(saved_q), as_4d(saved_k),
+                                                    as_4d(saved_v), as_4d(saved_output), saved_log_sum_exp, params,
+                                                    as_4d(grad_q), as_4d(grad_k), as_4d(grad_v));
+          return std::vector<Tensor>{node.needs_input_grad(0) ? grad_q : Tensor(),
+                                     node.needs_input_grad(1) ? grad_k : Tensor(),
+                                     node.needs_input_grad(2) ? grad_v : Tensor()};
+        });
+  }
+  return output;
+}
+
+Tensor attention_in_given_dtypes(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                                 AttentionBackend backend) {
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(q.sizes().back()));
+  return backend == AttentionBackend::Fused ? fused_attention(q, k, v, options, scale)
+                                            : math_attention(q, k, v, options, scale);
+}
+
+}  // namespace
+
+// NOTE: on the CPU, Auto takes the math path. There the products run in Eigen's tuned
+// GEMM, while the fused kernel's tiles are plain loops, and at the sequence lengths a CPU
+// trains at, the (Tq, Tk) matrix fits in memory; ask for Fused to save the bytes.
+AttentionBackend attention_backend_for(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& options) {
+  check_arguments(q, k, v, options);
+  if (options.backend == AttentionBackend::Math) return AttentionBackend::Math;
+  const std::string broken = fused_rule_broken(q, k, v, options, autocast_dtype_of(q));
+  if (options.backend == AttentionBackend::Fused) {
+    MG_CHECK(broken.empty(), kOp, ": the fused path was asked for but does not apply: ", broken,
+             ". Hint: use AttentionBackend::Auto (or Math) to fall back to the math path.");
+    return AttentionBackend::Fused;
+  }
+  return broken.empty() && runs_as_cuda(q.device()) ? AttentionBackend::Fused : AttentionBackend::Math;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options) {
+  const AttentionBackend backend = attention_backend_for(q, k, v, options);
+  if (!amp::is_autocast_on_for(q)) return attention_in_given_dtypes(q, k, v, options, backend);
+  // Autocast casts the inputs once, then steps aside (as PyTorch's dispatcher does below
+  // its Autocast key): the inner softmax keeps the autocast dtype instead of making a
+  // float32 copy of the (Tq, Tk) matrix, and the kernels see one dtype.
+  AttentionOptions cast_options = options;
+  cast_options.attn_mask = amp::cast_to_autocast_dtype(options.attn_mask);
+  const Tensor cast_q = amp::cast_to_autocast_dtype(q), cast_k = amp::cast_to_autocast_dtype(k);
+  const Tensor cast_v = amp::cast_to_autocast_dtype(v);
+  amp::AutocastStateGuard autocast_off(amp::AutocastState{});
+  return attention_in_given_dtypes(cast_q, cast_k, cast_v, cast_options, backend);
+}
+
+}  // namespace mg
