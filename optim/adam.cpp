@@ -2,12 +2,20 @@
 // update. AdamW is Adam with one flag set.
 #include "optim/adam.h"
 
+#include <utility>
+
+#include "core/error.h"
 #include "core/kernels.h"
 
 namespace mg::optim {
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) {
   add_param_group(std::move(params), options);
+}
+
+Adam::Adam(std::vector<ParamGroupOptions<AdamOptions>> groups) {
+  MG_CHECK(!groups.empty(), "Adam got no parameter groups. Hint: pass at least one {params, options}.");
+  for (ParamGroupOptions<AdamOptions>& group : groups) add_param_group(std::move(group.params), group.options);
 }
 
 void Adam::add_param_group(std::vector<Tensor> params, AdamOptions options) {
@@ -59,6 +67,12 @@ std::vector<std::pair<std::string, double>> Adam::hyper_parameters(size_t group_
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : Adam(/*decoupled_weight_decay=*/true) {
   add_param_group(std::move(params), options);
+}
+
+AdamW::AdamW(std::vector<ParamGroupOptions<AdamWOptions>> groups) : Adam(/*decoupled_weight_decay=*/true) {
+  MG_CHECK(!groups.empty(), "AdamW got no parameter groups. Hint: pass at least one {params, options}, e.g. ",
+           "optim::weight_decay_groups(model, options).");
+  for (ParamGroupOptions<AdamWOptions>& group : groups) add_param_group(std::move(group.params), group.options);
 }
 
 void AdamW::add_param_group(std::vector<Tensor> params, AdamWOptions options) {

@@ -25,6 +25,8 @@ using AdamWOptions = AdamFamilyOptions<1e-2>;
 class Adam : public Optimizer {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  // Several groups at once, in order (see optim/param_groups.h); at least one.
+  explicit Adam(std::vector<ParamGroupOptions<AdamOptions>> groups);
   void add_param_group(std::vector<Tensor> params, AdamOptions options);
   void step() override;
   // beta1, beta2 (PyTorch's betas), eps, weight_decay, amsgrad.
@@ -45,6 +47,9 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  // Several groups at once, in order: what optim::weight_decay_groups() returns, e.g. the
+  // matrices with weight decay and the biases and norms without.
+  explicit AdamW(std::vector<ParamGroupOptions<AdamWOptions>> groups);
   void add_param_group(std::vector<Tensor> params, AdamWOptions options);
 };
 

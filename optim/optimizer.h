@@ -25,6 +25,15 @@ struct ParamGroup {
   double lr;
 };
 
+// A group's parameters with all of its optimizer's options (Options: AdamWOptions, ...),
+// for the constructors that take several groups at once; optim/param_groups.h makes them
+// by the usual weight-decay rule.
+template <class Options>
+struct ParamGroupOptions {
+  std::vector<Tensor> params;
+  Options options;
+};
+
 // One parameter's state, named as in PyTorch's state dict. Each optimizer fills the
 // entries it uses and leaves the rest undefined.
 struct ParamState {

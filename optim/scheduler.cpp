@@ -1,5 +1,6 @@
 // optim/scheduler.cpp — the schedulers' closed forms, transcribed from torch.optim.lr_scheduler
-// (StepLR._get_closed_form_lr, CosineAnnealingLR._get_closed_form_lr, OneCycleLR.get_lr).
+// (StepLR._get_closed_form_lr, CosineAnnealingLR._get_closed_form_lr, OneCycleLR.get_lr), and
+// the warm-up cosine of GPT-2-style training.
 #include "optim/scheduler.h"
 
 #include <cmath>
@@ -113,6 +114,38 @@ double OneCycleLR::lr_at(int64_t epoch, double /*base_lr*/) const {
     start_step = phase.end_step;
   }
   return phases_.back().end_lr;  // unreachable: the last phase always answers
+}
+
+// ---- WarmupCosineLR ----
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps,
+                               double min_lr_factor, double start_factor)
+    : LRScheduler(optimizer),
+      warmup_steps_(warmup_steps),
+      total_steps_(total_steps),
+      min_lr_factor_(min_lr_factor),
+      start_factor_(start_factor) {
+  MG_CHECK(warmup_steps >= 0, "WarmupCosineLR: warmup_steps must be >= 0, got ", warmup_steps);
+  MG_CHECK(total_steps > warmup_steps, "WarmupCosineLR: total_steps (", total_steps, ") must be greater than ",
+           "warmup_steps (", warmup_steps, "). Hint: total_steps counts the warm-up too; the cosine runs from ",
+           "warmup_steps to total_steps.");
+  MG_CHECK(min_lr_factor >= 0 && min_lr_factor <= 1, "WarmupCosineLR: min_lr_factor must be in [0, 1], got ",
+           min_lr_factor, ". Hint: it is the final lr as a fraction of each group's lr (0.1 for nanoGPT's ",
+           "min_lr = learning_rate / 10).");
+  MG_CHECK(start_factor >= 0 && start_factor <= 1, "WarmupCosineLR: start_factor must be in [0, 1], got ",
+           start_factor, ". Hint: it is the first step's lr as a fraction of each group's lr.");
+  step();  // epoch 0
+}
+
+double WarmupCosineLR::lr_at(int64_t epoch, double base_lr) const {
+  if (epoch < warmup_steps_) {
+    double progress = static_cast<double>(epoch) / static_cast<double>(warmup_steps_);
+    return base_lr * (start_factor_ + (1 - start_factor_) * progress);
+  }
+  double min_lr = min_lr_factor_ * base_lr;
+  if (epoch > total_steps_) return min_lr;
+  double progress = static_cast<double>(epoch - warmup_steps_) / static_cast<double>(total_steps_ - warmup_steps_);
+  return min_lr + (base_lr - min_lr) * (1 + std::cos(std::numbers::pi * progress)) / 2;
 }
 
 }  // namespace mg::optim

@@ -1,4 +1,5 @@
-// optim/scheduler.h — learning-rate schedulers (StepLR, CosineAnnealingLR, OneCycleLR) with
+// optim/scheduler.h — learning-rate schedulers (StepLR, CosineAnnealingLR, OneCycleLR,
+// WarmupCosineLR) with
 // PyTorch's semantics: constructing one applies epoch 0's learning rate, and each step()
 // moves to the next epoch and sets every parameter group's lr.
 //
@@ -92,6 +93,30 @@ class OneCycleLR final : public LRScheduler {
   };
   std::vector<Phase> phases_;
   int64_t total_steps_;
+};
+
+// Linear warm-up, then half a cosine down to a floor: the schedule GPT-2-style training uses
+// (nanoGPT's get_lr, Hugging Face's get_cosine_schedule_with_warmup and its min-lr variant).
+// For each group, with base the group's base lr, W = warmup_steps and N = total_steps:
+//   epoch < W:       base * (start_factor + (1 - start_factor) * epoch / W)
+//   W <= epoch <= N: min + (base - min) * (1 + cos(pi * (epoch - W) / (N - W))) / 2
+//   epoch > N:       min
+// where min = min_lr_factor * base (nanoGPT's min_lr = learning_rate / 10 is 0.1). So the lr
+// starts at start_factor * base (0 by default: the first step changes nothing, as
+// Hugging Face's), reaches base at epoch W, min at N, and stays there.
+class WarmupCosineLR final : public LRScheduler {
+ public:
+  WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double min_lr_factor = 0.0,
+                 double start_factor = 0.0);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  int64_t warmup_steps_;
+  int64_t total_steps_;
+  double min_lr_factor_;
+  double start_factor_;
 };
 
 }  // namespace mg::optim

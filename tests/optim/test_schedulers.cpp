@@ -257,3 +257,55 @@ TEST_CASE("clip_grad_value_ clamps every gradient", "[scheduler][clip_grad]") {
   REQUIRE(param.grad().version() > version);
   REQUIRE_FALSE(no_grad.grad().defined());
 }
+
+// ---- WarmupCosineLR: values computed by hand from the closed form ----
+
+TEST_CASE("WarmupCosineLR rises linearly, follows half a cosine to the floor, then stays", "[scheduler]") {
+  // Two groups (base lrs 1 and 0.5); warm-up 4 steps, cosine to 0.1 * base at step 12.
+  Tensor first = make_param({1.0}), second = make_param({2.0});
+  optim::AdamW adamw(std::vector<optim::ParamGroupOptions<optim::AdamWOptions>>{{{first}, {.lr = 1.0}},
+                                                                                {{second}, {.lr = 0.5}}});
+  optim::WarmupCosineLR scheduler(adamw, /*warmup_steps=*/4, /*total_steps=*/12, /*min_lr_factor=*/0.1);
+  // Epochs 0..4: 0, 1/4, 2/4, 3/4, 1. Epoch 4 + k: 0.1 + 0.9 * (1 + cos(pi k / 8)) / 2, with
+  // cos(pi/8) = 0.9238795325, cos(pi/4) = 0.7071067812, cos(3 pi/8) = 0.3826834324.
+  const Values expected = {0.0,          0.25,         0.5,          0.75, 1.0,          0.9657457896, 0.8681980515,
+                           0.7222075445, 0.55,         0.3777924555, 0.2318019485, 0.1342542104, 0.1,
+                           0.1,          0.1};
+  Values firsts = {scheduler.last_lrs()[0]}, seconds = {scheduler.last_lrs()[1]};
+  for (size_t epoch = 1; epoch < expected.size(); ++epoch) {
+    scheduler.step();
+    firsts.push_back(adamw.param_groups()[0].lr);
+    seconds.push_back(adamw.param_groups()[1].lr);
+  }
+  require_close(firsts, expected, 1e-10);
+  Values halves;
+  for (double lr : expected) halves.push_back(lr / 2);
+  require_close(seconds, halves, 1e-10);
+}
+
+TEST_CASE("WarmupCosineLR: a start factor, no warm-up, and a floor of zero", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  SECTION("warm-up from 0.2 of the base lr") {
+    optim::SGD sgd({param}, {.lr = 2.0});
+    optim::WarmupCosineLR scheduler(sgd, /*warmup_steps=*/2, /*total_steps=*/4, /*min_lr_factor=*/0.0,
+                                    /*start_factor=*/0.2);
+    // 2 * (0.2, 0.6, 1), then the cosine: 2 * (1 + cos(pi/2)) / 2 = 1, then 0 from step 4 on.
+    require_close(lr_sequence(sgd, scheduler, 6), {0.4, 1.2, 2.0, 1.0, 0.0, 0.0, 0.0});
+  }
+  SECTION("without warm-up the first step takes the full lr") {
+    optim::SGD sgd({param}, {.lr = 1.0});
+    optim::WarmupCosineLR scheduler(sgd, /*warmup_steps=*/0, /*total_steps=*/3);
+    // (1 + cos(pi k / 3)) / 2 for k = 0..3: 1, 3/4, 1/4, 0.
+    require_close(lr_sequence(sgd, scheduler, 4), {1.0, 0.75, 0.25, 0.0, 0.0});
+  }
+}
+
+TEST_CASE("WarmupCosineLR refuses invalid settings with the value", "[scheduler]") {
+  Tensor param = make_param({1.0});
+  optim::SGD sgd({param}, {.lr = 1.0});
+  CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, -1, 10), Contains("warmup_steps must be >= 0, got -1"));
+  CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, 10, 10), Contains("total_steps (10) must be greater than warmup_steps (10)"));
+  CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, 1, 10, 1.5), Contains("min_lr_factor must be in [0, 1], got 1.5"));
+  CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, 1, 10, 0.1, -0.5), Contains("start_factor must be in [0, 1], got -0.5"));
+  CHECK(sgd.lr() == 1.0);  // a refused scheduler never touched the optimizer
+}
