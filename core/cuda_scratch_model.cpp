@@ -15,10 +15,13 @@
 //                      and cuDNN are present it is asked for the exact bytes
 //                      (cuda/cudnn/workspace_query.cpp); elsewhere the workspace is
 //                      ESTIMATED as the larger of the call's input and output.
+//   fused attention    backward, per call: B x H x Tq x (D + 1) float32 as WORKSPACE, the
+//                      dQ accumulator and D = rowsum(dO o O) (cuda/kernels/attention_backward.cu)
 // Not modelled (each small or absent in the examples' training steps): reduce.cu's
 // partial sums for long reductions (outputs x chunks floats), copies cuBLAS needs for
 // operands without a unit stride, copies into non-contiguous destinations, and the
-// im2col path convolutions take when cuDNN is off.
+// im2col path convolutions take when cuDNN is off, and the dense copies fused attention makes
+// of operands whose rows are not 16-byte aligned (views at odd offsets).
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -117,6 +120,17 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/true);
 }
 
+// ---- fused attention: the backward's dQ accumulator and D ----
+
+void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                        const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+  const int64_t rows = q.sizes()[0] * q.sizes()[1] * q.sizes()[2], head_dim = q.sizes()[3];
+  if (rows == 0 || k.sizes()[2] == 0) return;
+  const Tensor workspace = empty({rows * (head_dim + 1)},
+                                 {.dtype = DType::Float32, .device = q.device(), .category = MemoryCategory::Workspace});
+}
+
 // ---- cuDNN convolutions ----
 
 // Calls whose workspace was estimated rather than asked of cuDNN (for describe()).
@@ -178,8 +192,8 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
 
 std::string describe() {
   const int64_t estimated = estimated_calls.load(), asked = asked_calls.load();
-  std::string text = "the CUDA kernels' scratch: cuBLAS's 32 MiB workspace, batch norm's partial sums, cuDNN's "
-                     "convolution workspace ";
+  std::string text = "the CUDA kernels' scratch: cuBLAS's 32 MiB workspace, batch norm's partial sums, fused "
+                     "attention's dQ accumulator, cuDNN's convolution workspace ";
   if (estimated == 0 && asked == 0) return text + "(no convolutions ran)";
   if (estimated == 0) return text + "as cuDNN's heuristics choose it on this GPU (exact)";
   return text + "ESTIMATED as the larger of each call's input and output (" + std::to_string(estimated) +
@@ -201,6 +215,7 @@ ScratchModel make_model() {
   kernels.linear_forward = linear_forward;
   kernels.batch_norm = batch_norm;
   kernels.batch_norm_backward = batch_norm_backward;
+  kernels.attention_backward = attention_backward;
   kernels.conv2d = conv2d;
   kernels.conv2d_backward_input = conv2d_backward_input;
   kernels.conv2d_backward_weight = conv2d_backward_weight;
