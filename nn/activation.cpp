@@ -9,7 +9,11 @@ namespace mg::nn {
 
 Tensor ReLU::forward(const Tensor& input) { return relu(input); }
 
-Tensor GELU::forward(const Tensor& input) { return gelu(input); }
+Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate_); }
+
+std::string GELU::extra_repr() const {
+  return approximate_ == GeluApproximate::Tanh ? "approximate='tanh'" : "approximate='none'";
+}
 
 Dropout::Dropout(double p) : Module("Dropout"), p_(p) {
   MG_CHECK(p >= 0.0 && p <= 1.0, "Dropout(p=", p, "): p is the probability of zeroing an element ",

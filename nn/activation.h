@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "autograd/elementwise.h"
 #include "nn/module.h"
 
 namespace mg::nn {
@@ -13,11 +14,19 @@ class ReLU : public Module {
   Tensor forward(const Tensor& input) override;
 };
 
-// The exact (erf) form, PyTorch's default.
+// The exact (erf) form by default, as PyTorch's; GeluApproximate::Tanh is the tanh
+// approximation GPT-2 was trained with (torch's approximate='tanh').
 class GELU : public Module {
  public:
-  GELU() : Module("GELU") {}
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None)
+      : Module("GELU"), approximate_(approximate) {}
   Tensor forward(const Tensor& input) override;
+  // As PyTorch prints it: "approximate='none'" or "approximate='tanh'".
+  std::string extra_repr() const override;
+  GeluApproximate approximate() const { return approximate_; }
+
+ private:
+  GeluApproximate approximate_;
 };
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) in training

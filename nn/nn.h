@@ -2,11 +2,16 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/batch_norm.h"
 #include "nn/checkpoint_sequential.h"
 #include "nn/container.h"
 #include "nn/conv.h"
+#include "nn/embedding.h"
+#include "nn/gpt.h"
+#include "nn/gpt_options.h"
 #include "nn/init.h"
+#include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/mnist_cnn.h"
@@ -14,3 +19,4 @@
 #include "nn/pooling.h"
 #include "nn/resnet.h"
 #include "nn/sequential.h"
+#include "nn/transformer_block.h"
