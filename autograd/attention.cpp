@@ -225,8 +225,10 @@ Tensor attention_in_given_dtypes(const Tensor& q, const Tensor& k, const Tensor&
 }  // namespace
 
 // NOTE: on the CPU, Auto takes the math path. There the products run in Eigen's tuned
-// GEMM, while the fused kernel's tiles are plain loops, and at the sequence lengths a CPU
-// trains at, the (Tq, Tk) matrix fits in memory; ask for Fused to save the bytes.
+// GEMM, while the fused kernel's tiles are plain loops: measured on 2 cores with (8, 4, T,
+// 64) float32 and T = 128 to 512, the fused forward is about as fast, its backward 1.5 to
+// 3x slower. At the sequence lengths a CPU trains at the (Tq, Tk) matrix fits in memory;
+// ask for Fused to save the bytes.
 AttentionBackend attention_backend_for(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const AttentionOptions& options) {
   check_arguments(q, k, v, options);

@@ -4,8 +4,12 @@
 // Two paths compute it. The math path materialises the (Tq, Tk) matrix of weights and
 // saves it for backward: its ACTIVATION bytes grow with the square of the sequence. The
 // fused path (FlashAttention-2: tiles and an online softmax) saves only q, k, v, the output
-// and one float32 log-sum-exp per query row: its bytes grow linearly. Both draw dropout's
-// mask the same way from the generator, so they agree for one seed.
+// and one float32 log-sum-exp per query row (float64 for float64 inputs): its bytes grow
+// linearly. Both draw dropout's mask the same way from the generator (one Philox block per
+// weight, B * H * Tq * Tk in all), so they agree for one seed.
+//
+// Under autocast attention is a lower-precision op, like matmul: q, k, v (and a floating
+// mask) are cast to the autocast dtype and the whole op runs in it.
 #pragma once
 
 #include <optional>
@@ -16,7 +20,7 @@
 namespace mg {
 
 enum class AttentionBackend {
-  Auto,   // fused where it applies (see attention_backend_for), else math
+  Auto,   // fused on CUDA where it applies (see attention_backend_for), else math
   Math,   // always the materialising reference path
   Fused,  // the fused path, or an mg::Error saying why it does not apply
 };
@@ -41,7 +45,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const AttentionOptions& options = {});
 
 // The path scaled_dot_product_attention takes for these arguments (Math or Fused), or an
-// mg::Error when options.backend forces one that does not apply.
+// mg::Error when options.backend forces one that does not apply. Fused applies without an
+// attn_mask, to 3-D or 4-D (B, H, T, D) tensors with unit stride in the last dim and
+// Dv == D; on CUDA also only to float16 / bfloat16 with D <= 128 and a multiple of 8. Auto
+// takes it on CUDA only (the simulated device chooses as the device it stands in for); on
+// the CPU the math path is faster, and Fused saves the memory.
 AttentionBackend attention_backend_for(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const AttentionOptions& options = {});
 

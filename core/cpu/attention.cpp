@@ -85,9 +85,12 @@ void load_rows(const T* first, int64_t row_stride, int64_t rows, int64_t width, 
   }
 }
 
+// NOTE: `omp simd` lets the compiler split the sum into vector lanes (reassociating it,
+// which plain -O3 must not do); the dot products are most of the kernels' arithmetic.
 template <class C>
 C dot(const C* a, const C* b, int64_t width) {
   C total = 0;
+#pragma omp simd reduction(+ : total)
   for (int64_t d = 0; d < width; ++d) total += a[d] * b[d];
   return total;
 }
@@ -95,6 +98,7 @@ C dot(const C* a, const C* b, int64_t width) {
 // target += factor * source over `width` values.
 template <class C>
 void add_scaled(C* target, const C* source, C factor, int64_t width) {
+#pragma omp simd
   for (int64_t d = 0; d < width; ++d) target[d] += factor * source[d];
 }
 

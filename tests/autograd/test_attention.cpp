@@ -112,6 +112,23 @@ TEST_CASE("the fused path's gradients match finite differences", "[attention]") 
                             normal_leaf({2, 2, keys, 4}, 7)});
 }
 
+TEST_CASE("with dropout, both paths' gradients match finite differences for one mask", "[attention]") {
+  const AttentionBackend backend = GENERATE(AttentionBackend::Math, AttentionBackend::Fused);
+  INFO(attention_backend_name(backend));
+  GradcheckResult result = gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        Generator generator(8);  // the same mask at every evaluation
+        AttentionOptions options = with_backend(backend);
+        options.is_causal = true;
+        options.dropout_p = 0.4;
+        options.generator = &generator;
+        return scaled_dot_product_attention(in[0], in[1], in[2], options);
+      },
+      {normal_leaf({1, 2, 5, 4}, 14), normal_leaf({1, 2, 6, 4}, 15), normal_leaf({1, 2, 6, 4}, 16)});
+  INFO(result.message);
+  CHECK(result.passed);
+}
+
 TEST_CASE("fused and math paths agree in float64, dropout included", "[attention]") {
   const bool causal = GENERATE(false, true);
   const double dropout_p = GENERATE(0.0, 0.3);
