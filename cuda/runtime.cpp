@@ -14,6 +14,7 @@
 #include "core/cuda_hooks.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/device_error.h"
 
 namespace mg::cuda {
 
@@ -57,6 +58,7 @@ bool is_available() { return device_count() > 0; }
 void synchronize(Device device) {
   DeviceGuard guard(device);
   MG_CUDA_CHECK(cudaDeviceSynchronize());
+  check_device_errors(device);  // what kernels found in their data (cuda/device_error.h)
 }
 
 // ---- DeviceGuard ----
@@ -109,6 +111,7 @@ void Stream::synchronize() const {
   // The device matters for the legacy default stream (nullptr names the current device's).
   DeviceGuard guard(device_);
   MG_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  check_device_errors(device_);
 }
 
 bool Stream::query() const {
@@ -159,6 +162,7 @@ void Event::record(const Stream& stream) {
 void Event::synchronize() const {
   if (event_ == nullptr) return;
   MG_CUDA_CHECK(cudaEventSynchronize(event_));
+  check_device_errors(device_);
 }
 
 bool Event::query() const {

@@ -12,6 +12,7 @@
 #include "core/kernels.h"
 #include "core/memory_format.h"
 #include "cuda/check.h"
+#include "cuda/device_error.h"
 
 namespace mg::cuda {
 
@@ -30,6 +31,7 @@ void copy_with_host(const Tensor& host, Device device, void* destination, const 
     // Pageable memory (or a caller who wants the bytes now): wait, so that the host side
     // may be reused or read as soon as we return.
     MG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_device_errors(device);  // what kernels found in their data (cuda/device_error.h)
   }
 }
 

@@ -428,3 +428,52 @@ TEST_CASE("CUDA copies between NCHW and channels_last keep every value in place"
   gpu_kernels().copy(last, converted);
   check_close(converted, converted_copy(x_cpu, DType::Float16, Device::cpu()), 0.0, "to float16, channels_last");
 }
+
+// ---------------------------------------------------------------------------------------
+// GELU's tanh approximation (UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward)
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("CUDA gelu with the tanh approximation matches the CPU in every float dtype and layout", "[cuda]") {
+  uint64_t seed = 20000;
+  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
+                                               {Layout::Transposed, Layout::Contiguous},
+                                               {Layout::Contiguous, Layout::Strided},
+                                               {Layout::Offset, Layout::Offset}};
+  for (DType dtype : kFloatTypes) {
+    for (const auto& [in_layout, out_layout] : layouts) {
+      check_unary(UnaryOp::GeluTanh, "gelu_tanh", dtype, {17, 33}, in_layout, out_layout, seed += 3);
+    }
+    for (const BinaryCase& shape : kBinaryCases) {
+      check_binary(BinaryOp::GeluTanhBackward, "gelu_tanh_backward", dtype, shape, Values::Normal, Values::Normal,
+                   seed += 3);
+    }
+  }
+  for (DType dtype : kHalfTypes) {
+    check_unary(UnaryOp::GeluTanh, "gelu_tanh", dtype, {17, 33}, Layout::Contiguous, Layout::Contiguous, seed += 3);
+    check_unary(UnaryOp::GeluTanh, "gelu_tanh", dtype, {17, 33}, Layout::Transposed, Layout::Strided, seed += 3);
+    for (int c = 0; c < 4; ++c) {
+      check_binary(BinaryOp::GeluTanhBackward, "gelu_tanh_backward", dtype, kBinaryCases[c], Values::Normal,
+                   Values::Normal, seed += 3);
+    }
+  }
+  // Large and misaligned: the vector bodies, their tails, and the scalar path.
+  check_unary(UnaryOp::GeluTanh, "gelu_tanh", DType::Float32, {(1 << 20) + 3}, Layout::Offset, Layout::Contiguous,
+              seed += 3);
+  check_unary(UnaryOp::GeluTanh, "gelu_tanh", DType::BFloat16, {(1 << 20) + 3}, Layout::Contiguous,
+              Layout::Contiguous, seed += 3);
+
+  // Through the public API: PyTorch's values, and the gradient against the CPU's.
+  Tensor points = from_vector<double>({1.0, -1.0}).to(kCuda);
+  std::vector<double> values = gelu(points, GeluApproximate::Tanh).to(Device::cpu()).to_vector<double>();
+  CHECK(values[0] == Approx(0.8411919906082768).epsilon(1e-14));
+  CHECK(values[1] == Approx(-0.15880800939172324).epsilon(1e-14));
+  Tensor x_cpu = random_values({17, 33}, DType::Float32, 21);
+  Tensor x_cuda = x_cpu.to(kCuda);
+  for (const Tensor& t : {x_cpu, x_cuda}) t.requires_grad_();
+  Tensor y_cpu = gelu(x_cpu, GeluApproximate::Tanh), y_cuda = gelu(x_cuda, GeluApproximate::Tanh);
+  check_close(y_cuda, y_cpu, 1e-6, "gelu tanh forward");
+  Tensor seed_gradient = random_values({17, 33}, DType::Float32, 22);
+  y_cpu.backward(seed_gradient);
+  y_cuda.backward(seed_gradient.to(kCuda));
+  check_close(x_cuda.grad(), x_cpu.grad(), 1e-6, "gelu tanh x.grad");
+}

@@ -1,0 +1,173 @@
+// tests/cuda/test_cuda_layer_norm.cpp — the CUDA layer_norm kernels against the CPU ones
+// on fresh random inputs: the output and the saved statistics, grad_input, grad_weight and
+// grad_bias, for rows a warp covers (7 x 33), a block covers (64 x 768, 3 x 4100) and
+// rows too long for the shared-memory cache (5 x 8192 backward, 2 x 20000 both ways), in
+// float32, float64, float16 and bfloat16 (with 16-bit or float32 parameters), with and
+// without weight and bias, at a misaligned offset, and under autocast.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "autograd/elementwise.h"
+#include "autograd/layer_norm.h"
+#include "autograd/reduce.h"
+#include "core/factory.h"
+#include "cuda/kernel_checks.h"
+
+using namespace mg;
+
+namespace {
+
+using cuda_checks::host_values;
+using cuda_checks::kCuda;
+
+Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
+  Generator generator(seed);
+  std::vector<double> data = randn(sizes, {.dtype = DType::Float64}, &generator).to_vector<double>();
+  for (double& value : data) value = value * scale + offset;
+  return converted_copy(from_vector<double>(data, sizes), dtype, Device::cpu());
+}
+
+// Every value within `relative` of the largest |value| of the CPU result (at least 1).
+void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative, const char* what) {
+  INFO(what);
+  REQUIRE(cuda_result.device().is_cuda());
+  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
+  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
+  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
+  double scale = 1.0;
+  for (double value : expected) scale = std::max(scale, std::abs(value));
+  double worst = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
+  INFO("largest difference " << worst << " against scale " << scale);
+  CHECK(worst <= relative * scale);
+}
+
+// A few units in the last place of the input's dtype.
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return 1e-12;
+    case DType::Float32: return 1e-5;
+    case DType::Float16: return 4e-3;
+    default: return 3e-2;
+  }
+}
+
+struct Case {
+  Shape sizes;
+  int normalised_dims;
+  DType dtype;
+  DType parameter_dtype;
+};
+
+Shape trailing(const Shape& sizes, int dims) {
+  Shape result;
+  for (int d = sizes.size() - dims; d < sizes.size(); ++d) result.push_back(sizes[d]);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA layer_norm matches the CPU (output, statistics, every gradient)", "[cuda]") {
+  auto [sizes, dims, dtype, parameter_dtype] = GENERATE(
+      Case{{7, 33}, 1, DType::Float32, DType::Float32}, Case{{64, 768}, 1, DType::Float32, DType::Float32},
+      Case{{3, 4100}, 1, DType::Float32, DType::Float32}, Case{{5, 8192}, 1, DType::Float32, DType::Float32},
+      Case{{2, 20000}, 1, DType::Float32, DType::Float32}, Case{{4, 16, 48}, 2, DType::Float32, DType::Float32},
+      Case{{7, 33}, 1, DType::Float64, DType::Float64}, Case{{64, 768}, 1, DType::Float64, DType::Float64},
+      Case{{7, 33}, 1, DType::Float16, DType::Float16}, Case{{64, 768}, 1, DType::Float16, DType::Float16},
+      Case{{3, 4100}, 1, DType::Float16, DType::Float32}, Case{{2, 3, 1024}, 1, DType::Float16, DType::Float32},
+      Case{{7, 33}, 1, DType::BFloat16, DType::BFloat16}, Case{{64, 768}, 1, DType::BFloat16, DType::Float32},
+      Case{{3, 4100}, 1, DType::BFloat16, DType::BFloat16}, Case{{5, 8192}, 1, DType::BFloat16, DType::Float32});
+  const bool affine = GENERATE(true, false);
+  Shape normalized = trailing(sizes, dims);
+  INFO("input " << sizes << " " << dtype << ", normalized_shape " << normalized << ", parameters " << parameter_dtype
+                << (affine ? "" : " (none)"));
+  const double relative = tolerance(dtype);
+  // An offset above the spread: the variance must not cancel.
+  Tensor x = normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
+  Tensor weight, bias, cuda_weight, cuda_bias;
+  if (affine) {
+    weight = normal(normalized, parameter_dtype, 2).requires_grad_();
+    bias = normal(normalized, parameter_dtype, 3).requires_grad_();
+    cuda_weight = weight.detach().to(kCuda).requires_grad_();
+    cuda_bias = bias.detach().to(kCuda).requires_grad_();
+  }
+  Tensor cuda_x = x.detach().to(kCuda).requires_grad_();
+  Tensor cpu_out = layer_norm(x, normalized, weight, bias);
+  Tensor cuda_out = layer_norm(cuda_x, normalized, cuda_weight, cuda_bias);
+  check_matches(cuda_out, cpu_out, relative, "output");
+
+  Tensor grad_output = normal(sizes, dtype, 4);
+  sum(mul(cpu_out, grad_output)).backward();
+  sum(mul(cuda_out, grad_output.to(kCuda))).backward();
+  check_matches(cuda_x.grad(), x.grad(), relative, "grad_input");
+  if (affine) {
+    // Sums over the rows: 16-bit parameters are rounded once from float sums on both sides.
+    const double parameter_relative = parameter_dtype == DType::Float32 ? 1e-4 : relative;
+    check_matches(cuda_weight.grad(), weight.grad(), parameter_relative, "grad_weight");
+    check_matches(cuda_bias.grad(), bias.grad(), parameter_relative, "grad_bias");
+  }
+}
+
+TEST_CASE("CUDA layer_norm kernels write the CPU's statistics, and only grad_weight when asked", "[cuda]") {
+  const int64_t rows = 37, cols = 300;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    INFO(dtype);
+    const DType stats = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+    Tensor input = normal({rows, cols}, dtype, 10, 1.5, -2.0);
+    Tensor weight = normal({cols}, dtype, 11), bias = normal({cols}, dtype, 12);
+    Tensor output = empty({rows, cols}, {.dtype = dtype});
+    Tensor mean = empty({rows}, {.dtype = stats}), invstd = empty({rows}, {.dtype = stats});
+    Tensor cuda_output = empty({rows, cols}, {.dtype = dtype, .device = kCuda});
+    Tensor cuda_mean = empty({rows}, {.dtype = stats, .device = kCuda});
+    Tensor cuda_invstd = empty({rows}, {.dtype = stats, .device = kCuda});
+    cuda_checks::cpu_kernels().layer_norm(input, weight, bias, 1e-5, output, mean, invstd);
+    cuda_checks::gpu_kernels().layer_norm(input.to(kCuda), weight.to(kCuda), bias.to(kCuda), 1e-5, cuda_output,
+                                          cuda_mean, cuda_invstd);
+    const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
+    check_matches(cuda_mean, mean, relative, "save_mean");
+    check_matches(cuda_invstd, invstd, relative, "save_invstd");
+    check_matches(cuda_output, output, tolerance(dtype), "output");
+
+    // Only grad_weight: grad_input and grad_bias undefined.
+    Tensor grad = normal({rows, cols}, dtype, 13);
+    Tensor grad_weight = empty({cols}, {.dtype = dtype});
+    Tensor cuda_grad_weight = empty({cols}, {.dtype = dtype, .device = kCuda});
+    cuda_checks::cpu_kernels().layer_norm_backward(grad, input, weight, mean, invstd, Tensor(), grad_weight, Tensor());
+    cuda_checks::gpu_kernels().layer_norm_backward(grad.to(kCuda), input.to(kCuda), weight.to(kCuda), cuda_mean,
+                                                   cuda_invstd, Tensor(), cuda_grad_weight, Tensor());
+    check_matches(cuda_grad_weight, grad_weight, dtype == DType::Float32 ? 1e-4 : tolerance(dtype), "grad_weight alone");
+  }
+}
+
+TEST_CASE("CUDA layer_norm of a misaligned view takes the scalar path", "[cuda]") {
+  // Rows of 64 values one element into their buffer: no 16-byte vector is aligned.
+  Tensor base = normal({1 + 9 * 64}, DType::Float16, 20);
+  Tensor x = make_view(base, {9, 64}, {64, 1}, 1);
+  Tensor cuda_base = base.to(kCuda);
+  Tensor cuda_x = make_view(cuda_base, {9, 64}, {64, 1}, 1);
+  Tensor weight = normal({64}, DType::Float32, 21);
+  check_matches(layer_norm(cuda_x, {64}, weight.to(kCuda)), layer_norm(x, {64}, weight), 4e-3, "output");
+}
+
+TEST_CASE("CUDA layer_norm under autocast runs in float32", "[cuda]") {
+  Tensor x = normal({16, 768}, DType::Float32, 30).to(kCuda);
+  Tensor weight = normal({768}, DType::Float32, 31).to(kCuda).requires_grad_();
+  Tensor bias = normal({768}, DType::Float32, 32).to(kCuda).requires_grad_();
+  Tensor half = x.to(DType::Float16).requires_grad_();
+  Tensor out;
+  {
+    amp::AutocastGuard autocast(DType::Float16, DeviceType::CUDA);
+    out = layer_norm(half, {768}, weight, bias);
+  }
+  CHECK(out.dtype() == DType::Float32);
+  Tensor expected = layer_norm(half.detach().to(DType::Float32), {768}, weight.detach(), bias.detach());
+  check_matches(out, expected, 1e-6, "output");
+  sum(out).backward();
+  CHECK(half.grad().dtype() == DType::Float16);
+  CHECK(weight.grad().dtype() == DType::Float32);
+}
