@@ -148,8 +148,9 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const A
     scores = mask.dtype() == DType::Bool ? masked_fill(scores, eq(mask, 0.0), minus_infinity) : add(scores, mask);
   }
   Tensor weights = softmax(scores, -1);
-  // dropout() draws weight (..., i, j) from block (flat index of the contiguous weights):
-  // the rule the fused kernels follow (AttentionParams).
+  // dropout() draws weight (b, h, i, j) from the Philox block at its flat index in the
+  // contiguous weights, ((b * H + h) * Tq + i) * Tk + j: AttentionParams' rule, so the
+  // fused path drops the same weights for the same generator state.
   if (options.dropout_p > 0.0) weights = dropout(weights, options.dropout_p, /*training=*/true, options.generator);
   return matmul(weights, v);  // (..., Tq, Dv)
 }
