@@ -1,6 +1,7 @@
 // tests/optim/test_schedulers.cpp — StepLR, CosineAnnealingLR and OneCycleLR against
-// hand-written transcriptions of PyTorch's formulas (every epoch, not just a few), their
-// validation errors, and clip_grad_norm_ / clip_grad_value_ against norms computed by hand.
+// hand-written transcriptions of PyTorch's formulas (every epoch, not just a few),
+// WarmupCosineLR against values computed by hand, their validation errors, and
+// clip_grad_norm_ / clip_grad_value_ against norms computed by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
