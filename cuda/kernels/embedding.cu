@@ -50,10 +50,10 @@ __global__ void embedding_kernel(const T* table, const int64_t* indices, int64_t
       const Vector* source = reinterpret_cast<const Vector*>(table + row * row_size);
       for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) out[v] = source[v];
     } else {
-      Vector zeros;
+      Vector zero_vector;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) zeros.value[j] = from_compute<T>(0.0f);
-      for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) out[v] = zeros;
+      for (int j = 0; j < kVec; ++j) zero_vector.value[j] = from_compute<T>(0.0f);
+      for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) out[v] = zero_vector;
       if (threadIdx.x == 0) {
         report_device_error(errors, DeviceErrorCode::EmbeddingIndexOutOfRange, row, table_rows, n, row_size);
       }
