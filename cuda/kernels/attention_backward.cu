@@ -333,9 +333,10 @@ __global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t
   }
 }
 
-// NOTE: 4 warps own 64 keys; 64-query tiles. Shared memory: 56 KiB (head dim 64) or
-// 104 KiB (128).
-constexpr int kBackwardWarps = 4;
+// NOTE: 8 warps own 128 keys; 64-query tiles. 128 keys a block halve the float32 atomics
+// into the dQ accumulator against 64, and each Q and dO tile read from global memory serves
+// twice the keys. Shared memory: 80 KiB (head dim 64) or 144 KiB (128).
+constexpr int kBackwardWarps = 8;
 constexpr int kBackwardBlockM = 64;
 
 template <class T, int kHeadDim, bool kDropout>

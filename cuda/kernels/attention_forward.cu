@@ -2,8 +2,8 @@
 // tensor cores: output = softmax(scale * q k^T, causal mask, dropout) v and the float32
 // log-sum-exp of each query row, without ever materialising the (Tq, Tk) matrix.
 //
-// A block of kWarps warps owns kBlockM = 16 kWarps query rows of one (batch, head); each
-// warp owns 16 of them, whose Q fragments it keeps in registers. The block walks the key
+// A block of kWarps warps owns kBlockM query rows of one (batch, head); each warp owns
+// 16 kRowTiles of them, whose Q fragments it keeps in registers. The block walks the key
 // tiles (kBlockN keys) in order, each staged in shared memory by cp.async — the next K tile
 // is copied while P V is computed, the V tile while Q K^T is computed — and, per warp:
 //   S = Q K^T (16 x kBlockN, float32 accumulators), scaled into the log2 domain and masked
@@ -52,15 +52,20 @@ struct ForwardArgs {
   PhiloxState rng;
 };
 
-template <int kHeadDim, int kWarps, int kBlockN>
-constexpr int forward_shared_bytes() {
-  return (16 * kWarps + 2 * kBlockN) * kHeadDim * 2;
-}
+// Tile sizes of one instantiation: kWarps warps of kRowTiles x 16 query rows each, key
+// tiles of kBlockN.
+template <int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
+struct ForwardTiles {
+  static constexpr int kBlockM = 16 * kRowTiles * kWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kSharedBytes = (kBlockM + 2 * kBlockN) * kHeadDim * 2;
+};
 
-template <class T, int kHeadDim, int kWarps, int kBlockN, bool kDropout>
+template <class T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kDropout>
 __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardArgs<T> args) {
-  constexpr int kBlockM = 16 * kWarps;
-  constexpr int kThreads = 32 * kWarps;
+  using Tiles = ForwardTiles<kHeadDim, kWarps, kRowTiles, kBlockN>;
+  constexpr int kBlockM = Tiles::kBlockM;
+  constexpr int kThreads = Tiles::kThreads;
   constexpr int kDimTiles = kHeadDim / 8;   // n8 tiles of the output
   constexpr int kKeyTiles = kBlockN / 8;    // n8 tiles of S
   extern __shared__ __align__(128) unsigned char shared_bytes[];
@@ -85,11 +90,17 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
   load_tile<kBlockN, kHeadDim, kThreads>(k_tile, k_rows, args.k_strides.row, args.key_len, args.head_dim);
   copy_async_commit();
 
-  float acc[kDimTiles][4] = {};
-  float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
-  float row_sum[2] = {0.0f, 0.0f};            // this lane's columns only, summed over the quad at the end
-  uint32_t q_fragments[kHeadDim / 16][4];
-  const int warp_row = warp * 16;  // the warp's first row in the tile
+  // Per row tile rt of the warp (rows warp_row + 16 rt + group and + 8):
+  float acc[kRowTiles][kDimTiles][4] = {};
+  float row_max[kRowTiles][2];  // log2 domain
+  float row_sum[kRowTiles][2];  // this lane's columns only, summed over the quad at the end
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+    row_max[rt][0] = row_max[rt][1] = -INFINITY;
+    row_sum[rt][0] = row_sum[rt][1] = 0.0f;
+  }
+  uint32_t q_fragments[kRowTiles][kHeadDim / 16][4];
+  const int warp_row = warp * 16 * kRowTiles;  // the warp's first row in the tile
 
   for (int key_block = 0; key_block < key_blocks; ++key_block) {
     const int n0 = key_block * kBlockN;
@@ -97,84 +108,98 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
     __syncthreads();  // K(n) is in; every warp is done with V(n - 1)
     if (key_block == 0) {
 #pragma unroll
-      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-        load_matrix_x4<kHeadDim>(q_fragments[kk], q_tile, warp_row + pattern_x_row(lane), 2 * kk + pattern_x_chunk(lane));
+      for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+          load_matrix_x4<kHeadDim>(q_fragments[rt][kk], q_tile, warp_row + 16 * rt + pattern_x_row(lane),
+                                   2 * kk + pattern_x_chunk(lane));
+        }
       }
     }
     load_tile<kBlockN, kHeadDim, kThreads>(v_tile, v_rows + n0 * args.v_strides.row, args.v_strides.row,
                                            args.key_len - n0, args.head_dim);
     copy_async_commit();
 
-    // S = Q K^T for the warp's 16 rows.
-    float scores[kKeyTiles][4] = {};
+    // S = Q K^T for the warp's rows; each K fragment serves every row tile.
+    float scores[kRowTiles][kKeyTiles][4] = {};
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
 #pragma unroll
       for (int nn = 0; nn < kBlockN / 16; ++nn) {
         uint32_t b_fragments[4];
         load_matrix_x4<kHeadDim>(b_fragments, k_tile, 16 * nn + pattern_y_row(lane), 2 * kk + pattern_y_chunk(lane));
-        mma_16x8x16<T>(scores[2 * nn], q_fragments[kk], b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(scores[2 * nn + 1], q_fragments[kk], b_fragments[2], b_fragments[3]);
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt) {
+          mma_16x8x16<T>(scores[rt][2 * nn], q_fragments[rt][kk], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(scores[rt][2 * nn + 1], q_fragments[rt][kk], b_fragments[2], b_fragments[3]);
+        }
       }
     }
 
-    // Into the log2 domain, then the mask (after scaling, so any sign of scale works).
     const bool needs_mask = n0 + kBlockN > args.key_len || (args.causal && n0 + kBlockN - 1 > m0);
+    uint32_t p_fragments[kRowTiles][kBlockN / 16][4];
 #pragma unroll
-    for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        scores[t][e] *= args.scale_log2;
-        if (needs_mask) {
-          const int key = n0 + 8 * t + 2 * quad + (e & 1);
-          const int query = m0 + warp_row + group + 8 * (e >> 1);
-          if (key >= args.key_len || (args.causal && key > query)) scores[t][e] = -INFINITY;
-        }
-      }
-    }
-
-    // Online softmax: scores become P = exp2(S - m).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = row_max[r];
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) tile_max = fmaxf(tile_max, fmaxf(scores[t][2 * r], scores[t][2 * r + 1]));
-      tile_max = quad_max(tile_max);
-      // NOTE: a row with every key masked so far keeps m = -inf; shifting by 0 then keeps
-      // exp2(-inf - shift) = 0 instead of NaN.
-      const float shift = tile_max == -INFINITY ? 0.0f : tile_max;
-      const float rescale = exp2f(row_max[r] - shift);
-      row_max[r] = tile_max;
-      row_sum[r] *= rescale;
-#pragma unroll
-      for (int dt = 0; dt < kDimTiles; ++dt) {
-        acc[dt][2 * r] *= rescale;
-        acc[dt][2 * r + 1] *= rescale;
-      }
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          scores[t][e] = exp2f(scores[t][e] - shift);
-          row_sum[r] += scores[t][e];
-        }
-      }
-    }
-    if constexpr (kDropout) {
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      const int row_base = m0 + warp_row + 16 * rt + group;  // + 8 for the accumulators' second row
+      // Into the log2 domain, then the mask (after scaling, so any sign of scale works).
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t key = n0 + 8 * t + 2 * quad + (e & 1);
-          const int64_t query = m0 + warp_row + group + 8 * (e >> 1);
-          const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
-          if (uniform_from_bits(philox_block(args.rng, index)[0]) < args.dropout_p) scores[t][e] = 0.0f;
+          scores[rt][t][e] *= args.scale_log2;
+          if (needs_mask) {
+            const int key = n0 + 8 * t + 2 * quad + (e & 1);
+            const int query = row_base + 8 * (e >> 1);
+            if (key >= args.key_len || (args.causal && key > query)) scores[rt][t][e] = -INFINITY;
+          }
         }
       }
-    }
-    uint32_t p_fragments[kBlockN / 16][4];
+      // Online softmax: scores become P = exp2(S - m).
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) accumulators_to_a<T>(p_fragments[kk], scores[2 * kk], scores[2 * kk + 1]);
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = row_max[rt][r];
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) {
+          tile_max = fmaxf(tile_max, fmaxf(scores[rt][t][2 * r], scores[rt][t][2 * r + 1]));
+        }
+        tile_max = quad_max(tile_max);
+        // NOTE: a row with every key masked so far keeps m = -inf; shifting by 0 then keeps
+        // exp2(-inf - shift) = 0 instead of NaN.
+        const float shift = tile_max == -INFINITY ? 0.0f : tile_max;
+        const float rescale = exp2f(row_max[rt][r] - shift);
+        row_max[rt][r] = tile_max;
+        row_sum[rt][r] *= rescale;
+#pragma unroll
+        for (int dt = 0; dt < kDimTiles; ++dt) {
+          acc[rt][dt][2 * r] *= rescale;
+          acc[rt][dt][2 * r + 1] *= rescale;
+        }
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            scores[rt][t][e] = exp2f(scores[rt][t][e] - shift);
+            row_sum[rt][r] += scores[rt][t][e];
+          }
+        }
+      }
+      if constexpr (kDropout) {
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = n0 + 8 * t + 2 * quad + (e & 1);
+            const int64_t query = row_base + 8 * (e >> 1);
+            const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
+            if (uniform_from_bits(philox_block(args.rng, index)[0]) < args.dropout_p) scores[rt][t][e] = 0.0f;
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        accumulators_to_a<T>(p_fragments[rt][kk], scores[rt][2 * kk], scores[rt][2 * kk + 1]);
+      }
+    }
 
     copy_async_wait_all();
     __syncthreads();  // V(n) is in; every warp is done with K(n)
@@ -183,7 +208,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
                                              args.key_len - n0 - kBlockN, args.head_dim);
       copy_async_commit();
     }
-    // O += P V.
+    // O += P V; each V fragment serves every row tile.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
@@ -191,34 +216,41 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
         uint32_t b_fragments[4];
         load_matrix_x4_transposed<kHeadDim>(b_fragments, v_tile, 16 * kk + pattern_x_row(lane),
                                             2 * dd + pattern_x_chunk(lane));
-        mma_16x8x16<T>(acc[2 * dd], p_fragments[kk], b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(acc[2 * dd + 1], p_fragments[kk], b_fragments[2], b_fragments[3]);
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt) {
+          mma_16x8x16<T>(acc[rt][2 * dd], p_fragments[rt][kk], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(acc[rt][2 * dd + 1], p_fragments[rt][kk], b_fragments[2], b_fragments[3]);
+        }
       }
     }
   }
 
   // O = acc / (l (1 - p)), staged in the warp's own rows of q_tile (no other warp reads
   // them), then 16-byte stores; lse per row.
-  float inverse[2], lse[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float total = quad_sum(row_sum[r]);
-    inverse[r] = total > 0.0f ? args.output_factor / total : 0.0f;
-    lse[r] = total > 0.0f ? (row_max[r] + log2f(total)) * kLn2 : -INFINITY;
-  }
   __syncwarp();
 #pragma unroll
-  for (int dt = 0; dt < kDimTiles; ++dt) {
+  for (int rt = 0; rt < kRowTiles; ++rt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      *reinterpret_cast<uint32_t*>(q_tile + swizzled<kHeadDim>(warp_row + group + 8 * r, 8 * dt + 2 * quad)) =
-          pack_pair<T>(acc[dt][2 * r] * inverse[r], acc[dt][2 * r + 1] * inverse[r]);
+      const float total = quad_sum(row_sum[rt][r]);
+      const float inverse = total > 0.0f ? args.output_factor / total : 0.0f;
+      const int row = warp_row + 16 * rt + group + 8 * r;
+#pragma unroll
+      for (int dt = 0; dt < kDimTiles; ++dt) {
+        *reinterpret_cast<uint32_t*>(q_tile + swizzled<kHeadDim>(row, 8 * dt + 2 * quad)) =
+            pack_pair<T>(acc[rt][dt][2 * r] * inverse, acc[rt][dt][2 * r + 1] * inverse);
+      }
+      const int query = m0 + row;
+      if (quad == 0 && query < args.query_len) {
+        args.log_sum_exp[static_cast<int64_t>(batch_head) * args.query_len + query] =
+            total > 0.0f ? (row_max[rt][r] + log2f(total)) * kLn2 : -INFINITY;
+      }
     }
   }
   __syncwarp();
   constexpr int kChunksPerRow = kHeadDim / 8;
 #pragma unroll
-  for (int step = 0; step < 16 * kChunksPerRow / 32; ++step) {
+  for (int step = 0; step < 16 * kRowTiles * kChunksPerRow / 32; ++step) {
     const int chunk_index = step * 32 + lane;
     const int row = chunk_index / kChunksPerRow, chunk = chunk_index % kChunksPerRow;
     const int query = m0 + warp_row + row;
@@ -227,30 +259,23 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
           *reinterpret_cast<const uint4*>(q_tile + swizzled<kHeadDim>(warp_row + row, chunk * 8));
     }
   }
-  if (quad == 0) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int query = m0 + warp_row + group + 8 * r;
-      if (query < args.query_len) args.log_sum_exp[static_cast<int64_t>(batch_head) * args.query_len + query] = lse[r];
-    }
-  }
 }
 
-// NOTE: 4 warps (64 query rows) and 64-key tiles for both head dims: Q, K and V tiles take
-// 24 KiB (head dim 64) or 48 KiB (128) of shared memory.
-constexpr int kForwardWarps = 4;
-constexpr int kForwardBlockN = 64;
-
+// NOTE: 4 warps and 64-key tiles. Head dim 64: 32 query rows a warp (128 a block), so
+// that each K or V fragment read from shared memory serves four products, not two
+// (ldmatrix, not the tensor cores, would otherwise set the pace); 32 KiB of shared memory.
+// Head dim 128: 16 rows a warp (64 a block) — the accumulators of 32 would not fit in the
+// registers; 48 KiB.
 template <class T, int kHeadDim, bool kDropout>
 void launch_forward(const ForwardArgs<T>& args, int batch_heads, cudaStream_t stream) {
-  constexpr int kBlockM = 16 * kForwardWarps;
-  constexpr int kShared = forward_shared_bytes<kHeadDim, kForwardWarps, kForwardBlockN>();
-  auto kernel = attention_forward_kernel<T, kHeadDim, kForwardWarps, kForwardBlockN, kDropout>;
-  allow_shared_memory(reinterpret_cast<const void*>(kernel), kShared);
-  const int query_blocks = (args.query_len + kBlockM - 1) / kBlockM;
+  constexpr int kWarps = 4, kRowTiles = kHeadDim <= 64 ? 2 : 1, kBlockN = 64;
+  using Tiles = ForwardTiles<kHeadDim, kWarps, kRowTiles, kBlockN>;
+  auto kernel = attention_forward_kernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kDropout>;
+  allow_shared_memory(reinterpret_cast<const void*>(kernel), Tiles::kSharedBytes);
+  const int query_blocks = (args.query_len + Tiles::kBlockM - 1) / Tiles::kBlockM;
   MG_CHECK(query_blocks <= 65535, "scaled_dot_product_attention: ", args.query_len,
-           " queries are too many for the fused kernel's grid (at most ", 65535 * kBlockM, ")");
-  kernel<<<dim3(batch_heads, query_blocks), kForwardWarps * 32, kShared, stream>>>(args);
+           " queries are too many for the fused kernel's grid (at most ", 65535 * Tiles::kBlockM, ")");
+  kernel<<<dim3(batch_heads, query_blocks), Tiles::kThreads, Tiles::kSharedBytes, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
 
