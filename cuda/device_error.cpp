@@ -31,12 +31,13 @@ Records& records() {
 }
 
 std::string embedding_message(const DeviceErrorRecord& record, Device device) {
-  return mg::detail::str_cat("embedding: index ", record.value, " is out of range for an embedding of ", record.bound,
-                         " rows (weight shape [", record.bound, ", ", record.detail, "]); it is at position ",
-                         record.position, " of the flattened indices, found by the kernel on ", device,
-                         " (which wrote zeros for its row) and reported at this synchronisation. Hint: every "
-                         "index must lie in [0, ", record.bound, "): check that the tokenizer's vocabulary fits "
-                         "the embedding, and look for negative or uninitialised ids in the batch.");
+  return mg::detail::str_cat(
+      "embedding: index ", record.value, " is out of range for an embedding of ", record.bound, " rows (weight shape [",
+      record.bound, ", ", record.detail, "]); it is at position ", record.position,
+      " of the flattened indices, found by the kernel on ", device,
+      " (which wrote zeros for its row) and reported at this synchronisation. Hint: every index must lie in [0, ",
+      record.bound, "): check that the tokenizer's vocabulary fits the embedding, and look for negative or "
+      "uninitialised ids in the batch.");
 }
 
 }  // namespace
