@@ -1,5 +1,6 @@
 // tests/optim/test_param_groups.cpp — the weight-decay rule on a GPT-shaped module tree
-// (which names land in which group, the rule's two choices, frozen parameters), AdamW
+// (which names land in which group, the rule's two choices, frozen parameters) and on
+// nn::GPT itself (nanoGPT's counts, the tied head listed once), AdamW
 // built from the groups (each group's options, and a step that shrinks exactly the decayed
 // tensors by 1 - lr * weight_decay), and the errors for names that match nothing.
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "nn/gpt.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "optim/adam.h"
@@ -202,4 +204,26 @@ TEST_CASE("AdamW from weight_decay_groups shrinks exactly the decayed tensors", 
     INFO(split.no_decay[i].first);
     CHECK(split.no_decay[i].second.to_vector<double>() == no_decay_before[i]);
   }
+}
+
+TEST_CASE("weight_decay_groups on nn::GPT: nanoGPT's split, the tied head once", "[optim][param_groups]") {
+  nn::GPTOptions options;
+  options.n_layer = 3;
+  options.n_head = 2;
+  options.n_embd = 8;
+  options.vocab_size = 11;
+  options.block_size = 6;
+  nn::GPT model(options);
+  auto groups = optim::weight_decay_groups(model, optim::AdamWOptions{.weight_decay = 0.1});
+  REQUIRE(groups.size() == 2);
+  // As nanoGPT counts GPT-2 124M's (50 decayed tensors, 98 not): wte, wpe and four
+  // matrices a block; ln_1, ln_2 and four biases a block (two tensors each), and ln_f.
+  CHECK(groups[0].params.size() == 2 + 4 * 3);
+  CHECK(groups[1].params.size() == 8 * 3 + 2);
+  int64_t elements = 0;
+  for (const auto& group : groups) {
+    for (const Tensor& param : group.params) elements += param.numel();
+  }
+  CHECK(elements == model.num_parameters());  // the tied table once, nothing left out
+  CHECK(groups[0].params[0].impl() == model.lm_head->weight.impl());
 }
