@@ -248,7 +248,7 @@ def compare_bf16_logits(checks, name, memgrad_logits, model, tokens, tolerance):
                   f"torch {max_error(torch_logits, reference, scale):.3e}; same argmax {same_token}/{tokens.numel()}")
 
 
-def memgrad_logits(checks, name, args, load_file, arguments, out):
+def run_memgrad(checks, name, args, load_file, arguments, out):
     """Runs gpt_logits with `arguments`; the logits it wrote to `out`, or None (reported)."""
     error = run_binary(args.binary, *arguments, "--out", out)
     if error:
@@ -283,14 +283,14 @@ def run_checks(args, workdir):
     for amp, compare, tolerance in (("fp32", compare_logits, args.tolerance),
                                     ("bf16", compare_bf16_logits, args.bf16_tolerance)):
         name = "torch -> memgrad logits" + (" bf16" if amp == "bf16" else "")
-        logits = memgrad_logits(checks, name, args, load_file,
+        logits = run_memgrad(checks, name, args, load_file,
                                 ["--load", files["torch_weights"], "--amp", amp, *common], files["logits"])
         if logits is not None:
             compare(checks, name, logits, torch_model, tokens, tolerance)
     del torch_model
 
     # memgrad -> torch: memgrad's initial weights, loaded strictly.
-    logits = memgrad_logits(checks, "memgrad -> torch logits", args, load_file,
+    logits = run_memgrad(checks, "memgrad -> torch logits", args, load_file,
                             ["--init-seed", str(args.seed + 3), "--save", files["memgrad_weights"], *common],
                             files["logits"])
     if logits is None or not check_memgrad_file(checks, files["memgrad_weights"]):
@@ -300,7 +300,7 @@ def run_checks(args, workdir):
     if not load_into_torch(checks, load_file, files["memgrad_weights"], memgrad_model):
         return checks
     compare_logits(checks, "memgrad -> torch logits", logits, memgrad_model, tokens, args.tolerance)
-    logits = memgrad_logits(checks, "memgrad -> torch logits bf16", args, load_file,
+    logits = run_memgrad(checks, "memgrad -> torch logits bf16", args, load_file,
                             ["--load", files["memgrad_weights"], "--amp", "bf16", *common], files["logits"])
     if logits is not None:
         compare_bf16_logits(checks, "memgrad -> torch logits bf16", logits, memgrad_model, tokens,
