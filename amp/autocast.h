@@ -12,9 +12,11 @@
 //   loss.backward();  // outside the region, as PyTorch recommends
 //
 // The policy (which op casts to what) is applied by the ops themselves in autograd/:
-//   lower precision (inputs cast to the autocast dtype): matmul, linear, conv2d
+//   lower precision (inputs cast to the autocast dtype): matmul, linear, conv2d,
+//                                                         scaled_dot_product_attention
 //   float32 (16-bit inputs cast up, result float32):     softmax, log_softmax,
-//                                                         cross_entropy, nll_loss, sum, mean
+//                                                         cross_entropy, nll_loss, sum, mean,
+//                                                         layer_norm
 //   unchanged: everything else; binary elementwise ops promote to the widest input
 //   dtype anyway, and batch_norm keeps float32 statistics for 16-bit inputs.
 // Only float32/float16/bfloat16 tensors are cast (float64 and integer ones never), and only

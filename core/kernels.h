@@ -256,14 +256,15 @@ struct KernelTable {
                       const Tensor& output);
   // Fused attention (see AttentionParams): q (B, H, Tq, D), k and v (B, H, Tk, D), output
   // (B, H, Tq, D), each with unit stride in the last dim and any other strides (views of one
-  // packed projection are read in place); log_sum_exp (B, H, Tq) float32 contiguous:
-  // log sum_j exp(scale * q_i . k_j) over the keys row i attends to (before dropout).
+  // packed projection are read in place); log_sum_exp (B, H, Tq) contiguous, float32
+  // (float64 for a float64 input): log sum_j exp(scale * q_i . k_j) over the keys row i
+  // attends to (before dropout).
   // On CUDA: float16 / bfloat16, D <= 128 and a multiple of 8; on the CPU: any floating type.
   void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                             const Tensor& output, const Tensor& log_sum_exp);
   // The three gradients from the forward's output and log_sum_exp (the (Tq, Tk) matrix is
-  // recomputed tile by tile); grad_q/k/v have q/k/v's sizes, unit stride in the last dim,
-  // and are overwritten.
+  // recomputed tile by tile); grad_output has output's sizes, grad_q/k/v q/k/v's, each with
+  // unit stride in the last dim and any other strides; grad_q/k/v are overwritten.
   void (*attention_backward)(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
                              const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
