@@ -102,19 +102,22 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
   uint32_t q_fragments[kRowTiles][kHeadDim / 16][4];
   const int warp_row = warp * 16 * kRowTiles;  // the warp's first row in the tile
 
+  copy_async_wait_all();
+  __syncthreads();  // Q and K(0) are in
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      load_matrix_x4<kHeadDim>(q_fragments[rt][kk], q_tile, warp_row + 16 * rt + pattern_x_row(lane),
+                               2 * kk + pattern_x_chunk(lane));
+    }
+  }
+
   for (int key_block = 0; key_block < key_blocks; ++key_block) {
     const int n0 = key_block * kBlockN;
-    copy_async_wait_all();
-    __syncthreads();  // K(n) is in; every warp is done with V(n - 1)
-    if (key_block == 0) {
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt) {
-#pragma unroll
-        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-          load_matrix_x4<kHeadDim>(q_fragments[rt][kk], q_tile, warp_row + 16 * rt + pattern_x_row(lane),
-                                   2 * kk + pattern_x_chunk(lane));
-        }
-      }
+    if (key_block > 0) {
+      copy_async_wait_all();
+      __syncthreads();  // K(n) is in; every warp is done with V(n - 1)
     }
     load_tile<kBlockN, kHeadDim, kThreads>(v_tile, v_rows + n0 * args.v_strides.row, args.v_strides.row,
                                            args.key_len - n0, args.head_dim);
