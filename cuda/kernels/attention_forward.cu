@@ -6,7 +6,7 @@
 // 16 kRowTiles of them, whose Q fragments it keeps in registers. The block walks the key
 // tiles (kBlockN keys) in order, each staged in shared memory by cp.async — the next K tile
 // is copied while P V is computed, the V tile while Q K^T is computed — and, per warp:
-//   S = Q K^T (16 x kBlockN, float32 accumulators), scaled into the log2 domain and masked
+//   S = Q K^T (16 kRowTiles x kBlockN, float32 accumulators), scaled into the log2 domain and masked
 //     (keys past Tk; with is_causal, keys j > i);
 //   online softmax: the running maximum m and the per-lane partial sum l of each row; when
 //     m grows, l and the output accumulators are rescaled by exp2(m_old - m_new);
