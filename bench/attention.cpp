@@ -11,7 +11,8 @@
 // stream and the median interval is reported, first for steps of the forward alone (the
 // graph is still recorded and its saved tensors released with the output), then for
 // forward + backward. peak_allocated is the allocator's peak over one forward + backward
-// step after the warm-up, from the state a step starts in (q, k, v and grad_output).
+// step after the warm-up, from the state a step starts in (q, k, v and grad_output);
+// activation_bytes what one forward keeps for backward (its ACTIVATION bytes).
 //
 // Output: one JSON line on stdout. Exit codes: 0 done, 1 an error while running, 2 a bad
 // command line.
@@ -24,6 +25,7 @@
 #include "core/device.h"
 #include "core/factory.h"
 #include "core/json.h"
+#include "core/memory.h"
 #include "core/memory_category.h"
 #include "core/random.h"
 #include "examples/common/cli.h"
@@ -128,6 +130,15 @@ int run(const Args& args) {
     output.backward(grad_output);
   });
 
+  // The bytes one call keeps for backward: ACTIVATION while its graph is alive (q, k, v and
+  // grad_output are INPUT, so only what the op saves counts).
+  int64_t activation_bytes = 0;
+  {
+    reset_grads();
+    mg::Tensor output = mg::scaled_dot_product_attention(q, k, v, options);
+    activation_bytes = mg::memory::snapshot(device).category(mg::MemoryCategory::Activation).current;
+  }
+
   mg::JsonWriter json;
   json.begin_object()
       .key("framework").value("memgrad")
@@ -145,6 +156,7 @@ int run(const Args& args) {
       .key("ms_forward").value(forward.median_ms)
       .key("ms_forward_backward").value(forward_backward.median_ms)
       .key("peak_allocated").value(forward_backward.memory.peak_allocated_bytes)
+      .key("activation_bytes").value(activation_bytes)
       .end_object();
   std::cout << json.str() << std::endl;
   return 0;
