@@ -77,6 +77,14 @@ void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, 
            ": sequences and batch x heads must each be below 2^31, got q ", q.sizes(), ", k ", k.sizes());
 }
 
+dim3 attention_grid(int64_t tiles, int64_t heads, int64_t batch) {
+  constexpr int64_t kMaxGridY = 65535;  // also the z limit
+  MG_CHECK(heads <= kMaxGridY && batch <= kMaxGridY, "scaled_dot_product_attention: the fused CUDA kernels take at "
+           "most ", kMaxGridY, " heads and ", kMaxGridY, " batches, got ", heads, " heads and ", batch,
+           ". Hint: use the math backend.");
+  return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+}
+
 void allow_shared_memory(const void* kernel, int bytes) {
   constexpr int kDefaultLimit = 48 * 1024;
   if (bytes <= kDefaultLimit) return;

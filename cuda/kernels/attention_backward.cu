@@ -127,9 +127,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_kernel(Backwar
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
-  const int batch_head = blockIdx.x;
-  const int b = batch_head / args.heads, h = batch_head % args.heads;
-  const int n0 = blockIdx.y * kBlockN;  // is_causal: the first key tiles have the most queries and go first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int batch_head = b * args.heads + h;
+  const int n0 = blockIdx.x * kBlockN;  // is_causal: the first key tiles have the most queries and go first
   const int warp_key = warp * 16;        // the warp's first key in the tile
   const int query_blocks = (args.query_len + kBlockM - 1) / kBlockM;
   const int first_query_block = args.causal ? n0 / kBlockM : 0;
@@ -340,15 +340,13 @@ constexpr int kBackwardWarps = 8;
 constexpr int kBackwardBlockM = 64;
 
 template <class T, int kHeadDim, bool kDropout>
-void launch_backward(const BackwardArgs<T>& args, int batch_heads, cudaStream_t stream) {
+void launch_backward(const BackwardArgs<T>& args, int64_t batch, cudaStream_t stream) {
   constexpr int kBlockN = 16 * kBackwardWarps;
   constexpr int kShared = backward_shared_bytes<kHeadDim, kBackwardWarps, kBackwardBlockM>();
   auto kernel = attention_backward_kernel<T, kHeadDim, kBackwardWarps, kBackwardBlockM, kDropout>;
   allow_shared_memory(reinterpret_cast<const void*>(kernel), kShared);
-  const int key_blocks = (args.key_len + kBlockN - 1) / kBlockN;
-  MG_CHECK(key_blocks <= 65535, "scaled_dot_product_attention backward: ", args.key_len,
-           " keys are too many for the fused kernel's grid (at most ", 65535 * kBlockN, ")");
-  kernel<<<dim3(batch_heads, key_blocks), kBackwardWarps * 32, kShared, stream>>>(args);
+  const dim3 grid = attention_grid((args.key_len + kBlockN - 1) / kBlockN, args.heads, batch);
+  kernel<<<grid, kBackwardWarps * 32, kShared, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
 
@@ -418,10 +416,9 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
                            static_cast<float>(params.dropout_p),
                            dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
                            params.rng};
-      const int batch_heads = static_cast<int>(batch * heads);
       auto launch = [&]<int kHeadDim>() {
-        if (dropout) launch_backward<T, kHeadDim, true>(args, batch_heads, stream);
-        else launch_backward<T, kHeadDim, false>(args, batch_heads, stream);
+        if (dropout) launch_backward<T, kHeadDim, true>(args, batch, stream);
+        else launch_backward<T, kHeadDim, false>(args, batch, stream);
       };
       if (head_dim <= 64) launch.template operator()<64>();
       else launch.template operator()<128>();

@@ -75,11 +75,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;  // accumulator rows group, group + 8; columns 2 quad, +1
-  const int batch_head = blockIdx.x;
-  const int b = batch_head / args.heads, h = batch_head % args.heads;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int batch_head = b * args.heads + h;
   // NOTE: the query tiles with the most keys go first (is_causal: the last ones), so the
   // long blocks do not end up in the last wave.
-  const int m0 = (gridDim.y - 1 - blockIdx.y) * kBlockM;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   const int key_end = args.causal ? min(args.key_len, m0 + kBlockM) : args.key_len;
   const int key_blocks = (key_end + kBlockN - 1) / kBlockN;
 
@@ -270,15 +270,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
 // Head dim 128: 16 rows a warp (64 a block) — the accumulators of 32 would not fit in the
 // registers; 48 KiB.
 template <class T, int kHeadDim, bool kDropout>
-void launch_forward(const ForwardArgs<T>& args, int batch_heads, cudaStream_t stream) {
+void launch_forward(const ForwardArgs<T>& args, int64_t batch, cudaStream_t stream) {
   constexpr int kWarps = 4, kRowTiles = kHeadDim <= 64 ? 2 : 1, kBlockN = 64;
   using Tiles = ForwardTiles<kHeadDim, kWarps, kRowTiles, kBlockN>;
   auto kernel = attention_forward_kernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kDropout>;
   allow_shared_memory(reinterpret_cast<const void*>(kernel), Tiles::kSharedBytes);
-  const int query_blocks = (args.query_len + Tiles::kBlockM - 1) / Tiles::kBlockM;
-  MG_CHECK(query_blocks <= 65535, "scaled_dot_product_attention: ", args.query_len,
-           " queries are too many for the fused kernel's grid (at most ", 65535 * Tiles::kBlockM, ")");
-  kernel<<<dim3(batch_heads, query_blocks), Tiles::kThreads, Tiles::kSharedBytes, stream>>>(args);
+  const dim3 grid = attention_grid((args.query_len + Tiles::kBlockM - 1) / Tiles::kBlockM, args.heads, batch);
+  kernel<<<grid, Tiles::kThreads, Tiles::kSharedBytes, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
 
@@ -322,10 +320,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                           static_cast<float>(params.dropout_p),
                           dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
                           params.rng};
-      const int batch_heads = static_cast<int>(batch * heads);
       auto launch = [&]<int kHeadDim>() {
-        if (dropout) launch_forward<T, kHeadDim, true>(args, batch_heads, stream);
-        else launch_forward<T, kHeadDim, false>(args, batch_heads, stream);
+        if (dropout) launch_forward<T, kHeadDim, true>(args, batch, stream);
+        else launch_forward<T, kHeadDim, false>(args, batch, stream);
       };
       if (head_dim <= 64) launch.template operator()<64>();
       else launch.template operator()<128>();

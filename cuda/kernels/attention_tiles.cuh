@@ -197,6 +197,9 @@ void finish_aligned_result(const Tensor& written, const Tensor& destination);
 HeadStrides head_strides(const Tensor& tensor);
 // The user-facing checks shared by forward and backward (dtype, head dim, strides, sizes).
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
+// The grid of a kernel over (tiles, heads, batch): tiles vary fastest, so the blocks that
+// run together share one head's K and V (or Q and dO) in L2.
+dim3 attention_grid(int64_t tiles, int64_t heads, int64_t batch);
 // Sets a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.
 void allow_shared_memory(const void* kernel, int bytes);
 
