@@ -62,7 +62,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   autograd::check_defined("masked_fill", x);
   autograd::check_defined("masked_fill", mask);
   MG_CHECK(mask.dtype() == DType::Bool, "masked_fill: the mask must be bool, got ", mask.dtype(), " of shape ",
-           mask.sizes(), ". Hint: build it with a comparison (e.g. mg::eq(x, 0)) or convert with .to(mg::DType::Bool).");
+           mask.sizes(), ". Hint: build it with a comparison (e.g. mg::eq(x, 0)) or convert with "
+           ".to(mg::DType::Bool).");
   autograd::check_same_device("masked_fill", x, mask);
   MG_CHECK(broadcasts_to(mask.sizes(), x.sizes()), "masked_fill: the mask of shape ", mask.sizes(),
            " does not broadcast to the input's shape ", x.sizes(),
