@@ -10,6 +10,13 @@ checkpointing and autocast change), and memgrad's predicted peaks (lines with a
 "prediction" section) against the measured ones. Optionally also the test counts from a ctest log and the accuracy from
 the mnist example's --summary-json.
 
+Attention alone (lines with "op": "sdpa", from bench_attention and bench/torch_attention.py)
+has tables of its own and stays out of the training-step ones: per shape, dtype, causal and
+memgrad backend, the median ms of forward and of forward + backward of each run, their ratio
+against PyTorch (best runs) and the peak allocated bytes; and per T what one call keeps for
+backward (activation_bytes) on the fused and the math path, with the growth from the T before
+(fused linear in T, math quadratic).
+
   python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--training-json summary.json ...]
   python3 bench/summarize.py bench.jsonl --markdown     # rows for docs/benchmarks.md
 
@@ -109,6 +116,11 @@ def recorder_overhead_rows(results):
     return rows
 
 
+def is_attention(result):
+    """A line of bench_attention or torch_attention.py: its own tables, not a training step."""
+    return result.get("op") == "sdpa"
+
+
 def group_by_config(results):
     """{config name: {framework: [results]}}, in the order of first appearance."""
     groups = OrderedDict()
@@ -174,6 +186,91 @@ def training_table(results):
             "memory_ratio": ratio_text(peak["memgrad"], peak["pytorch"]),
             "memory_ok": memory_ok,
         })
+    return rows
+
+
+def attention_shape(result):
+    """"B8 H12 T1024 D64 bf16 causal": what both frameworks ran (the backend aside); the
+    warm-up and step counts are part of it, so a short run (stage attention-memory) is not
+    ranked against a long one."""
+    name = f"B{result.get('B')} H{result.get('H')} T{result.get('T')} D{result.get('D')} {result.get('dtype')}"
+    if result.get("causal"):
+        name += " causal"
+    if result.get("dropout"):
+        name += f" dropout {result['dropout']}"
+    return name + f" ({result.get('warmup')}+{result.get('steps')} steps)"
+
+
+def lowest(runs, key):
+    return min((r[key] for r in runs if r.get(key) is not None), default=None)
+
+
+def highest(runs, key):
+    return max((r[key] for r in runs if r.get(key) is not None), default=None)
+
+
+def attention_rows(results):
+    """Per attention shape and memgrad backend: every run's median forward + backward ms (and
+    forward alone), the ratio of the best runs memgrad / pytorch, and each framework's peak
+    allocated bytes (highest run). PyTorch's runs (its default backend) stand beside every
+    memgrad backend of the same shape."""
+    by_shape = OrderedDict()
+    for result in results:
+        if is_attention(result):
+            by_shape.setdefault(attention_shape(result), []).append(result)
+    rows = []
+    for shape, runs in by_shape.items():
+        pytorch = [r for r in runs if r["framework"] == "pytorch"]
+        backends = OrderedDict()
+        for r in runs:
+            if r["framework"] == "memgrad":
+                backends.setdefault(r.get("backend"), []).append(r)
+        for backend, memgrad in (backends.items() or [("-", [])]):
+            rows.append({
+                "shape": shape,
+                "backend": backend,
+                "memgrad_fb": " / ".join(ms(r.get("ms_forward_backward")) for r in memgrad) or "-",
+                "pytorch_fb": " / ".join(ms(r.get("ms_forward_backward")) for r in pytorch) or "-",
+                "ratio_fb": ratio_text(lowest(memgrad, "ms_forward_backward"),
+                                       lowest(pytorch, "ms_forward_backward")),
+                "memgrad_f": " / ".join(ms(r.get("ms_forward")) for r in memgrad) or "-",
+                "pytorch_f": " / ".join(ms(r.get("ms_forward")) for r in pytorch) or "-",
+                "ratio_f": ratio_text(lowest(memgrad, "ms_forward"), lowest(pytorch, "ms_forward")),
+                "memgrad_peak": mib(highest(memgrad, "peak_allocated")),
+                "pytorch_peak": mib(highest(pytorch, "peak_allocated")),
+            })
+    return rows
+
+
+ATTENTION_BACKENDS = ("fused", "math")
+
+
+def attention_memory_rows(results):
+    """Per T (within each B, H, D, dtype, causal): memgrad's activation_bytes on the fused and
+    the math path (highest run; the count is deterministic) and each one's growth from the
+    T before it: x2 per doubling of T on the fused path (O(T)), nearing x4 on the math one
+    (the (T, T) weights)."""
+    by_setting = OrderedDict()
+    for result in results:
+        if (is_attention(result) and result["framework"] == "memgrad"
+                and result.get("activation_bytes") is not None and result.get("backend") in ATTENTION_BACKENDS):
+            setting = (f"B{result.get('B')} H{result.get('H')} D{result.get('D')} {result.get('dtype')}"
+                       + (" causal" if result.get("causal") else ""))
+            by_t = by_setting.setdefault(setting, {}).setdefault(result["T"], {})
+            by_t[result["backend"]] = max(by_t.get(result["backend"], 0), result["activation_bytes"])
+    rows = []
+    for setting, by_t in by_setting.items():
+        previous = {}
+        for t in sorted(by_t):
+            row = {"setting": setting, "T": t}
+            for backend in ATTENTION_BACKENDS:
+                current = by_t[t].get(backend)
+                row[backend] = mib(current)
+                row[backend + "_growth"] = ratio_text(current, previous.get(backend))
+                if current is not None:
+                    previous[backend] = current
+            row["math_over_fused"] = ratio_text(by_t[t].get("math"), by_t[t].get("fused"))
+            rows.append(row)
     return rows
 
 
@@ -270,6 +367,8 @@ def main(argv):
         return 1
     if skipped:
         print(f"({skipped} line(s) of {args.jsonl} were not benchmark results)")
+    attention_results = [r for r in results if is_attention(r)]
+    results = [r for r in results if not is_attention(r)]
     rows = training_table(results)
     if rows:
         print("\nTraining step (median ms of each run; ratio = memgrad / pytorch, best runs; "
@@ -305,7 +404,22 @@ def main(argv):
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")
         print_table(["framework", "device", "op", "µs/op issued", "µs/op synced"], overhead,
                     ["framework", "device", "tiny_op", "us_per_op", "us_per_op_synced"], args.markdown)
-    if not rows and not overhead and not predictions:
+    attention = attention_rows(attention_results)
+    if attention:
+        print("\nAttention alone (sdpa; median ms of each run, forward + backward and forward; ratio = memgrad / "
+              "pytorch, best runs; peak = allocated bytes during one forward + backward, highest run):")
+        print_table(["shape", "backend", "memgrad fwd+bwd", "pytorch fwd+bwd", "ratio", "memgrad fwd",
+                     "pytorch fwd", "ratio fwd", "memgrad peak", "pytorch peak"], attention,
+                    ["shape", "backend", "memgrad_fb", "pytorch_fb", "ratio_fb", "memgrad_f", "pytorch_f",
+                     "ratio_f", "memgrad_peak", "pytorch_peak"], args.markdown)
+    attention_memory = attention_memory_rows(attention_results)
+    if attention_memory:
+        print("\nAttention memory (what one call keeps for backward, activation_bytes; growth = this T / "
+              "the T before, x2 expected fused, near x4 math):")
+        print_table(["setting", "T", "fused", "fused growth", "math", "math growth", "math / fused"],
+                    attention_memory,
+                    ["setting", "T", "fused", "fused_growth", "math", "math_growth", "math_over_fused"], args.markdown)
+    if not rows and not overhead and not predictions and not attention:
         print(f"benchmarks: no results in {args.jsonl}")
     return 0
 
