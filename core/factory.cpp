@@ -80,7 +80,16 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   std::vector<double> values(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
   Tensor as_double = from_vector(values, {count});
-  Tensor result = converted_copy(as_double, options.dtype, options.device);
+  Tensor result;
+  if (options.device.is_cuda()) {
+    // NOTE: from pinned memory the copy does not wait for the device (the pinned block is
+    // kept from reuse until the copy has run), so an arange inside a training step (a
+    // causal mask, positions) does not stall the stream.
+    Tensor staged = converted_copy(as_double, options.dtype, Device::cpu()).pin_memory();
+    result = converted_copy(staged, options.dtype, options.device, /*non_blocking=*/true);
+  } else {
+    result = converted_copy(as_double, options.dtype, options.device);
+  }
   if (options.pin_memory) result = result.pin_memory();
   return finish(result, options);
 }
