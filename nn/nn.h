@@ -9,6 +9,7 @@
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/gpt.h"
+#include "nn/gpt_huggingface.h"
 #include "nn/gpt_options.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
