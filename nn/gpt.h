@@ -11,7 +11,8 @@
 //
 // NOTE: the four projection weights (c_attn, attn.c_proj, c_fc, mlp.c_proj) are nn::Linear's
 // (out, in), as in nanoGPT's model; Hugging Face's files store them transposed, as (in, out),
-// because its GPT-2 uses a Conv1D layer: such a file needs those four transposed first.
+// because its GPT-2 uses a Conv1D layer: nn::load_huggingface_gpt2 (nn/gpt_huggingface.h)
+// transposes them while loading such a file.
 //
 // Memory: gpt2() holds 124,439,808 parameters (475 MiB in float32). Per block the math
 // attention path saves a (B, n_head, T, T) matrix besides the linear layers' inputs;
