@@ -35,13 +35,16 @@ TEST_CASE("CUDA GradScaler: the scale grows after growth_interval clean steps", 
 }
 
 TEST_CASE("CUDA non_finite_check_and_unscale matches the CPU kernel on many tensors", "[cuda][amp]") {
-  // Sizes around the chunk (4096 elements), an empty tensor, and enough small ones to need
-  // two launches (48 tensors each).
+  // Sizes around the chunk (4096 elements), an empty tensor, and 2400 small ones: 2405
+  // non-empty tensors. One launch of the unscale's single list takes 1160 tensors
+  // (cuda/kernels/multi_tensor_apply.cuh: CUDA 12.1's 32,764 bytes of kernel arguments), so
+  // this takes three launches, the last one partial.
   std::vector<Shape> sizes = {{1}, {4096}, {4097}, {0}, {70001}, {37, 53}};
-  for (int i = 0; i < 60; ++i) sizes.push_back({i % 7 + 1, 5});
+  for (int i = 0; i < 2400; ++i) sizes.push_back({i % 7 + 1, 5});
+  const int last = static_cast<int>(sizes.size()) - 1;
   Generator generator(31);
   for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
-    for (int poisoned : {-1, 2, 57}) {  // no inf, an inf in a large tensor, one in the second launch
+    for (int poisoned : {-1, 2, last}) {  // no inf, an inf in a large tensor, one in the third launch
       INFO(dtype_name(dtype) << ", inf in tensor " << poisoned);
       std::vector<Tensor> grads_cpu, grads_cuda;
       for (size_t i = 0; i < sizes.size(); ++i) {
