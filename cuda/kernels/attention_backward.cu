@@ -95,6 +95,7 @@ struct BackwardArgs {
   float dropout_p;
   float dropout_factor;  // 1 / (1 - p)
   PhiloxState rng;
+  int head_group;  // block_tile's, set at launch
 };
 
 template <int kHeadDim, int kWarps, int kBlockM>
@@ -103,8 +104,10 @@ constexpr int backward_shared_bytes() {
   return (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) * 2 + 4 * kBlockM * 4;
 }
 
-template <class T, int kHeadDim, int kWarps, int kBlockM, bool kDropout>
-__global__ void __launch_bounds__(kWarps * 32) attention_backward_kernel(BackwardArgs<T> args) {
+// kMinBlocks: the blocks an SM must hold at once (the launch bound caps the registers at
+// 64K / (kMinBlocks x 32 kWarps)).
+template <class T, int kHeadDim, int kWarps, int kBlockM, int kMinBlocks, bool kDropout>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_kernel(BackwardArgs<T> args) {
   constexpr int kBlockN = 16 * kWarps;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kDimTiles = kHeadDim / 8;
@@ -127,9 +130,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_kernel(Backwar
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int batch_head = b * args.heads + h;
-  const int n0 = blockIdx.x * kBlockN;  // is_causal: the first key tiles have the most queries and go first
+  const int tiles = (args.key_len + kBlockN - 1) / kBlockN;
+  const BlockTile place = block_tile(tiles, static_cast<int>(gridDim.x) / tiles, args.head_group);
+  const int batch_head = place.batch_head;
+  const int b = batch_head / args.heads, h = batch_head % args.heads;
+  const int n0 = place.tile_rank * kBlockN;  // is_causal: rank 0, the first keys, has the most queries
   const int warp_key = warp * 16;        // the warp's first key in the tile
   const int query_blocks = (args.query_len + kBlockM - 1) / kBlockM;
   const int first_query_block = args.causal ? n0 / kBlockM : 0;
@@ -333,22 +338,42 @@ __global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t
   }
 }
 
-// NOTE: 8 warps own 128 keys; 64-query tiles. 128 keys a block halve the float32 atomics
-// into the dQ accumulator against 64, and each Q and dO tile read from global memory serves
-// twice the keys. Shared memory: 80 KiB (head dim 64) or 144 KiB (128).
-constexpr int kBackwardWarps = 8;
-constexpr int kBackwardBlockM = 64;
-
-template <class T, int kHeadDim, bool kDropout>
-void launch_backward(const BackwardArgs<T>& args, int64_t batch, cudaStream_t stream) {
-  constexpr int kBlockN = 16 * kBackwardWarps;
-  constexpr int kShared = backward_shared_bytes<kHeadDim, kBackwardWarps, kBackwardBlockM>();
-  auto kernel = attention_backward_kernel<T, kHeadDim, kBackwardWarps, kBackwardBlockM, kDropout>;
+template <class T, int kHeadDim, int kWarps, int kBlockM, int kMinBlocks, bool kDropout>
+void launch_backward(BackwardArgs<T> args, int64_t batch_heads, int head_group, cudaStream_t stream) {
+  constexpr int kBlockN = 16 * kWarps;
+  constexpr int kShared = backward_shared_bytes<kHeadDim, kWarps, kBlockM>();
+  auto kernel = attention_backward_kernel<T, kHeadDim, kWarps, kBlockM, kMinBlocks, kDropout>;
   allow_shared_memory(reinterpret_cast<const void*>(kernel), kShared);
-  const dim3 grid = attention_grid((args.key_len + kBlockN - 1) / kBlockN, args.heads, batch);
-  kernel<<<grid, kBackwardWarps * 32, kShared, stream>>>(args);
+  args.head_group = attention_head_group(head_group, batch_heads);
+  const dim3 grid = attention_grid((args.key_len + kBlockN - 1) / kBlockN, batch_heads);
+  kernel<<<grid, kWarps * 32, kShared, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
+
+// The variants MG_ATTENTION_BACKWARD_VARIANT picks for bfloat16, head dim <= 64, no dropout
+// (docs/attention_kernels.md: the idea and the prediction of each). head_group 0: all heads
+// in one group (the longest key tiles of every head first). Shared memory at head dim 64:
+// 56 KiB (4 warps, 64 queries), 80 KiB (8 warps).
+using BFloat16Launch = void (*)(BackwardArgs<__nv_bfloat16>, int64_t, int, cudaStream_t);
+struct BackwardVariant {
+  BFloat16Launch launch;
+  int head_group;
+};
+template <int kWarps, int kBlockM, int kMinBlocks = 1>
+constexpr BFloat16Launch kBFloat16Launch = launch_backward<__nv_bfloat16, 64, kWarps, kBlockM, kMinBlocks, false>;
+constexpr BackwardVariant kBackwardVariants[] = {
+    {kBFloat16Launch<4, 64>, 0},     // 0: e54d859: 4 warps own 64 keys, 64-query tiles
+    {kBFloat16Launch<8, 64>, 1},     // 1: c0a9196: 8 warps own 128 keys, each head's tiles together
+    {kBFloat16Launch<8, 64>, 0},     // 2: 8 warps own 128 keys, longest tiles of all heads first
+    {kBFloat16Launch<4, 64, 3>, 0},  // 3: as 0, at most 168 registers (3 blocks an SM)
+    {kBFloat16Launch<8, 64>, 16},    // 4: as 2, heads in groups of 16 (L2 reuse)
+    {kBFloat16Launch<4, 64>, 16},    // 5: as 0, heads in groups of 16 (L2 reuse)
+};
+constexpr int kBackwardVariantCount = sizeof(kBackwardVariants) / sizeof(kBackwardVariants[0]);
+// NOTE: the default for every other call too (float16, dropout, head dim 128): variant 0's
+// tiles and order, the fastest measured so far (104 KiB of shared memory at head dim 128).
+constexpr int kDefaultBackwardVariant = 0;
+constexpr int kDefaultBackwardWarps = 4, kDefaultBackwardBlockM = 64, kDefaultHeadGroup = 0;
 
 }  // namespace
 
@@ -415,13 +440,31 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
                            static_cast<float>(params.scale * static_cast<double>(kLog2e)),
                            static_cast<float>(params.dropout_p),
                            dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
-                           params.rng};
-      auto launch = [&]<int kHeadDim>() {
-        if (dropout) launch_backward<T, kHeadDim, true>(args, batch, stream);
-        else launch_backward<T, kHeadDim, false>(args, batch, stream);
-      };
-      if (head_dim <= 64) launch.template operator()<64>();
-      else launch.template operator()<128>();
+                           params.rng,
+                           0};
+      const int64_t batch_heads = batch * heads;
+      // The main kernel: the selected variant where variants apply, else the default tiles.
+      [&] {
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          if (head_dim <= 64 && !dropout) {
+            const BackwardVariant& variant = kBackwardVariants[attention_variant(
+                "MG_ATTENTION_BACKWARD_VARIANT", kBackwardVariantCount, kDefaultBackwardVariant)];
+            variant.launch(args, batch_heads, variant.head_group, stream);
+            return;
+          }
+        }
+        auto launch = [&]<int kHeadDim, bool kDropout>() {
+          launch_backward<T, kHeadDim, kDefaultBackwardWarps, kDefaultBackwardBlockM, 1, kDropout>(
+              args, batch_heads, kDefaultHeadGroup, stream);
+        };
+        if (head_dim <= 64) {
+          if (dropout) launch.template operator()<64, true>();
+          else launch.template operator()<64, false>();
+        } else {
+          if (dropout) launch.template operator()<128, true>();
+          else launch.template operator()<128, false>();
+        }
+      }();
 
       LaunchConfig config = launch_config(rows * (head_dim / 8));
       attention_grad_q_kernel<T><<<config.blocks, config.threads, 0, stream>>>(

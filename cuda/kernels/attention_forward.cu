@@ -50,6 +50,7 @@ struct ForwardArgs {
   float dropout_p;       // compared with the uniform as float(p), as the contract says
   float output_factor;   // 1 / (1 - p)
   PhiloxState rng;
+  int head_group;        // block_tile's, set at launch
 };
 
 // Tile sizes of one instantiation: kWarps warps of kRowTiles x 16 query rows each, key
@@ -61,8 +62,10 @@ struct ForwardTiles {
   static constexpr int kSharedBytes = (kBlockM + 2 * kBlockN) * kHeadDim * 2;
 };
 
-template <class T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kDropout>
-__global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardArgs<T> args) {
+// kMinBlocks: the blocks an SM must hold at once (the launch bound caps the registers at
+// 64K / (kMinBlocks x 32 kWarps)).
+template <class T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kDropout>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_forward_kernel(ForwardArgs<T> args) {
   using Tiles = ForwardTiles<kHeadDim, kWarps, kRowTiles, kBlockN>;
   constexpr int kBlockM = Tiles::kBlockM;
   constexpr int kThreads = Tiles::kThreads;
@@ -75,11 +78,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;  // accumulator rows group, group + 8; columns 2 quad, +1
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int batch_head = b * args.heads + h;
-  // NOTE: the query tiles with the most keys go first (is_causal: the last ones), so the
-  // long blocks do not end up in the last wave.
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
+  const int tiles = (args.query_len + kBlockM - 1) / kBlockM;
+  const BlockTile place = block_tile(tiles, static_cast<int>(gridDim.x) / tiles, args.head_group);
+  const int batch_head = place.batch_head;
+  const int b = batch_head / args.heads, h = batch_head % args.heads;
+  // NOTE: rank 0 is the last query tile, the one with the most keys (is_causal).
+  const int m0 = (tiles - 1 - place.tile_rank) * kBlockM;
   const int key_end = args.causal ? min(args.key_len, m0 + kBlockM) : args.key_len;
   const int key_blocks = (key_end + kBlockN - 1) / kBlockN;
 
@@ -264,20 +268,51 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(ForwardA
   }
 }
 
-// NOTE: 4 warps and 64-key tiles. Head dim 64: 32 query rows a warp (128 a block), so
-// that each K or V fragment read from shared memory serves four products, not two
-// (ldmatrix, not the tensor cores, would otherwise set the pace); 32 KiB of shared memory.
-// Head dim 128: 16 rows a warp (64 a block) — the accumulators of 32 would not fit in the
-// registers; 48 KiB.
-template <class T, int kHeadDim, bool kDropout>
-void launch_forward(const ForwardArgs<T>& args, int64_t batch, cudaStream_t stream) {
-  constexpr int kWarps = 4, kRowTiles = kHeadDim <= 64 ? 2 : 1, kBlockN = 64;
+template <class T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kDropout>
+void launch_forward(ForwardArgs<T> args, int64_t batch_heads, int head_group, cudaStream_t stream) {
   using Tiles = ForwardTiles<kHeadDim, kWarps, kRowTiles, kBlockN>;
-  auto kernel = attention_forward_kernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kDropout>;
+  auto kernel = attention_forward_kernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kMinBlocks, kDropout>;
   allow_shared_memory(reinterpret_cast<const void*>(kernel), Tiles::kSharedBytes);
-  const dim3 grid = attention_grid((args.query_len + Tiles::kBlockM - 1) / Tiles::kBlockM, args.heads, batch);
+  args.head_group = attention_head_group(head_group, batch_heads);
+  const dim3 grid = attention_grid((args.query_len + Tiles::kBlockM - 1) / Tiles::kBlockM, batch_heads);
   kernel<<<grid, Tiles::kThreads, Tiles::kSharedBytes, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
+}
+
+// The variants MG_ATTENTION_FORWARD_VARIANT picks for bfloat16, head dim <= 64, no dropout
+// (docs/attention_kernels.md: the idea and the prediction of each). head_group 0: all heads
+// in one group (the longest tiles of every head first).
+using BFloat16Launch = void (*)(ForwardArgs<__nv_bfloat16>, int64_t, int, cudaStream_t);
+struct ForwardVariant {
+  BFloat16Launch launch;
+  int head_group;
+};
+template <int kWarps, int kRowTiles, int kBlockN, int kMinBlocks = 1>
+constexpr BFloat16Launch kBFloat16Launch =
+    launch_forward<__nv_bfloat16, 64, kWarps, kRowTiles, kBlockN, kMinBlocks, false>;
+constexpr ForwardVariant kForwardVariants[] = {
+    {kBFloat16Launch<4, 1, 64>, 0},     // 0: e54d859: 4 warps x 16 rows (64 a block), 64-key tiles
+    {kBFloat16Launch<4, 2, 64>, 1},     // 1: c0a9196: 4 warps x 32 rows, each head's tiles together
+    {kBFloat16Launch<4, 2, 64>, 0},     // 2: 4 warps x 32 rows, longest tiles of all heads first
+    {kBFloat16Launch<8, 1, 64, 2>, 0},  // 3: 8 warps x 16 rows (128 a block), at most 128 registers
+    {kBFloat16Launch<4, 1, 64, 4>, 0},  // 4: as 0, at most 128 registers (4 blocks an SM)
+    {kBFloat16Launch<8, 1, 64, 2>, 16},  // 5: as 3, heads in groups of 16 (L2 reuse)
+};
+constexpr int kForwardVariantCount = sizeof(kForwardVariants) / sizeof(kForwardVariants[0]);
+// NOTE: the default for the other calls at head dim 64 too (float16): variant 3's tiles
+// and order; with dropout (Philox needs registers: 8 warps at 128 registers would spill)
+// variant 0's. Head dim 128: 4 warps x 16 rows, 64-key tiles (48 KiB of shared memory;
+// the accumulators of 32 rows a warp would not fit in the registers).
+constexpr int kDefaultForwardVariant = 3;
+constexpr int kDefaultHeadGroup = 0;
+
+template <class T, int kHeadDim, bool kDropout>
+void launch_default_forward(const ForwardArgs<T>& args, int64_t batch_heads, cudaStream_t stream) {
+  if constexpr (kHeadDim <= 64 && !kDropout) {
+    launch_forward<T, kHeadDim, 8, 1, 64, 2, kDropout>(args, batch_heads, kDefaultHeadGroup, stream);
+  } else {
+    launch_forward<T, kHeadDim, 4, 1, 64, 1, kDropout>(args, batch_heads, kDefaultHeadGroup, stream);
+  }
 }
 
 }  // namespace
@@ -319,10 +354,20 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                           static_cast<float>(params.scale * static_cast<double>(kLog2e)),
                           static_cast<float>(params.dropout_p),
                           dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
-                          params.rng};
+                          params.rng,
+                          0};
+      const int64_t batch_heads = batch * heads;
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        if (head_dim <= 64 && !dropout) {
+          const ForwardVariant& variant = kForwardVariants[attention_variant(
+              "MG_ATTENTION_FORWARD_VARIANT", kForwardVariantCount, kDefaultForwardVariant)];
+          variant.launch(args, batch_heads, variant.head_group, stream);
+          return;
+        }
+      }
       auto launch = [&]<int kHeadDim>() {
-        if (dropout) launch_forward<T, kHeadDim, true>(args, batch, stream);
-        else launch_forward<T, kHeadDim, false>(args, batch, stream);
+        if (dropout) launch_default_forward<T, kHeadDim, true>(args, batch_heads, stream);
+        else launch_default_forward<T, kHeadDim, false>(args, batch_heads, stream);
       };
       if (head_dim <= 64) launch.template operator()<64>();
       else launch.template operator()<128>();

@@ -183,6 +183,26 @@ __device__ __forceinline__ float quad_max(float value) {
   return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
 }
 
+// ---- block order ----
+
+// The tile and (batch x head) a block of a 1-D grid of tiles x batch_heads blocks runs.
+// Heads come in groups of head_group (the last group may be smaller); within a group the
+// blocks go tile rank 0 of every head, then rank 1, ... Rank 0 is the longest tile with
+// is_causal (the kernels map ranks to tiles so), so the long blocks start first and the
+// short ones fill the last wave; the group size trades that against L2 reuse (the blocks
+// running together share fewer heads' K and V, or Q and dO, with larger groups).
+struct BlockTile {
+  int tile_rank, batch_head;
+};
+__device__ __forceinline__ BlockTile block_tile(int tiles, int batch_heads, int head_group) {
+  const int block = static_cast<int>(blockIdx.x);
+  const int group = block / (tiles * head_group);
+  const int first_head = group * head_group;
+  const int heads_in_group = min(head_group, batch_heads - first_head);
+  const int index = block - group * tiles * head_group;
+  return {index / heads_in_group, first_head + index % heads_in_group};
+}
+
 // ---- host side ----
 
 // Whether 16-byte accesses to every row of a (B, H, T, D) operand are aligned.
@@ -197,9 +217,14 @@ void finish_aligned_result(const Tensor& written, const Tensor& destination);
 HeadStrides head_strides(const Tensor& tensor);
 // The user-facing checks shared by forward and backward (dtype, head dim, strides, sizes).
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
-// The grid of a kernel over (tiles, heads, batch): tiles vary fastest, so the blocks that
-// run together share one head's K and V (or Q and dO) in L2.
-dim3 attention_grid(int64_t tiles, int64_t heads, int64_t batch);
+// The 1-D grid of tiles x batch_heads blocks that block_tile walks.
+dim3 attention_grid(int64_t tiles, int64_t batch_heads);
+// head_group for block_tile: `requested` heads a group, 0 meaning all of them.
+int attention_head_group(int requested, int64_t batch_heads);
+// The tile configuration variant the bfloat16, head dim <= 64, dropout-free calls run: the
+// integer in environment variable `variable` (read at every call), else `default_variant`.
+// Throws when it is not an integer in [0, count).
+int attention_variant(const char* variable, int count, int default_variant);
 // Sets a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.
 void allow_shared_memory(const void* kernel, int bytes);
 
