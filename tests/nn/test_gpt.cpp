@@ -115,7 +115,7 @@ TEST_CASE("GPT's parameters carry Hugging Face GPT-2's names, the tied table onc
   CHECK(untied->num_parameters() == 7520 + 800);
 }
 
-TEST_CASE("the GPT-2 presets have GPT-2's sizes; gpt2() holds 124,439,808 parameters", "[gpt]") {
+TEST_CASE("the GPT-2 presets have GPT-2's sizes, and gpt2() holds 124,439,808 parameters", "[gpt]") {
   nn::GPTOptions medium = nn::GPTOptions::gpt2_medium(), large = nn::GPTOptions::gpt2_large();
   CHECK((medium.n_layer == 24 && medium.n_head == 16 && medium.n_embd == 1024 && medium.vocab_size == 50257));
   CHECK((large.n_layer == 36 && large.n_head == 20 && large.n_embd == 1280 && large.block_size == 1024));
