@@ -4,8 +4,6 @@
 // fewer ACTIVATION bytes), a gradcheck of a tiny model, causality, dropout, and bad input.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -21,37 +19,19 @@
 #include "core/factory.h"
 #include "core/memory.h"
 #include "core/safetensors.h"
+#include "nn/gpt_test_support.h"
 #include "nn/nn.h"
 
 using namespace mg;
 
 namespace {
 
+using gpt_test::make_gpt;
+using gpt_test::random_tokens;
+using gpt_test::tiny_options;
 using mg_test::contains;
 using mg_test::error_message;
 using mg_test::max_abs_difference;
-
-// 2 layers, 2 heads, 16 wide, vocab 50, 8 positions.
-nn::GPTOptions tiny_options(bool tie_embeddings = true) {
-  nn::GPTOptions options;
-  options.n_layer = 2;
-  options.n_head = 2;
-  options.n_embd = 16;
-  options.block_size = 8;
-  options.vocab_size = 50;
-  options.tie_embeddings = tie_embeddings;
-  return options;
-}
-
-std::shared_ptr<nn::GPT> make_gpt(const nn::GPTOptions& options, uint64_t seed) {
-  Generator generator(seed);
-  return std::make_shared<nn::GPT>(options, &generator);
-}
-
-Tensor random_tokens(const Shape& sizes, int64_t vocab_size, uint64_t seed) {
-  Generator generator(seed);
-  return randint(0, vocab_size, sizes, {.dtype = DType::Int64}, &generator);
-}
 
 // Next-token cross entropy of the logits (B, T, V) against targets (B, T).
 Tensor language_model_loss(const Tensor& logits, const Tensor& targets) {
@@ -182,8 +162,7 @@ TEST_CASE("the tied head's gradient flows into the token table", "[gpt]") {
 }
 
 TEST_CASE("a GPT's state_dict goes through safetensors into a fresh model with identical logits", "[gpt]") {
-  namespace fs = std::filesystem;
-  std::string path = (fs::temp_directory_path() / ("mg_gpt_" + std::to_string(::getpid()) + ".safetensors")).string();
+  const std::string path = gpt_test::temp_safetensors_path("mg_gpt");
   Tensor tokens = random_tokens({3, 7}, 50, 6);
   for (bool tie : {true, false}) {
     INFO("tie_embeddings=" << tie);
@@ -197,7 +176,7 @@ TEST_CASE("a GPT's state_dict goes through safetensors into a fresh model with i
     CHECK(max_abs_difference((*saved)(tokens), (*restored)(tokens)) == 0.0);
     if (tie) CHECK(restored->lm_head->weight.is_same(restored->transformer->wte->weight));
   }
-  fs::remove(path);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("checkpointed blocks give the same logits and gradients in float64 (with dropout too), with fewer "
@@ -249,14 +228,9 @@ TEST_CASE("checkpointed blocks give the same logits and gradients in float64 (wi
 }
 
 TEST_CASE("a tiny GPT's gradients match finite differences in float64", "[gpt]") {
-  nn::GPTOptions options;
-  options.n_layer = 1;
-  options.n_head = 2;
-  options.n_embd = 4;
-  options.block_size = 4;
-  options.vocab_size = 7;
-  options.attention = AttentionBackend::Math;
-  auto model = make_gpt(options, 12);
+  auto model = make_gpt({.n_layer = 1, .n_head = 2, .n_embd = 4, .block_size = 4, .vocab_size = 7,
+                         .attention = AttentionBackend::Math},
+                        12);
   model->to(DType::Float64);
   // Bigger weights than GPT-2's 0.02, so every path carries a visible share of the output.
   Generator generator(13);

@@ -4,39 +4,21 @@
 // error that leaves the model as it was.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <string>
 
 #include "autograd/tensor_checks.h"
 #include "core/factory.h"
 #include "core/safetensors.h"
+#include "nn/gpt_test_support.h"
 #include "nn/nn.h"
 
 using namespace mg;
 
 namespace {
 
-nn::GPTOptions tiny_options(bool tie_embeddings) {
-  nn::GPTOptions options;
-  options.n_layer = 2;
-  options.n_head = 2;
-  options.n_embd = 16;
-  options.block_size = 8;
-  options.vocab_size = 50;
-  options.tie_embeddings = tie_embeddings;
-  return options;
-}
-
-std::shared_ptr<nn::GPT> make_gpt(const nn::GPTOptions& options, uint64_t seed) {
-  Generator generator(seed);
-  return std::make_shared<nn::GPT>(options, &generator);
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".safetensors")).string();
-}
+using gpt_test::make_gpt;
+using gpt_test::tiny_options;
 
 // `model`'s state as Hugging Face writes it: the four projection weights transposed to
 // Conv1D's (in, out), each block's causal-mask buffer, and the "transformer." prefix kept or
@@ -64,13 +46,12 @@ TEST_CASE("a Hugging Face GPT-2 checkpoint loads into nn::GPT with the writer's 
   INFO("tied " << tie << ", \"transformer.\" kept " << keep_prefix);
   auto written = make_gpt(tiny_options(tie), 1);
   auto loaded = make_gpt(tiny_options(tie), 2);
-  const std::string path = temp_path("hf-gpt2");
+  const std::string path = gpt_test::temp_safetensors_path("hf-gpt2");
   write_huggingface_file(*written, path, keep_prefix);
   nn::load_huggingface_gpt2(*loaded, path);
   std::filesystem::remove(path);
 
-  Generator generator(3);
-  Tensor tokens = randint(0, 50, {2, 8}, {.dtype = DType::Int64}, &generator);
+  Tensor tokens = gpt_test::random_tokens({2, 8}, 50, 3);
   CHECK(mg_test::max_abs_difference((*loaded)(tokens), (*written)(tokens)) == 0.0);
 }
 
@@ -81,7 +62,7 @@ TEST_CASE("a Hugging Face checkpoint of other sizes is an error naming the file,
   wider.n_embd = 32;
   auto model = make_gpt(wider, 2);
   const Tensor before = model->transformer->wte->weight.clone();
-  const std::string path = temp_path("hf-gpt2-sizes");
+  const std::string path = gpt_test::temp_safetensors_path("hf-gpt2-sizes");
   write_huggingface_file(*written, path, false);
   std::string message = mg_test::error_message([&] { nn::load_huggingface_gpt2(*model, path); });
   std::filesystem::remove(path);

@@ -207,13 +207,7 @@ TEST_CASE("AdamW from weight_decay_groups shrinks exactly the decayed tensors", 
 }
 
 TEST_CASE("weight_decay_groups on nn::GPT: nanoGPT's split, the tied head once", "[optim][param_groups]") {
-  nn::GPTOptions options;
-  options.n_layer = 3;
-  options.n_head = 2;
-  options.n_embd = 8;
-  options.vocab_size = 11;
-  options.block_size = 6;
-  nn::GPT model(options);
+  nn::GPT model(nn::GPTOptions{.n_layer = 3, .n_head = 2, .n_embd = 8, .block_size = 6, .vocab_size = 11});
   auto groups = optim::weight_decay_groups(model, optim::AdamWOptions{.weight_decay = 0.1});
   REQUIRE(groups.size() == 2);
   // As nanoGPT counts GPT-2 124M's (50 decayed tensors, 98 not): wte, wpe and four
