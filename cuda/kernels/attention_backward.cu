@@ -370,10 +370,14 @@ constexpr BackwardVariant kBackwardVariants[] = {
     {kBFloat16Launch<4, 64>, 16},    // 5: as 0, heads in groups of 16 (L2 reuse)
 };
 constexpr int kBackwardVariantCount = sizeof(kBackwardVariants) / sizeof(kBackwardVariants[0]);
-// NOTE: the default for every other call too (float16, dropout, head dim 128): variant 0's
-// tiles and order, the fastest measured so far (104 KiB of shared memory at head dim 128).
-constexpr int kDefaultBackwardVariant = 0;
+// NOTE: the default for every other call too (float16, dropout, head dim 128): variant 3's
+// tiles and order, the fastest measured (H200, T = 1024 and 4096); its register cap (3
+// blocks an SM) only at head dim 64 without dropout (ptxas: Philox spills 500 bytes under
+// the cap; at head dim 128 the accumulators alone need 128 registers).
+constexpr int kDefaultBackwardVariant = 3;
 constexpr int kDefaultBackwardWarps = 4, kDefaultBackwardBlockM = 64, kDefaultHeadGroup = 0;
+template <int kHeadDim, bool kDropout>
+constexpr int kDefaultBackwardMinBlocks = kHeadDim <= 64 && !kDropout ? 3 : 1;
 
 }  // namespace
 
@@ -454,7 +458,8 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
           }
         }
         auto launch = [&]<int kHeadDim, bool kDropout>() {
-          launch_backward<T, kHeadDim, kDefaultBackwardWarps, kDefaultBackwardBlockM, 1, kDropout>(
+          launch_backward<T, kHeadDim, kDefaultBackwardWarps, kDefaultBackwardBlockM,
+                          kDefaultBackwardMinBlocks<kHeadDim, kDropout>, kDropout>(
               args, batch_heads, kDefaultHeadGroup, stream);
         };
         if (head_dim <= 64) {
