@@ -86,12 +86,7 @@ void check_arguments(const Tensor& q, const Tensor& k, const Tensor& v, const At
   Shape scores = leading_sizes(q);  // (..., Tq, Tk)
   scores.push_back(queries);
   scores.push_back(keys);
-  bool broadcasts = mask.dim() <= scores.size();
-  for (int d = 1; d <= mask.dim() && broadcasts; ++d) {
-    const int64_t size = mask.sizes()[mask.dim() - d];
-    broadcasts = size == 1 || size == scores[scores.size() - d];
-  }
-  MG_CHECK(broadcasts, kOp, ": attn_mask of shape ", mask.sizes(), " does not broadcast to the attention weights' "
+  MG_CHECK(autograd::broadcasts_to(mask.sizes(), scores), kOp, ": attn_mask of shape ", mask.sizes(), " does not broadcast to the attention weights' "
            "shape ", scores, " (..., Tq, Tk). Hint: give the mask size 1 in the dims it shares.");
 }
 

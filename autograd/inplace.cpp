@@ -14,6 +14,8 @@ namespace mg {
 
 namespace {
 
+using autograd::broadcasts_to;
+
 void check_not_recording(const char* op, const Tensor& self, const Tensor& other = {}) {
   if (!GradMode::is_enabled()) return;
   MG_CHECK(!(self.requires_grad() && self.is_leaf()), "a leaf tensor that requires grad is used in an in-place "
@@ -24,16 +26,6 @@ void check_not_recording(const char* op, const Tensor& self, const Tensor& other
            "memgrad: ", op, " on a tensor of shape ", self.sizes(), " with ",
            self.requires_grad() ? "self" : "the other operand", " requiring grad. Hint: use the out-of-place op "
            "(e.g. x = x + y instead of x.add_(y)), or wrap it in mg::NoGradGuard if no gradient should flow.");
-}
-
-// True when a tensor of `from` sizes broadcasts to exactly `to` (never growing `to`).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  int leading = to.size() - from.size();
-  for (int d = 0; d < from.size(); ++d) {
-    if (from[d] != 1 && from[d] != to[leading + d]) return false;
-  }
-  return true;
 }
 
 // `other` ready to be read by a kernel writing into self: checked to broadcast to self's

@@ -15,20 +15,11 @@ namespace mg {
 
 namespace {
 
+using autograd::broadcasts_to;
 using autograd::Node;
 using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
-
-// True when a tensor of `from` sizes broadcasts to exactly `to` (never growing `to`).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  int leading = to.size() - from.size();
-  for (int d = 0; d < from.size(); ++d) {
-    if (from[d] != 1 && from[d] != to[leading + d]) return false;
-  }
-  return true;
-}
 
 // The kernel's result: x's sizes, contiguous, x's dtype.
 Tensor masked_fill_output(const Tensor& x, const Tensor& mask, double value) {

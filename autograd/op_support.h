@@ -27,6 +27,16 @@ inline void check_floating(const char* op, const Tensor& x) {
            x.sizes(), ". Hint: convert with .to(mg::DType::Float32).");
 }
 
+// True when a tensor of `from` sizes broadcasts to exactly `to` (never growing `to`).
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  int leading = to.size() - from.size();
+  for (int d = 0; d < from.size(); ++d) {
+    if (from[d] != 1 && from[d] != to[leading + d]) return false;
+  }
+  return true;
+}
+
 // A new contiguous tensor on `like`'s device.
 inline Tensor new_output(const Shape& sizes, DType dtype, const Tensor& like) {
   return empty(sizes, {.dtype = dtype, .device = like.device()});
