@@ -2,16 +2,14 @@
 // storage sharing (views allocate nothing), error messages, and gradcheck of every op.
 #include <catch2/catch.hpp>
 
-#include <functional>
 #include <vector>
 
 #include "autograd/copy.h"
-#include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/op_test_support.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
-#include "core/allocator/registry.h"
 #include "core/factory.h"
 
 using namespace mg;
@@ -19,25 +17,10 @@ using Catch::Contains;
 
 namespace {
 
-using Function = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(const Shape& sizes, uint64_t seed) {
-  Generator generator(seed);
-  return randn(sizes, {.dtype = DType::Float64, .requires_grad = true}, &generator);
-}
-
-// 0, 1, 2, ... as float64, viewed as `sizes`.
-Tensor counting(const Shape& sizes) {
-  return arange(static_cast<double>(sizes.numel()), {.dtype = DType::Float64}).view(sizes);
-}
-
-int64_t allocated_bytes() { return allocator_for(Device::cpu()).stats().allocated_bytes.current; }
-
-void check_gradients(const Function& fn, const std::vector<Tensor>& inputs) {
-  GradcheckResult result = gradcheck(fn, inputs);
-  INFO(result.message);
-  CHECK(result.passed);
-}
+using mg_test::check_gradients;
+using mg_test::counting;
+using mg_test::cpu_allocated_bytes;
+using mg_test::leaf;
 
 std::vector<double> values(const Tensor& x) { return x.to_vector<double>(); }
 
@@ -45,14 +28,14 @@ std::vector<double> values(const Tensor& x) { return x.to_vector<double>(); }
 
 TEST_CASE("every view shares its input's storage and allocates no bytes", "[shape]") {
   Tensor x = leaf({2, 3, 4}, 1);
-  int64_t before = allocated_bytes();
+  int64_t before = cpu_allocated_bytes();
   std::vector<Tensor> views = {
       x.view({6, -1}),       x.reshape({4, 6}),   x.permute({2, 0, 1}), x.transpose(0, 2),
       x.select(1, 0).t(),    x.narrow(2, 1, 2),   x.slice(1, 0, 3, 2),  x.select(-1, -1),
       x.unsqueeze(1),        x.unsqueeze(1).squeeze(), x.unsqueeze(3).squeeze(3),
       x.unsqueeze(0).expand({5, 2, 3, 4}), x.flatten(), x.flatten(1),
   };
-  CHECK(allocated_bytes() == before);
+  CHECK(cpu_allocated_bytes() == before);
   for (const Tensor& view : views) {
     CHECK(view.storage() == x.storage());
     // A view of a tensor that requires grad is part of the graph.
@@ -104,14 +87,14 @@ TEST_CASE("view handles size-1 dims, 0-d and empty tensors", "[shape]") {
 
 TEST_CASE("reshape views when it can and copies once when it must", "[shape]") {
   Tensor x = counting({2, 3});
-  int64_t before = allocated_bytes();
+  int64_t before = cpu_allocated_bytes();
   Tensor same = x.reshape({3, 2});
-  CHECK(allocated_bytes() == before);
+  CHECK(cpu_allocated_bytes() == before);
   CHECK(same.storage() == x.storage());
 
   Tensor copied = x.t().reshape({6});  // (3, 2) non-contiguous: needs a copy
   CHECK(copied.storage() != x.storage());
-  CHECK(allocated_bytes() - before == 512);  // 48 bytes, rounded up to the allocator's 512
+  CHECK(cpu_allocated_bytes() - before == 512);  // 48 bytes, rounded up to the allocator's 512
   CHECK(values(copied) == std::vector<double>{0, 3, 1, 4, 2, 5});
 }
 
@@ -182,9 +165,9 @@ TEST_CASE("cat joins along a dim into one allocation and stack adds the dim", "[
   Tensor a = counting({2, 2});
   Tensor b = from_vector<double>({10, 11}, {1, 2});
   Tensor c = from_vector<double>({20, 21, 22, 23, 24, 25}, {3, 2});
-  int64_t before = allocated_bytes();
+  int64_t before = cpu_allocated_bytes();
   Tensor rows = cat({a, b, c}, 0);
-  CHECK(allocated_bytes() - before == 512);  // 6 x 2 float64 = 96 bytes, rounded
+  CHECK(cpu_allocated_bytes() - before == 512);  // 6 x 2 float64 = 96 bytes, rounded
   CHECK(rows.sizes() == Shape{6, 2});
   CHECK(values(rows) == std::vector<double>{0, 1, 2, 3, 10, 11, 20, 21, 22, 23, 24, 25});
 

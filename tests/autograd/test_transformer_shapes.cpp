@@ -5,19 +5,17 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
 #include "autograd/matmul.h"
 #include "autograd/node.h"
+#include "autograd/op_test_support.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/allocator/registry.h"
 #include "core/factory.h"
 
 using namespace mg;
@@ -26,32 +24,17 @@ using mg_test::error_message;
 
 namespace {
 
-using Function = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(const Shape& sizes, uint64_t seed) {
-  Generator generator(seed);
-  return randn(sizes, {.dtype = DType::Float64, .requires_grad = true}, &generator);
-}
-
-// 0, 1, 2, ... as float64, viewed as `sizes`.
-Tensor counting(const Shape& sizes) {
-  return arange(static_cast<double>(sizes.numel()), {.dtype = DType::Float64}).view(sizes);
-}
+using mg_test::check_gradients;
+using mg_test::counting;
+using mg_test::cpu_allocated_bytes;
+using mg_test::leaf;
 
 Tensor bool_tensor(const std::vector<bool>& values, const Shape& sizes) {
   std::vector<uint8_t> bytes(values.begin(), values.end());
   return from_vector<uint8_t>(bytes, sizes).to(DType::Bool);
 }
 
-void check_gradients(const Function& fn, const std::vector<Tensor>& inputs) {
-  GradcheckResult result = gradcheck(fn, inputs);
-  INFO(result.message);
-  CHECK(result.passed);
-}
-
 std::vector<double> values(const Tensor& x) { return x.to(DType::Float64).to_vector<double>(); }
-
-int64_t allocated_bytes() { return allocator_for(Device::cpu()).stats().allocated_bytes.current; }
 
 }  // namespace
 
@@ -132,9 +115,9 @@ TEST_CASE("tril and triu gradients are the same band of the gradient", "[tril]")
 
 TEST_CASE("split and chunk give views of consecutive pieces, as torch", "[split]") {
   Tensor x = counting({2, 5});
-  int64_t before = allocated_bytes();
+  int64_t before = cpu_allocated_bytes();
   std::vector<Tensor> pieces = split(x, 2, 1);
-  CHECK(allocated_bytes() == before);
+  CHECK(cpu_allocated_bytes() == before);
   REQUIRE(pieces.size() == 3);
   CHECK(pieces[0].sizes() == Shape{2, 2});
   CHECK(pieces[2].sizes() == Shape{2, 1});
@@ -196,10 +179,10 @@ TEST_CASE("split and chunk reject sizes that do not add up and non-positive coun
 
 TEST_CASE("transpose and permute of a (B, T, H, D) tensor are views, not copies", "[transformer_shapes]") {
   Tensor x = counting({2, 3, 4, 5});
-  int64_t before = allocated_bytes();
+  int64_t before = cpu_allocated_bytes();
   Tensor heads_first = x.transpose(1, 2);  // (B, H, T, D)
   Tensor permuted = x.permute({0, 2, 3, 1});
-  CHECK(allocated_bytes() == before);
+  CHECK(cpu_allocated_bytes() == before);
   CHECK(heads_first.storage() == x.storage());
   CHECK(permuted.storage() == x.storage());
   CHECK(heads_first.sizes() == Shape{2, 4, 3, 5});

@@ -1,0 +1,42 @@
+// tests/autograd/op_test_support.h — what the autograd op tests share: seeded float64
+// leaves, tensors counting 0, 1, 2, ..., a gradcheck that reports its message when it fails,
+// and the bytes allocated on the CPU (to show that views allocate nothing).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "core/allocator/registry.h"
+#include "core/factory.h"
+#include "core/random.h"
+
+namespace mg_test {
+
+// Standard normal float64 values from `seed`, requiring grad.
+inline mg::Tensor leaf(const mg::Shape& sizes, uint64_t seed) {
+  mg::Generator generator(seed);
+  return mg::randn(sizes, {.dtype = mg::DType::Float64, .requires_grad = true}, &generator);
+}
+
+// 0, 1, 2, ... as float64, viewed as `sizes`.
+inline mg::Tensor counting(const mg::Shape& sizes) {
+  return mg::arange(static_cast<double>(sizes.numel()), {.dtype = mg::DType::Float64}).view(sizes);
+}
+
+// fn's gradients against central finite differences (autograd/gradcheck.h).
+inline void check_gradients(const std::function<mg::Tensor(const std::vector<mg::Tensor>&)>& fn,
+                            const std::vector<mg::Tensor>& inputs) {
+  mg::GradcheckResult result = mg::gradcheck(fn, inputs);
+  INFO(result.message);
+  CHECK(result.passed);
+}
+
+inline int64_t cpu_allocated_bytes() {
+  return mg::allocator_for(mg::Device::cpu()).stats().allocated_bytes.current;
+}
+
+}  // namespace mg_test
