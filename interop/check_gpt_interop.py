@@ -38,45 +38,30 @@ first line says which), else interop/safetensors_file.py's reader and writer of 
 
   python3 interop/check_gpt_interop.py --binary build/gpt_logits --device cuda
 """
-import argparse
 import copy
-import importlib.util
 import math
 import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
-from torch_reference import set_tf32  # noqa: E402
-import safetensors_file  # noqa: E402
-import torch_gpt  # noqa: E402
+import interop_checks
+from interop_checks import Checks, row_relative_error
+import torch_gpt
 
 CONFIGS = {"gpt2": torch_gpt.PRESETS["gpt2"],
            "tiny": torch_gpt.GPTConfig(n_layer=2, n_head=4, n_embd=64, vocab_size=512, block_size=64)}
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="memgrad <-> PyTorch GPT-2 checkpoint and logits check.")
-    parser.add_argument("--binary", default="build/gpt_logits", help="memgrad's gpt_logits")
-    parser.add_argument("--device", default=None, choices=["cpu", "cuda"],
-                        help="for both frameworks (default: cuda when torch sees one)")
+    parser = interop_checks.argument_parser("memgrad <-> PyTorch GPT-2 checkpoint and logits check.", "gpt_logits")
     parser.add_argument("--config", default=None, choices=sorted(CONFIGS),
                         help="model sizes (default: gpt2 on cuda, tiny on the CPU)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--steps", type=int, default=None, help="tokens per sequence (default 128; 32 for tiny)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tolerance", type=float, default=1e-4)
     parser.add_argument("--bf16-tolerance", type=float, default=3e-2)
-    parser.add_argument("--safetensors", default="auto", choices=["auto", "package", "builtin"],
-                        help="package: safetensors.torch; builtin: interop/safetensors_file.py")
-    parser.add_argument("--workdir", default=None, help="keep the files here (default: a temp dir)")
     args = parser.parse_args(argv)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    interop_checks.resolve_device(args)
     if args.config is None:
         args.config = "gpt2" if args.device == "cuda" else "tiny"
     if args.steps is None:
@@ -84,73 +69,10 @@ def parse_args(argv):
     return args
 
 
-def safetensors_io(choice):
-    """(load_file, save_file, description)."""
-    have_package = importlib.util.find_spec("safetensors") is not None
-    if choice == "package" or (choice == "auto" and have_package):
-        import safetensors
-        from safetensors.torch import load_file, save_file
-        return load_file, save_file, f"the safetensors package {safetensors.__version__}"
-    reason = "as asked" if choice == "builtin" else "the safetensors package is not installed"
-    return (safetensors_file.load_file, safetensors_file.save_file,
-            f"interop/safetensors_file.py's reader and writer ({reason})")
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def report(self, passed, name, detail):
-        self.failed += 0 if passed else 1
-        print(f"{'PASS' if passed else 'FAIL'} {name}: {detail}", flush=True)
-
-
 def model_flags(config):
     """gpt_logits's flags for `config`'s sizes (every one given: no preset's default counts)."""
     return ["--layers", str(config.n_layer), "--heads", str(config.n_head), "--embd", str(config.n_embd),
             "--vocab", str(config.vocab_size), "--block", str(config.block_size)]
-
-
-def run_binary(binary, *arguments):
-    """Runs gpt_logits; returns None or its error text."""
-    result = subprocess.run([binary, *arguments], capture_output=True, text=True)
-    if result.returncode != 0:
-        return f"{binary} exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"
-    return None
-
-
-def state_mismatches(expected, actual):
-    """Differences in keys, dtypes and shapes between two {name: tensor} dicts."""
-    problems = []
-    missing = [k for k in expected if k not in actual]
-    unexpected = [k for k in actual if k not in expected]
-    if missing:
-        problems.append(f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    if unexpected:
-        problems.append(f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
-    for name, tensor in expected.items():
-        if name in actual and (actual[name].dtype != tensor.dtype or actual[name].shape != tensor.shape):
-            problems.append(f"{name}: {actual[name].dtype} {tuple(actual[name].shape)}, expected "
-                            f"{tensor.dtype} {tuple(tensor.shape)}")
-    return problems
-
-
-def check_memgrad_file(checks, path):
-    """The file's layout, as interop/safetensors_file.py reads it; True when well-formed."""
-    try:
-        header = safetensors_file.read_header(path)
-    except safetensors_file.FormatError as error:
-        checks.report(False, "memgrad file", str(error))
-        return False
-    problems = list(header["notes"])
-    if header["metadata"].get("format") != "pt":
-        problems.append(f"metadata {header['metadata']} lacks format=pt")
-    if "lm_head.weight" in header["tensors"]:
-        problems.append("lm_head.weight is stored, though it is tied to transformer.wte.weight")
-    checks.report(not problems, "memgrad file", "; ".join(problems) if problems else
-                  f"well-formed safetensors as the reference writer makes them ({len(header['tensors'])} "
-                  f"tensors, keys sorted, data 8-byte aligned, metadata {header['metadata']}, no lm_head.weight)")
-    return True
 
 
 def check_memgrad_init(checks, state, config):
@@ -176,27 +98,11 @@ def check_memgrad_init(checks, state, config):
 def load_into_torch(checks, load_file, path, model):
     """Loads a memgrad-written state_dict into `model` strictly; True when it arrived whole."""
     state = load_file(path)
-    problems = state_mismatches(model.state_dict(), state)
-    if not problems:
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as error:
-            problems.append(f"load_state_dict(strict=True): {error}")
-    if not problems:
-        loaded = model.state_dict()
-        problems += [f"{k}: values changed on loading" for k, v in state.items()
-                     if not torch.equal(loaded[k].cpu(), v.cpu())]
+    problems = interop_checks.load_strictly(model, state)
     checks.report(not problems, "memgrad -> torch", "; ".join(problems[:5]) if problems else
                   f"{len(state)} tensors loaded with strict=True, each with torch's dtype, shape and "
                   f"memgrad's values")
     return not problems
-
-
-def position_error(logits, reference):
-    """The largest over positions of ||logits - reference|| / ||reference||, each position's
-    logits one vector."""
-    logits, reference = logits.double().cpu(), reference.double().cpu()
-    return ((logits - reference).norm(dim=-1) / reference.norm(dim=-1)).max().item()
 
 
 def max_error(logits, reference, scale):
@@ -214,15 +120,15 @@ def compare_logits(checks, name, memgrad_logits, model, tokens, tolerance):
         checks.report(False, name, f"memgrad's logits are {memgrad_logits.dtype} {tuple(memgrad_logits.shape)}, "
                                    f"torch's {torch_logits.dtype} {tuple(torch_logits.shape)}")
         return
-    error = position_error(memgrad_logits, torch_logits)
+    error = row_relative_error(memgrad_logits, torch_logits)
     same_token = (memgrad_logits.cpu().argmax(-1) == torch_logits.cpu().argmax(-1)).sum().item()
     max_abs = max_error(memgrad_logits, torch_logits, 1.0)
     passed = math.isfinite(error) and error < tolerance
     checks.report(passed, name,
                   f"logits {tuple(torch_logits.shape)} on {tokens.device.type}: max relative error {error:.3e} "
                   f"(per position ||memgrad - torch|| / ||torch||, bound {tolerance:.0e}); against float64: "
-                  f"memgrad {position_error(memgrad_logits, exact):.3e}, torch "
-                  f"{position_error(torch_logits, exact):.3e}; max |difference| {max_abs:.3e} (|torch| up to "
+                  f"memgrad {row_relative_error(memgrad_logits, exact):.3e}, torch "
+                  f"{row_relative_error(torch_logits, exact):.3e}; max |difference| {max_abs:.3e} (|torch| up to "
                   f"{torch_logits.abs().max().item():.3g}); same argmax {same_token}/{tokens.numel()}")
 
 
@@ -250,7 +156,7 @@ def compare_bf16_logits(checks, name, memgrad_logits, model, tokens, tolerance):
 
 def run_memgrad(checks, name, args, load_file, arguments, out):
     """Runs gpt_logits with `arguments`; the logits it wrote to `out`, or None (reported)."""
-    error = run_binary(args.binary, *arguments, "--out", out)
+    error = interop_checks.run_binary(args.binary, *arguments, "--out", out)
     if error:
         checks.report(False, name, error)
         return None
@@ -258,7 +164,7 @@ def run_memgrad(checks, name, args, load_file, arguments, out):
 
 
 def run_checks(args, workdir):
-    load_file, save_file, io_name = safetensors_io(args.safetensors)
+    load_file, save_file, io_name = interop_checks.safetensors_io(args.safetensors)
     device = torch.device(args.device)
     config = CONFIGS[args.config]
     print(f"torch {torch.__version__} on {args.device}; safetensors I/O: {io_name}; model {args.config} "
@@ -293,7 +199,8 @@ def run_checks(args, workdir):
     logits = run_memgrad(checks, "memgrad -> torch logits", args, load_file,
                             ["--init-seed", str(args.seed + 3), "--save", files["memgrad_weights"], *common],
                             files["logits"])
-    if logits is None or not check_memgrad_file(checks, files["memgrad_weights"]):
+    if logits is None or not interop_checks.check_memgrad_file(
+            checks, files["memgrad_weights"], absent={"lm_head.weight": "it is tied to transformer.wte.weight"}):
         return checks
     check_memgrad_init(checks, load_file(files["memgrad_weights"]), config)
     memgrad_model = torch_gpt.GPT(config).to(device).eval()
@@ -310,27 +217,13 @@ def run_checks(args, workdir):
 
 def main(argv):
     args = parse_args(argv)
-    if not os.access(args.binary, os.X_OK):
-        print(f"error: no gpt_logits program at {args.binary} (build it: "
-              f"cmake --build build --target gpt_logits), or pass --binary", file=sys.stderr)
+    error = interop_checks.start_error(args, "gpt_logits")
+    if error is None and args.steps > CONFIGS[args.config].block_size:
+        error = f"--steps {args.steps} exceeds the {args.config} model's block size {CONFIGS[args.config].block_size}"
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda, but PyTorch sees no CUDA device", file=sys.stderr)
-        return 2
-    if args.steps > CONFIGS[args.config].block_size:
-        print(f"error: --steps {args.steps} exceeds the {args.config} model's block size "
-              f"{CONFIGS[args.config].block_size}", file=sys.stderr)
-        return 2
-    if args.device == "cuda":
-        set_tf32(matmul=False, cudnn=False)  # full float32, as gpt_logits computes
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        checks = run_checks(args, args.workdir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="memgrad-gpt-interop-") as workdir:
-            checks = run_checks(args, workdir)
-    print(f"{'all checks passed' if checks.failed == 0 else f'{checks.failed} check(s) FAILED'}")
-    return 1 if checks.failed else 0
+    return interop_checks.run_all(args, run_checks, "memgrad-gpt-interop-")
 
 
 if __name__ == "__main__":

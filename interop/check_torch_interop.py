@@ -32,22 +32,16 @@ first line says which), else interop/safetensors_file.py's reader and writer of 
 
   python3 interop/check_torch_interop.py --binary build/resnet_logits --device cuda
 """
-import argparse
 import copy
-import importlib.util
 import math
 import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
-from torch_reference import set_tf32  # noqa: E402
-import safetensors_file  # noqa: E402
-import torch_resnet  # noqa: E402
+import interop_checks
+from interop_checks import Checks, row_relative_error, run_binary, state_mismatches
+import torch_resnet
 
 ARCH = "resnet18"
 IMAGE = (3, 224, 224)
@@ -55,67 +49,13 @@ CLASSES = 1000
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="memgrad <-> PyTorch checkpoint and logits check.")
-    parser.add_argument("--binary", default="build/resnet_logits", help="memgrad's resnet_logits")
-    parser.add_argument("--device", default=None, choices=["cpu", "cuda"],
-                        help="for both frameworks (default: cuda when torch sees one)")
+    parser = interop_checks.argument_parser("memgrad <-> PyTorch checkpoint and logits check.", "resnet_logits")
     parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tolerance", type=float, default=1e-4)
-    parser.add_argument("--safetensors", default="auto", choices=["auto", "package", "builtin"],
-                        help="package: safetensors.torch; builtin: interop/safetensors_file.py")
     parser.add_argument("--model-source", default="auto", choices=["auto", "torchvision", "plain"],
                         help="torch's ResNet-18: torchvision's, or interop/torch_resnet.py's copy")
-    parser.add_argument("--workdir", default=None, help="keep the files here (default: a temp dir)")
     args = parser.parse_args(argv)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    interop_checks.resolve_device(args)
     return args
-
-
-def safetensors_io(choice):
-    """(load_file, save_file, description)."""
-    have_package = importlib.util.find_spec("safetensors") is not None
-    if choice == "package" or (choice == "auto" and have_package):
-        import safetensors
-        from safetensors.torch import load_file, save_file
-        return load_file, save_file, f"the safetensors package {safetensors.__version__}"
-    reason = "as asked" if choice == "builtin" else "the safetensors package is not installed"
-    return (safetensors_file.load_file, safetensors_file.save_file,
-            f"interop/safetensors_file.py's reader and writer ({reason})")
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def report(self, passed, name, detail):
-        self.failed += 0 if passed else 1
-        print(f"{'PASS' if passed else 'FAIL'} {name}: {detail}", flush=True)
-
-
-def run_binary(binary, *arguments):
-    """Runs resnet_logits; returns None or its error text."""
-    result = subprocess.run([binary, *arguments], capture_output=True, text=True)
-    if result.returncode != 0:
-        return f"{binary} exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"
-    return None
-
-
-def state_mismatches(expected, actual):
-    """Differences in keys, dtypes and shapes between two {name: tensor} dicts."""
-    problems = []
-    missing = [k for k in expected if k not in actual]
-    unexpected = [k for k in actual if k not in expected]
-    if missing:
-        problems.append(f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    if unexpected:
-        problems.append(f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
-    for name, tensor in expected.items():
-        if name in actual and (actual[name].dtype != tensor.dtype or actual[name].shape != tensor.shape):
-            problems.append(f"{name}: {actual[name].dtype} {tuple(actual[name].shape)}, expected "
-                            f"{tensor.dtype} {tuple(tensor.shape)}")
-    return problems
 
 
 def check_definition(checks, seed):
@@ -173,16 +113,7 @@ def check_memgrad_init(checks, state):
 def load_into_torch(checks, name, load_file, path, model):
     """Loads a memgrad-written state_dict into `model` strictly; True when it arrived whole."""
     state = load_file(path)
-    problems = state_mismatches(model.state_dict(), state)
-    if not problems:
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as error:
-            problems.append(f"load_state_dict(strict=True): {error}")
-    if not problems:
-        loaded = model.state_dict()
-        problems += [f"{k}: values changed on loading" for k, v in state.items()
-                     if not torch.equal(loaded[k].cpu(), v.cpu())]
+    problems = interop_checks.load_strictly(model, state)
     counters = [k for k in state if k.endswith("num_batches_tracked")]
     parameters = sum(1 for _ in model.named_parameters())
     checks.report(not problems, name,
@@ -213,12 +144,6 @@ def randomise_batch_norm(model, generator_seed, device):
     model.eval()
 
 
-def relative_error(logits, reference):
-    """The largest over the batch of ||logits - reference|| / ||reference|| per sample."""
-    logits, reference = logits.double().cpu(), reference.double().cpu()
-    return ((logits - reference).norm(dim=1) / reference.norm(dim=1)).max().item()
-
-
 def compare_logits(checks, name, memgrad_logits, model, inputs, tolerance):
     """memgrad's logits against torch's float32 eval-mode logits of the same model; each is
     also measured against a float64 run of the model on the CPU, so that a failure says
@@ -230,20 +155,20 @@ def compare_logits(checks, name, memgrad_logits, model, inputs, tolerance):
         checks.report(False, name, f"memgrad's logits have shape {tuple(memgrad_logits.shape)}, "
                                    f"torch's {tuple(torch_logits.shape)}")
         return
-    error = relative_error(memgrad_logits, torch_logits)
+    error = row_relative_error(memgrad_logits, torch_logits)
     same_class = (memgrad_logits.cpu().argmax(1) == torch_logits.cpu().argmax(1)).sum().item()
     max_abs = (memgrad_logits.double().cpu() - torch_logits.double().cpu()).abs().max().item()
     passed = math.isfinite(error) and error < tolerance
     checks.report(passed, name,
                   f"{ARCH} logits {tuple(torch_logits.shape)} on {inputs.device.type}: max relative error "
                   f"{error:.3e} (per sample ||memgrad - torch|| / ||torch||, bound {tolerance:.0e}); "
-                  f"against float64: memgrad {relative_error(memgrad_logits, exact):.3e}, torch "
-                  f"{relative_error(torch_logits, exact):.3e}; max |difference| {max_abs:.3e} (|torch| up "
+                  f"against float64: memgrad {row_relative_error(memgrad_logits, exact):.3e}, torch "
+                  f"{row_relative_error(torch_logits, exact):.3e}; max |difference| {max_abs:.3e} (|torch| up "
                   f"to {torch_logits.abs().max().item():.3g}); same argmax {same_class}/{torch_logits.shape[0]}")
 
 
 def run_checks(args, workdir):
-    load_file, save_file, io_name = safetensors_io(args.safetensors)
+    load_file, save_file, io_name = interop_checks.safetensors_io(args.safetensors)
     device = torch.device(args.device)
     print(f"torch {torch.__version__} on {args.device}; safetensors I/O: {io_name}")
     checks = Checks()
@@ -257,16 +182,8 @@ def run_checks(args, workdir):
     if error:
         checks.report(False, "memgrad init", error)
         return checks
-    try:
-        header = safetensors_file.read_header(files["memgrad_init"])
-    except safetensors_file.FormatError as error:
-        checks.report(False, "memgrad file", str(error))
+    if not interop_checks.check_memgrad_file(checks, files["memgrad_init"]):
         return checks
-    habits = header["notes"] + ([] if header["metadata"].get("format") == "pt" else
-                                [f"metadata {header['metadata']} lacks format=pt"])
-    checks.report(not habits, "memgrad file", "; ".join(habits) if habits else
-                  f"well-formed safetensors as the reference writer makes them ({len(header['tensors'])} "
-                  f"tensors, keys sorted, data 8-byte aligned, metadata {header['metadata']})")
     check_memgrad_init(checks, load_file(files["memgrad_init"]))
     memgrad_model, source = torch_resnet.build_resnet(ARCH, CLASSES, source=args.model_source)
     print(f"torch's {ARCH}: {source}")
@@ -307,23 +224,11 @@ def run_checks(args, workdir):
 
 def main(argv):
     args = parse_args(argv)
-    if not os.access(args.binary, os.X_OK):
-        print(f"error: no resnet_logits program at {args.binary} (build it: "
-              f"cmake --build build --target resnet_logits), or pass --binary", file=sys.stderr)
+    error = interop_checks.start_error(args, "resnet_logits")
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda, but PyTorch sees no CUDA device", file=sys.stderr)
-        return 2
-    if args.device == "cuda":
-        set_tf32(matmul=False, cudnn=False)  # full float32, as resnet_logits computes
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        checks = run_checks(args, args.workdir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="memgrad-interop-") as workdir:
-            checks = run_checks(args, workdir)
-    print(f"{'all checks passed' if checks.failed == 0 else f'{checks.failed} check(s) FAILED'}")
-    return 1 if checks.failed else 0
+    return interop_checks.run_all(args, run_checks, "memgrad-interop-")
 
 
 if __name__ == "__main__":
