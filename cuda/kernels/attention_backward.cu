@@ -10,15 +10,16 @@
 //
 // Three kernels, in order:
 //   prepare:  D = rowsum(dO o O) (float32) and zeros into the float32 dQ accumulator;
-//   main:     a block of kWarps warps owns kBlockN = 16 kWarps keys of one (batch, head)
-//             (each warp 16 of them) and walks the query tiles (kBlockM rows) that attend
-//             to them, Q and dO tiles double-buffered by cp.async. Per tile and warp:
-//               S^T = K Q^T and dP^T = V dO^T (16 keys x kBlockM queries, registers),
+//   main:     a block of kWarps warps owns kBlockN = 16 kKeyTiles kWarps keys of one
+//             (batch, head) (each warp 16 kKeyTiles of them) and walks the query tiles
+//             (kBlockM rows) that attend to them, Q and dO tiles double-buffered by
+//             cp.async (BackwardTiles: the configurations). Per tile and warp:
+//               S^T = K Q^T and dP^T = V dO^T (the warp's keys x kBlockM queries, registers),
 //               P^T = exp2(S^T scale log2 e - lse log2 e), masked, with dropout as above,
 //               dV += (P o Z r)^T dO and dK += dS^T Q (registers, fed from registers),
 //               dS^T to shared memory (float16/bfloat16), then every warp takes 16 query
 //               rows (and a share of the head dim) of dQ += dS K and adds them into the
-//               accumulator with float32 atomics;
+//               accumulator with float32 atomics (pipelined: after the next tile's barrier);
 //             dK (times scale) and dV are written once at the end;
 //   grad_q:   grad_q = scale x the accumulator, into grad_q's dtype and strides.
 // The scratch, one float32 WORKSPACE tensor of B H Tq (D + 1) values (the accumulator,
@@ -98,24 +99,43 @@ struct BackwardArgs {
   int head_group;  // block_tile's, set at launch
 };
 
-template <int kHeadDim, int kWarps, int kBlockM>
-constexpr int backward_shared_bytes() {
-  constexpr int kBlockN = 16 * kWarps;
-  return (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) * 2 + 4 * kBlockM * 4;
-}
+// One tile configuration of the main kernel. kWarps warps, each owning 16 kKeyTiles keys;
+// query tiles of kBlockM rows; kMinBlocks blocks an SM at once (the launch bound caps the
+// registers at 64K / (kMinBlocks x 32 kWarps)).
+//   kPipelinedGradQ: dQ of query tile i is computed after the barrier that opens tile i + 1
+//     (dS^T double-buffered), so a tile costs one barrier instead of two and the warps'
+//     dQ atomics overlap the next tile's products;
+//   kResidentKeys: the warp's K and V fragments (the A operands of S^T and dP^T) stay in
+//     registers for the whole block instead of being re-read from shared memory every tile.
+template <int kWarpsValue, int kKeyTilesValue, int kBlockMValue, int kMinBlocksValue, bool kPipelinedGradQValue = false,
+          bool kResidentKeysValue = false>
+struct BackwardTiles {
+  static constexpr int kWarps = kWarpsValue, kKeyTiles = kKeyTilesValue, kBlockM = kBlockMValue;
+  static constexpr int kMinBlocks = kMinBlocksValue;
+  static constexpr bool kPipelinedGradQ = kPipelinedGradQValue, kResidentKeys = kResidentKeysValue;
+  static constexpr int kWarpKeys = 16 * kKeyTiles;
+  static constexpr int kBlockN = kWarpKeys * kWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kGradScoreBuffers = kPipelinedGradQ ? 2 : 1;
+  // K, V; Q and dO double-buffered; dS^T; lse and D double-buffered.
+  template <int kHeadDim>
+  static constexpr int shared_bytes() {
+    return (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kGradScoreBuffers * kBlockN * kBlockM) * 2 +
+           4 * kBlockM * 4;
+  }
+};
 
-// kMinBlocks: the blocks an SM must hold at once (the launch bound caps the registers at
-// 64K / (kMinBlocks x 32 kWarps)).
-template <class T, int kHeadDim, int kWarps, int kBlockM, int kMinBlocks, bool kDropout>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_kernel(BackwardArgs<T> args) {
-  constexpr int kBlockN = 16 * kWarps;
-  constexpr int kThreads = 32 * kWarps;
+template <class T, int kHeadDim, class Tiles, bool kDropout>
+__global__ void __launch_bounds__(Tiles::kThreads, Tiles::kMinBlocks) attention_backward_kernel(BackwardArgs<T> args) {
+  constexpr int kKeyTiles = Tiles::kKeyTiles, kBlockM = Tiles::kBlockM, kBlockN = Tiles::kBlockN;
+  constexpr int kThreads = Tiles::kThreads;
   constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kHeadSteps = kHeadDim / 16;  // k16 steps of the products over the head dim
   constexpr int kQueryTiles = kBlockM / 8;
   // The dQ product: kBlockM / 16 row groups of 16 queries, the head dim split kDimSplits ways.
   constexpr int kQueryGroups = kBlockM / 16;
-  static_assert(kWarps % kQueryGroups == 0, "every warp takes one share of dQ");
-  constexpr int kDimSplits = kWarps / kQueryGroups;
+  static_assert(Tiles::kWarps % kQueryGroups == 0, "every warp takes one share of dQ");
+  constexpr int kDimSplits = Tiles::kWarps / kQueryGroups;
   constexpr int kSplitDimTiles = kDimTiles / kDimSplits;
   static_assert(kSplitDimTiles % 2 == 0, "dQ's n8 tiles come in pairs per ldmatrix");
 
@@ -124,9 +144,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_ke
   T* v_tile = k_tile + kBlockN * kHeadDim;            // (kBlockN, kHeadDim)
   T* q_tiles = v_tile + kBlockN * kHeadDim;           // 2 x (kBlockM, kHeadDim)
   T* grad_output_tiles = q_tiles + 2 * kBlockM * kHeadDim;  // 2 x (kBlockM, kHeadDim)
-  T* grad_scores = grad_output_tiles + 2 * kBlockM * kHeadDim;  // dS^T (kBlockN, kBlockM)
-  float* lse_rows = reinterpret_cast<float*>(grad_scores + kBlockN * kBlockM);  // 2 x kBlockM
-  float* delta_rows = lse_rows + 2 * kBlockM;                                  // 2 x kBlockM
+  T* grad_scores = grad_output_tiles + 2 * kBlockM * kHeadDim;  // kGradScoreBuffers x dS^T (kBlockN, kBlockM)
+  float* lse_rows = reinterpret_cast<float*>(grad_scores + Tiles::kGradScoreBuffers * kBlockN * kBlockM);  // 2 x kBlockM
+  float* delta_rows = lse_rows + 2 * kBlockM;  // 2 x kBlockM
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
@@ -135,7 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_ke
   const int batch_head = place.batch_head;
   const int b = batch_head / args.heads, h = batch_head % args.heads;
   const int n0 = place.tile_rank * kBlockN;  // is_causal: rank 0, the first keys, has the most queries
-  const int warp_key = warp * 16;        // the warp's first key in the tile
+  const int warp_key = warp * Tiles::kWarpKeys;  // the warp's first key in the tile
   const int query_blocks = (args.query_len + kBlockM - 1) / kBlockM;
   const int first_query_block = args.causal ? n0 / kBlockM : 0;
 
@@ -159,115 +179,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_ke
     }
   };
 
-  load_tile<kBlockN, kHeadDim, kThreads>(k_tile, row_pointer(args.k, args.k_strides, b, h, n0), args.k_strides.row,
-                                         args.key_len - n0, args.head_dim);
-  load_tile<kBlockN, kHeadDim, kThreads>(v_tile, row_pointer(args.v, args.v_strides, b, h, n0), args.v_strides.row,
-                                         args.key_len - n0, args.head_dim);
-  if (first_query_block < query_blocks) load_query_block(first_query_block, 0);
-  copy_async_commit();
-
-  float grad_k_acc[kDimTiles][4] = {};
-  float grad_v_acc[kDimTiles][4] = {};
-  for (int query_block = first_query_block; query_block < query_blocks; ++query_block) {
-    const int buffer = (query_block - first_query_block) & 1;
-    const int m0 = query_block * kBlockM;
-    copy_async_wait_all();
-    __syncthreads();  // this tile is in; every warp is done with dS^T and the other buffer
-    if (query_block + 1 < query_blocks) {
-      load_query_block(query_block + 1, buffer ^ 1);
-      copy_async_commit();
-    }
-    const T* q_tile = q_tiles + buffer * kBlockM * kHeadDim;
-    const T* grad_output_tile = grad_output_tiles + buffer * kBlockM * kHeadDim;
-    const float* lse = lse_rows + buffer * kBlockM;
-    const float* delta = delta_rows + buffer * kBlockM;
-
-    // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys.
-    float scores[kQueryTiles][4] = {};
-    float grad_probs[kQueryTiles][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      uint32_t k_fragment[4], v_fragment[4];
-      load_matrix_x4<kHeadDim>(k_fragment, k_tile, warp_key + pattern_x_row(lane), 2 * kk + pattern_x_chunk(lane));
-      load_matrix_x4<kHeadDim>(v_fragment, v_tile, warp_key + pattern_x_row(lane), 2 * kk + pattern_x_chunk(lane));
-#pragma unroll
-      for (int nn = 0; nn < kBlockM / 16; ++nn) {
-        uint32_t b_fragments[4];
-        load_matrix_x4<kHeadDim>(b_fragments, q_tile, 16 * nn + pattern_y_row(lane), 2 * kk + pattern_y_chunk(lane));
-        mma_16x8x16<T>(scores[2 * nn], k_fragment, b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(scores[2 * nn + 1], k_fragment, b_fragments[2], b_fragments[3]);
-        load_matrix_x4<kHeadDim>(b_fragments, grad_output_tile, 16 * nn + pattern_y_row(lane),
-                                 2 * kk + pattern_y_chunk(lane));
-        mma_16x8x16<T>(grad_probs[2 * nn], v_fragment, b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(grad_probs[2 * nn + 1], v_fragment, b_fragments[2], b_fragments[3]);
-      }
-    }
-
-    // P^T, then dS^T into `scores` and the dropped P^T (what multiplied V) into `grad_probs`.
-    const bool needs_mask = m0 + kBlockM > args.query_len || n0 + kBlockN > args.key_len ||
-                            (args.causal && n0 + kBlockN - 1 > m0);
-#pragma unroll
-    for (int t = 0; t < kQueryTiles; ++t) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int query_in_tile = 8 * t + 2 * quad + (e & 1);
-        const int key = n0 + warp_key + group + 8 * (e >> 1);
-        const int query = m0 + query_in_tile;
-        float prob = exp2f(scores[t][e] * args.scale_log2 - lse[query_in_tile] * kLog2e);
-        if (needs_mask && (query >= args.query_len || key >= args.key_len || (args.causal && key > query))) {
-          prob = 0.0f;
-        }
-        float grad_prob = grad_probs[t][e];
-        float dropped_prob = prob;
-        if constexpr (kDropout) {
-          const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
-          const bool keep = uniform_from_bits(philox_block(args.rng, index)[0]) >= args.dropout_p;
-          grad_prob = keep ? grad_prob * args.dropout_factor : 0.0f;
-          dropped_prob = keep ? prob * args.dropout_factor : 0.0f;
-        }
-        scores[t][e] = prob * (grad_prob - delta[query_in_tile]);
-        grad_probs[t][e] = dropped_prob;
-      }
-    }
-
-    // dV += (P o Z r)^T dO and dK += dS^T Q (unscaled; scale is applied once at the end).
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      uint32_t dropped_fragment[4], grad_scores_fragment[4];
-      accumulators_to_a<T>(dropped_fragment, grad_probs[2 * kk], grad_probs[2 * kk + 1]);
-      accumulators_to_a<T>(grad_scores_fragment, scores[2 * kk], scores[2 * kk + 1]);
-#pragma unroll
-      for (int dd = 0; dd < kHeadDim / 16; ++dd) {
-        uint32_t b_fragments[4];
-        load_matrix_x4_transposed<kHeadDim>(b_fragments, grad_output_tile, 16 * kk + pattern_x_row(lane),
-                                            2 * dd + pattern_x_chunk(lane));
-        mma_16x8x16<T>(grad_v_acc[2 * dd], dropped_fragment, b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(grad_v_acc[2 * dd + 1], dropped_fragment, b_fragments[2], b_fragments[3]);
-        load_matrix_x4_transposed<kHeadDim>(b_fragments, q_tile, 16 * kk + pattern_x_row(lane),
-                                            2 * dd + pattern_x_chunk(lane));
-        mma_16x8x16<T>(grad_k_acc[2 * dd], grad_scores_fragment, b_fragments[0], b_fragments[1]);
-        mma_16x8x16<T>(grad_k_acc[2 * dd + 1], grad_scores_fragment, b_fragments[2], b_fragments[3]);
-      }
-    }
-
-    // dS^T to shared memory for dQ, which needs every warp's keys.
-#pragma unroll
-    for (int t = 0; t < kQueryTiles; ++t) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        *reinterpret_cast<uint32_t*>(grad_scores + swizzled<kBlockM>(warp_key + group + 8 * r, 8 * t + 2 * quad)) =
-            pack_pair<T>(scores[t][2 * r], scores[t][2 * r + 1]);
-      }
-    }
-    __syncthreads();
-
-    // dQ (16 queries x kSplitDimTiles n8 tiles of this warp) += dS K, into the accumulator.
+  // dQ (16 queries x kSplitDimTiles n8 tiles of this warp) += dS K for the query tile at m0,
+  // whose dS^T every warp has written to `grad_scores_tile`, added into the accumulator.
+  auto add_grad_q = [&](int m0, const T* grad_scores_tile) {
     const int query_group = warp % kQueryGroups, dim_split = warp / kQueryGroups;
     float grad_q_acc[kSplitDimTiles][4] = {};
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       uint32_t a_fragment[4];
-      load_matrix_x4_transposed<kBlockM>(a_fragment, grad_scores, 16 * kk + pattern_y_row(lane),
+      load_matrix_x4_transposed<kBlockM>(a_fragment, grad_scores_tile, 16 * kk + pattern_y_row(lane),
                                          2 * query_group + pattern_y_chunk(lane));
 #pragma unroll
       for (int dd = 0; dd < kSplitDimTiles / 2; ++dd) {
@@ -293,23 +213,200 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) attention_backward_ke
         }
       }
     }
+  };
+
+  load_tile<kBlockN, kHeadDim, kThreads>(k_tile, row_pointer(args.k, args.k_strides, b, h, n0), args.k_strides.row,
+                                         args.key_len - n0, args.head_dim);
+  load_tile<kBlockN, kHeadDim, kThreads>(v_tile, row_pointer(args.v, args.v_strides, b, h, n0), args.v_strides.row,
+                                         args.key_len - n0, args.head_dim);
+  if (first_query_block < query_blocks) load_query_block(first_query_block, 0);
+  copy_async_commit();
+
+  // The warp's K and V A fragments (16 keys x 16 of the head dim each), when kept resident.
+  uint32_t resident_k[kKeyTiles][kHeadSteps][4], resident_v[kKeyTiles][kHeadSteps][4];
+  if constexpr (Tiles::kResidentKeys) {
+    copy_async_wait_all();
+    __syncthreads();  // K and V are in
+#pragma unroll
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int kk = 0; kk < kHeadSteps; ++kk) {
+        const int row = warp_key + 16 * kt + pattern_x_row(lane), chunk = 2 * kk + pattern_x_chunk(lane);
+        load_matrix_x4<kHeadDim>(resident_k[kt][kk], k_tile, row, chunk);
+        load_matrix_x4<kHeadDim>(resident_v[kt][kk], v_tile, row, chunk);
+      }
+    }
+  }
+
+  float grad_k_acc[kKeyTiles][kDimTiles][4] = {};
+  float grad_v_acc[kKeyTiles][kDimTiles][4] = {};
+  for (int query_block = first_query_block; query_block < query_blocks; ++query_block) {
+    const int step = query_block - first_query_block;
+    const int buffer = step & 1;
+    const int m0 = query_block * kBlockM;
+    copy_async_wait_all();
+    // This tile is in; every warp is done with the other buffer, and (pipelined) has
+    // written the previous tile's dS^T.
+    __syncthreads();
+    if (query_block + 1 < query_blocks) {
+      load_query_block(query_block + 1, buffer ^ 1);
+      copy_async_commit();
+    }
+    if constexpr (Tiles::kPipelinedGradQ) {
+      if (step > 0) add_grad_q(m0 - kBlockM, grad_scores + (buffer ^ 1) * kBlockN * kBlockM);
+    }
+    const T* q_tile = q_tiles + buffer * kBlockM * kHeadDim;
+    const T* grad_output_tile = grad_output_tiles + buffer * kBlockM * kHeadDim;
+    const float* lse = lse_rows + buffer * kBlockM;
+    const float* delta = delta_rows + buffer * kBlockM;
+
+    // S^T = K Q^T and dP^T = V dO^T for the warp's keys; each Q, dO fragment serves every
+    // key tile of the warp.
+    float scores[kKeyTiles][kQueryTiles][4] = {};
+    float grad_probs[kKeyTiles][kQueryTiles][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kHeadSteps; ++kk) {
+      uint32_t k_fragments[kKeyTiles][4], v_fragments[kKeyTiles][4];
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (Tiles::kResidentKeys) {
+            k_fragments[kt][i] = resident_k[kt][kk][i];
+            v_fragments[kt][i] = resident_v[kt][kk][i];
+          }
+        }
+        if constexpr (!Tiles::kResidentKeys) {
+          const int row = warp_key + 16 * kt + pattern_x_row(lane), chunk = 2 * kk + pattern_x_chunk(lane);
+          load_matrix_x4<kHeadDim>(k_fragments[kt], k_tile, row, chunk);
+          load_matrix_x4<kHeadDim>(v_fragments[kt], v_tile, row, chunk);
+        }
+      }
+#pragma unroll
+      for (int nn = 0; nn < kBlockM / 16; ++nn) {
+        uint32_t b_fragments[4];
+        load_matrix_x4<kHeadDim>(b_fragments, q_tile, 16 * nn + pattern_y_row(lane), 2 * kk + pattern_y_chunk(lane));
+#pragma unroll
+        for (int kt = 0; kt < kKeyTiles; ++kt) {
+          mma_16x8x16<T>(scores[kt][2 * nn], k_fragments[kt], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(scores[kt][2 * nn + 1], k_fragments[kt], b_fragments[2], b_fragments[3]);
+        }
+        load_matrix_x4<kHeadDim>(b_fragments, grad_output_tile, 16 * nn + pattern_y_row(lane),
+                                 2 * kk + pattern_y_chunk(lane));
+#pragma unroll
+        for (int kt = 0; kt < kKeyTiles; ++kt) {
+          mma_16x8x16<T>(grad_probs[kt][2 * nn], v_fragments[kt], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(grad_probs[kt][2 * nn + 1], v_fragments[kt], b_fragments[2], b_fragments[3]);
+        }
+      }
+    }
+
+    // P^T, then dS^T into `scores` and the dropped P^T (what multiplied V) into `grad_probs`.
+    const bool needs_mask = m0 + kBlockM > args.query_len || n0 + kBlockN > args.key_len ||
+                            (args.causal && n0 + kBlockN - 1 > m0);
+#pragma unroll
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int t = 0; t < kQueryTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int query_in_tile = 8 * t + 2 * quad + (e & 1);
+          const int key = n0 + warp_key + 16 * kt + group + 8 * (e >> 1);
+          const int query = m0 + query_in_tile;
+          float prob = exp2f(scores[kt][t][e] * args.scale_log2 - lse[query_in_tile] * kLog2e);
+          if (needs_mask && (query >= args.query_len || key >= args.key_len || (args.causal && key > query))) {
+            prob = 0.0f;
+          }
+          float grad_prob = grad_probs[kt][t][e];
+          float dropped_prob = prob;
+          if constexpr (kDropout) {
+            const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
+            const bool keep = uniform_from_bits(philox_block(args.rng, index)[0]) >= args.dropout_p;
+            grad_prob = keep ? grad_prob * args.dropout_factor : 0.0f;
+            dropped_prob = keep ? prob * args.dropout_factor : 0.0f;
+          }
+          scores[kt][t][e] = prob * (grad_prob - delta[query_in_tile]);
+          grad_probs[kt][t][e] = dropped_prob;
+        }
+      }
+    }
+
+    // dV += (P o Z r)^T dO and dK += dS^T Q (unscaled; scale is applied once at the end);
+    // each dO, Q fragment serves every key tile of the warp.
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      uint32_t dropped_fragments[kKeyTiles][4], grad_scores_fragments[kKeyTiles][4];
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) {
+        accumulators_to_a<T>(dropped_fragments[kt], grad_probs[kt][2 * kk], grad_probs[kt][2 * kk + 1]);
+        accumulators_to_a<T>(grad_scores_fragments[kt], scores[kt][2 * kk], scores[kt][2 * kk + 1]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < kHeadSteps; ++dd) {
+        uint32_t b_fragments[4];
+        load_matrix_x4_transposed<kHeadDim>(b_fragments, grad_output_tile, 16 * kk + pattern_x_row(lane),
+                                            2 * dd + pattern_x_chunk(lane));
+#pragma unroll
+        for (int kt = 0; kt < kKeyTiles; ++kt) {
+          mma_16x8x16<T>(grad_v_acc[kt][2 * dd], dropped_fragments[kt], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(grad_v_acc[kt][2 * dd + 1], dropped_fragments[kt], b_fragments[2], b_fragments[3]);
+        }
+        load_matrix_x4_transposed<kHeadDim>(b_fragments, q_tile, 16 * kk + pattern_x_row(lane),
+                                            2 * dd + pattern_x_chunk(lane));
+#pragma unroll
+        for (int kt = 0; kt < kKeyTiles; ++kt) {
+          mma_16x8x16<T>(grad_k_acc[kt][2 * dd], grad_scores_fragments[kt], b_fragments[0], b_fragments[1]);
+          mma_16x8x16<T>(grad_k_acc[kt][2 * dd + 1], grad_scores_fragments[kt], b_fragments[2], b_fragments[3]);
+        }
+      }
+    }
+
+    // dS^T to shared memory for dQ, which needs every warp's keys.
+    T* grad_scores_tile = grad_scores + (Tiles::kPipelinedGradQ ? buffer : 0) * kBlockN * kBlockM;
+#pragma unroll
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int t = 0; t < kQueryTiles; ++t) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          *reinterpret_cast<uint32_t*>(grad_scores_tile +
+                                       swizzled<kBlockM>(warp_key + 16 * kt + group + 8 * r, 8 * t + 2 * quad)) =
+              pack_pair<T>(scores[kt][t][2 * r], scores[kt][t][2 * r + 1]);
+        }
+      }
+    }
+    if constexpr (!Tiles::kPipelinedGradQ) {
+      __syncthreads();
+      add_grad_q(m0, grad_scores_tile);
+    }
+  }
+  if constexpr (Tiles::kPipelinedGradQ) {
+    if (query_blocks > first_query_block) {  // the last tile's dQ
+      __syncthreads();
+      const int last_step = query_blocks - 1 - first_query_block;
+      add_grad_q((query_blocks - 1) * kBlockM, grad_scores + (last_step & 1) * kBlockN * kBlockM);
+    }
   }
   copy_async_wait_all();  // a block with no query tile (is_causal) still issued K and V
 
   // dK = scale dS^T Q and dV, each written once.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = n0 + warp_key + group + 8 * r;
-    if (key >= args.key_len) continue;
-    T* grad_k_row = row_pointer(args.grad_k, args.grad_k_strides, b, h, key);
-    T* grad_v_row = row_pointer(args.grad_v, args.grad_v_strides, b, h, key);
+  for (int kt = 0; kt < kKeyTiles; ++kt) {
 #pragma unroll
-    for (int dt = 0; dt < kDimTiles; ++dt) {
-      const int column = 8 * dt + 2 * quad;
-      if (column < args.head_dim) {
-        *reinterpret_cast<uint32_t*>(grad_k_row + column) =
-            pack_pair<T>(grad_k_acc[dt][2 * r] * args.scale, grad_k_acc[dt][2 * r + 1] * args.scale);
-        *reinterpret_cast<uint32_t*>(grad_v_row + column) = pack_pair<T>(grad_v_acc[dt][2 * r], grad_v_acc[dt][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int key = n0 + warp_key + 16 * kt + group + 8 * r;
+      if (key >= args.key_len) continue;
+      T* grad_k_row = row_pointer(args.grad_k, args.grad_k_strides, b, h, key);
+      T* grad_v_row = row_pointer(args.grad_v, args.grad_v_strides, b, h, key);
+#pragma unroll
+      for (int dt = 0; dt < kDimTiles; ++dt) {
+        const int column = 8 * dt + 2 * quad;
+        if (column < args.head_dim) {
+          *reinterpret_cast<uint32_t*>(grad_k_row + column) =
+              pack_pair<T>(grad_k_acc[kt][dt][2 * r] * args.scale, grad_k_acc[kt][dt][2 * r + 1] * args.scale);
+          *reinterpret_cast<uint32_t*>(grad_v_row + column) =
+              pack_pair<T>(grad_v_acc[kt][dt][2 * r], grad_v_acc[kt][dt][2 * r + 1]);
+        }
       }
     }
   }
@@ -338,36 +435,40 @@ __global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t
   }
 }
 
-template <class T, int kHeadDim, int kWarps, int kBlockM, int kMinBlocks, bool kDropout>
+template <class T, int kHeadDim, class Tiles, bool kDropout>
 void launch_backward(BackwardArgs<T> args, int64_t batch_heads, int head_group, cudaStream_t stream) {
-  constexpr int kBlockN = 16 * kWarps;
-  constexpr int kShared = backward_shared_bytes<kHeadDim, kWarps, kBlockM>();
-  auto kernel = attention_backward_kernel<T, kHeadDim, kWarps, kBlockM, kMinBlocks, kDropout>;
+  constexpr int kShared = Tiles::template shared_bytes<kHeadDim>();
+  auto kernel = attention_backward_kernel<T, kHeadDim, Tiles, kDropout>;
   allow_shared_memory(reinterpret_cast<const void*>(kernel), kShared);
   args.head_group = attention_head_group(head_group, batch_heads);
-  const dim3 grid = attention_grid((args.key_len + kBlockN - 1) / kBlockN, batch_heads);
-  kernel<<<grid, kWarps * 32, kShared, stream>>>(args);
+  const dim3 grid = attention_grid((args.key_len + Tiles::kBlockN - 1) / Tiles::kBlockN, batch_heads);
+  kernel<<<grid, Tiles::kThreads, kShared, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
 
 // The variants MG_ATTENTION_BACKWARD_VARIANT picks for bfloat16, head dim <= 64, no dropout
 // (docs/attention_kernels.md: the idea and the prediction of each). head_group 0: all heads
 // in one group (the longest key tiles of every head first). Shared memory at head dim 64:
-// 56 KiB (4 warps, 64 queries), 80 KiB (8 warps).
+// 56 KiB (4 warps, 64 queries), 80 KiB (8 warps), 65 KiB (pipelined dQ).
 using BFloat16Launch = void (*)(BackwardArgs<__nv_bfloat16>, int64_t, int, cudaStream_t);
 struct BackwardVariant {
   BFloat16Launch launch;
   int head_group;
 };
-template <int kWarps, int kBlockM, int kMinBlocks = 1>
-constexpr BFloat16Launch kBFloat16Launch = launch_backward<__nv_bfloat16, 64, kWarps, kBlockM, kMinBlocks, false>;
+// BackwardTiles<warps, 16-key tiles a warp, query rows a tile, blocks an SM, pipelined dQ,
+// resident K and V>.
+template <class Tiles>
+constexpr BFloat16Launch kBFloat16Launch = launch_backward<__nv_bfloat16, 64, Tiles, false>;
 constexpr BackwardVariant kBackwardVariants[] = {
-    {kBFloat16Launch<4, 64>, 0},     // 0: e54d859: 4 warps own 64 keys, 64-query tiles
-    {kBFloat16Launch<8, 64>, 1},     // 1: c0a9196: 8 warps own 128 keys, each head's tiles together
-    {kBFloat16Launch<8, 64>, 0},     // 2: 8 warps own 128 keys, longest tiles of all heads first
-    {kBFloat16Launch<4, 64, 3>, 0},  // 3: as 0, at most 168 registers (3 blocks an SM)
-    {kBFloat16Launch<8, 64>, 16},    // 4: as 2, heads in groups of 16 (L2 reuse)
-    {kBFloat16Launch<4, 64>, 16},    // 5: as 0, heads in groups of 16 (L2 reuse)
+    {kBFloat16Launch<BackwardTiles<4, 1, 64, 1>>, 0},   // 0: e54d859: 4 warps own 64 keys, 64-query tiles
+    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 1},   // 1: c0a9196: 8 warps own 128 keys, each head's tiles together
+    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 0},   // 2: 8 warps own 128 keys, longest tiles of all heads first
+    {kBFloat16Launch<BackwardTiles<4, 1, 64, 3>>, 0},   // 3: as 0, at most 168 registers (3 blocks an SM)
+    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 16},  // 4: as 2, heads in groups of 16 (L2 reuse)
+    {kBFloat16Launch<BackwardTiles<4, 1, 64, 1>>, 16},  // 5: as 0, heads in groups of 16 (L2 reuse)
+    {kBFloat16Launch<BackwardTiles<4, 1, 64, 3, true>>, 0},        // 6: as 3, dQ pipelined (one barrier a tile)
+    {kBFloat16Launch<BackwardTiles<4, 2, 32, 2, true>>, 0},        // 7: 4 warps own 32 keys each, 32-query tiles, dQ pipelined
+    {kBFloat16Launch<BackwardTiles<4, 1, 64, 2, true, true>>, 0},  // 8: as 6, K and V resident, 2 blocks an SM
 };
 constexpr int kBackwardVariantCount = sizeof(kBackwardVariants) / sizeof(kBackwardVariants[0]);
 // NOTE: the default for every other call too (float16, dropout, head dim 128): variant 3's
@@ -375,9 +476,9 @@ constexpr int kBackwardVariantCount = sizeof(kBackwardVariants) / sizeof(kBackwa
 // blocks an SM) only at head dim 64 without dropout (ptxas: Philox spills 500 bytes under
 // the cap; at head dim 128 the accumulators alone need 128 registers).
 constexpr int kDefaultBackwardVariant = 3;
-constexpr int kDefaultBackwardWarps = 4, kDefaultBackwardBlockM = 64, kDefaultHeadGroup = 0;
+constexpr int kDefaultHeadGroup = 0;
 template <int kHeadDim, bool kDropout>
-constexpr int kDefaultBackwardMinBlocks = kHeadDim <= 64 && !kDropout ? 3 : 1;
+using DefaultBackwardTiles = BackwardTiles<4, 1, 64, kHeadDim <= 64 && !kDropout ? 3 : 1>;
 
 }  // namespace
 
@@ -458,8 +559,7 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
           }
         }
         auto launch = [&]<int kHeadDim, bool kDropout>() {
-          launch_backward<T, kHeadDim, kDefaultBackwardWarps, kDefaultBackwardBlockM,
-                          kDefaultBackwardMinBlocks<kHeadDim, kDropout>, kDropout>(
+          launch_backward<T, kHeadDim, DefaultBackwardTiles<kHeadDim, kDropout>, kDropout>(
               args, batch_heads, kDefaultHeadGroup, stream);
         };
         if (head_dim <= 64) {

@@ -16,7 +16,9 @@
 //
 // A tile is stored as rows of kCols 16-bit elements (kCols a multiple of 64), in 16-byte
 // chunks; chunk c of row r sits at position c ^ (r & 7) of its row (an XOR swizzle), so the
-// eight rows one ldmatrix matrix reads fall in eight different bank groups.
+// eight rows one ldmatrix matrix reads fall in eight different bank groups. A narrower tile
+// (kCols 16 or 32) is stored as the 64-column tile whose rows each hold 64 / kCols of its
+// rows side by side, which keeps that property.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -53,8 +55,14 @@ __device__ __forceinline__ T* row_pointer(T* base, HeadStrides strides, int64_t 
 // Element offset of (row, col) in a swizzled tile of kCols columns.
 template <int kCols>
 __device__ __forceinline__ int swizzled(int row, int col) {
-  static_assert(kCols % 64 == 0, "the swizzle needs at least eight 16-byte chunks per row");
-  return row * kCols + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  if constexpr (kCols < 64) {
+    static_assert(kCols == 16 || kCols == 32, "narrow tiles fold 64 / kCols rows into one");
+    constexpr int kFold = 64 / kCols;
+    return swizzled<64>(row / kFold, (row % kFold) * kCols + col);
+  } else {
+    static_assert(kCols % 64 == 0, "the swizzle needs at least eight 16-byte chunks per row");
+    return row * kCols + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  }
 }
 
 __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
