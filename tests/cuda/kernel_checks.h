@@ -1,7 +1,8 @@
 // tests/cuda/kernel_checks.h — what the CUDA-vs-CPU kernel tests share: fresh random
 // inputs (never zeros), values read back through the CPU, and element-by-element
-// comparison with a relative tolerance that reports the first mismatch; the same values
-// in the same layout (contiguous, transposed, strided, offset) on both devices.
+// comparison with a relative tolerance that reports the first mismatch (or, for
+// reductions, against the result's largest value); the same values in the same layout
+// (contiguous, transposed, strided, offset) on both devices.
 //
 // Tolerance: |cuda - cpu| <= rtol * max(|cpu|, 1), with rtol 1e-6 for float32 and 1e-12
 // for float64 (the GPU's math functions differ from glibc's by a few ulps, and either
@@ -81,6 +82,24 @@ inline void check_equal(const Tensor& actual, const Tensor& expected, const std:
   check_close(actual, expected, 0.0, what);
 }
 
+// Every value within `relative` of the largest |value| of the CPU result (at least 1): for
+// results summed over many terms (normalisations, gradients accumulated over rows), whose
+// rounding error scales with the largest values rather than with each element.
+inline void check_within_scale(const Tensor& cuda_result, const Tensor& cpu_result, double relative,
+                               const std::string& what = "") {
+  INFO(what);
+  REQUIRE(cuda_result.device().is_cuda());
+  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
+  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
+  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
+  double scale = 1.0;
+  for (double value : expected) scale = std::max(scale, std::abs(value));
+  double worst = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
+  INFO("largest difference " << worst << " against scale " << scale);
+  CHECK(worst <= relative * scale);
+}
+
 // What kind of random values a test needs.
 enum class Values {
   Normal,         // floating: standard normal; integers: trunc(10 n)
@@ -102,6 +121,15 @@ inline Tensor random_values(const Shape& sizes, DType dtype, uint64_t seed, Valu
   }
   if (sizes.empty()) return full({}, values[0], {.dtype = dtype});
   return converted_copy(from_vector(values, sizes), dtype, Device::cpu());
+}
+
+// Fresh normal values offset + scale * n of `dtype` on the CPU (n standard normal, drawn in
+// float64 from `seed`, then converted): shifted and widened inputs for the normalisations.
+inline Tensor random_normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
+  Generator generator(seed);
+  std::vector<double> values = randn(sizes, {.dtype = DType::Float64}, &generator).to_vector<double>();
+  for (double& value : values) value = value * scale + offset;
+  return converted_copy(from_vector<double>(values, sizes), dtype, Device::cpu());
 }
 
 enum class Layout { Contiguous, Transposed, Strided, Offset };

@@ -43,6 +43,12 @@ const Named<BinaryOp> kFusedBackwardOps[] = {{BinaryOp::ReluBackward, "relu_back
 const Named<BinaryOp> kComparisonOps[] = {{BinaryOp::Eq, "eq"}, {BinaryOp::Ne, "ne"}, {BinaryOp::Lt, "lt"},
                                           {BinaryOp::Le, "le"}, {BinaryOp::Gt, "gt"}, {BinaryOp::Ge, "ge"}};
 
+// The (input, output) layouts the one-input ops run through: each view kind on either side.
+const std::pair<Layout, Layout> kInputOutputLayouts[] = {{Layout::Contiguous, Layout::Contiguous},
+                                                        {Layout::Transposed, Layout::Contiguous},
+                                                        {Layout::Contiguous, Layout::Strided},
+                                                        {Layout::Offset, Layout::Offset}};
+
 Values unary_values(UnaryOp op) {
   return op == UnaryOp::Log || op == UnaryOp::Sqrt ? Values::Positive : Values::Normal;
 }
@@ -113,13 +119,9 @@ void check_scalar(BinaryOp op, const char* name, double scalar, DType dtype, Lay
 
 TEST_CASE("CUDA unary ops match the CPU for every op, dtype and layout", "[cuda]") {
   uint64_t seed = 100;
-  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
-                                               {Layout::Transposed, Layout::Contiguous},
-                                               {Layout::Contiguous, Layout::Strided},
-                                               {Layout::Offset, Layout::Offset}};
   for (const auto& [op, name] : kUnaryOps) {
     for (DType dtype : kFloatTypes) {
-      for (const auto& [in_layout, out_layout] : layouts) {
+      for (const auto& [in_layout, out_layout] : kInputOutputLayouts) {
         check_unary(op, name, dtype, {17, 33}, in_layout, out_layout, seed += 3);
       }
     }
@@ -183,12 +185,8 @@ TEST_CASE("CUDA comparisons write the CPU's bools for every dtype", "[cuda]") {
 
 TEST_CASE("CUDA ops with a scalar match the CPU", "[cuda]") {
   uint64_t seed = 3000;
-  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
-                                               {Layout::Transposed, Layout::Contiguous},
-                                               {Layout::Contiguous, Layout::Strided},
-                                               {Layout::Offset, Layout::Offset}};
   for (DType dtype : kFloatTypes) {
-    for (const auto& [in_layout, out_layout] : layouts) {
+    for (const auto& [in_layout, out_layout] : kInputOutputLayouts) {
       for (double scalar : {2.5, -1.25}) {
         for (const auto& [op, name] : kArithmeticOps) {
           check_scalar(op, name, scalar, dtype, in_layout, out_layout, Values::Normal, seed += 2);
@@ -435,12 +433,8 @@ TEST_CASE("CUDA copies between NCHW and channels_last keep every value in place"
 
 TEST_CASE("CUDA gelu with the tanh approximation matches the CPU in every float dtype and layout", "[cuda]") {
   uint64_t seed = 20000;
-  const std::pair<Layout, Layout> layouts[] = {{Layout::Contiguous, Layout::Contiguous},
-                                               {Layout::Transposed, Layout::Contiguous},
-                                               {Layout::Contiguous, Layout::Strided},
-                                               {Layout::Offset, Layout::Offset}};
   for (DType dtype : kFloatTypes) {
-    for (const auto& [in_layout, out_layout] : layouts) {
+    for (const auto& [in_layout, out_layout] : kInputOutputLayouts) {
       check_unary(UnaryOp::GeluTanh, "gelu_tanh", dtype, {17, 33}, in_layout, out_layout, seed += 3);
     }
     for (const BinaryCase& shape : kBinaryCases) {

@@ -22,23 +22,10 @@ using namespace mg;
 
 namespace {
 
+using cuda_checks::check_within_scale;
 using cuda_checks::host_values;
 using cuda_checks::kCuda;
 using cuda_checks::random_values;
-
-// Every value within `relative` of the largest |value| of the CPU result (at least 1).
-void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative) {
-  REQUIRE(cuda_result.device().is_cuda());
-  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
-  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
-  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
-  double scale = 1.0;
-  for (double value : expected) scale = std::max(scale, std::abs(value));
-  double worst = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
-  INFO("largest difference " << worst << " against scale " << scale);
-  CHECK(worst <= relative * scale);
-}
 
 // `count` indices in [0, rows), many of them repeated (a few rows drawn often).
 std::vector<int64_t> random_indices(int64_t count, int64_t rows, uint64_t seed) {
@@ -87,11 +74,11 @@ TEST_CASE("CUDA embedding matches the CPU: rows copied, duplicate and padding gr
     Tensor cpu_out = embedding(weight, cpu_indices, padding);
     Tensor cuda_out = embedding(cuda_weight, cpu_indices.to(kCuda), padding);
     CHECK(cuda_out.sizes() == Shape{count / 4, 4, width});
-    check_matches(cuda_out, cpu_out, 0.0);  // a copy: exact
+    check_within_scale(cuda_out, cpu_out, 0.0);  // a copy: exact
     Tensor grad_output = random_values(cpu_out.sizes(), dtype, 3);
     sum(mul(cpu_out, grad_output)).backward();
     sum(mul(cuda_out, grad_output.to(kCuda))).backward();
-    check_matches(cuda_weight.grad(), weight.grad(), relative);
+    check_within_scale(cuda_weight.grad(), weight.grad(), relative);
     if (padding >= 0) {
       std::vector<double> padding_grad = host_values(cuda_weight.grad());
       for (int64_t d = 0; d < width; ++d) CHECK(padding_grad[padding * width + d] == 0.0);
@@ -109,7 +96,7 @@ TEST_CASE("CUDA embedding kernels at a misaligned offset take the scalar path", 
   Tensor cpu_out = embedding(weight, indices);
   Tensor cuda_base = base.to(kCuda);
   Tensor cuda_out = embedding(make_view(cuda_base, {40, 16}, {16, 1}, 1), indices.to(kCuda));
-  check_matches(cuda_out, cpu_out, 0.0);
+  check_within_scale(cuda_out, cpu_out, 0.0);
 }
 
 TEST_CASE("CUDA embedding reports an out-of-range index at the next synchronisation", "[cuda]") {

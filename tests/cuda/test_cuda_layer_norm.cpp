@@ -6,11 +6,6 @@
 // without weight and bias, at a misaligned offset, and under autocast.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
-#include <string>
-#include <vector>
-
 #include "amp/autocast.h"
 #include "autograd/elementwise.h"
 #include "autograd/layer_norm.h"
@@ -22,30 +17,9 @@ using namespace mg;
 
 namespace {
 
-using cuda_checks::host_values;
+using cuda_checks::check_within_scale;
 using cuda_checks::kCuda;
-
-Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
-  Generator generator(seed);
-  std::vector<double> data = randn(sizes, {.dtype = DType::Float64}, &generator).to_vector<double>();
-  for (double& value : data) value = value * scale + offset;
-  return converted_copy(from_vector<double>(data, sizes), dtype, Device::cpu());
-}
-
-// Every value within `relative` of the largest |value| of the CPU result (at least 1).
-void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative, const char* what) {
-  INFO(what);
-  REQUIRE(cuda_result.device().is_cuda());
-  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
-  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
-  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
-  double scale = 1.0;
-  for (double value : expected) scale = std::max(scale, std::abs(value));
-  double worst = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
-  INFO("largest difference " << worst << " against scale " << scale);
-  CHECK(worst <= relative * scale);
-}
+using cuda_checks::random_normal;
 
 // A few units in the last place of the input's dtype.
 double tolerance(DType dtype) {
@@ -88,28 +62,28 @@ TEST_CASE("CUDA layer_norm matches the CPU (output, statistics, every gradient)"
                 << (affine ? "" : " (none)"));
   const double relative = tolerance(dtype);
   // An offset above the spread: the variance must not cancel.
-  Tensor x = normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
+  Tensor x = random_normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
   Tensor weight, bias, cuda_weight, cuda_bias;
   if (affine) {
-    weight = normal(normalized, parameter_dtype, 2).requires_grad_();
-    bias = normal(normalized, parameter_dtype, 3).requires_grad_();
+    weight = random_normal(normalized, parameter_dtype, 2).requires_grad_();
+    bias = random_normal(normalized, parameter_dtype, 3).requires_grad_();
     cuda_weight = weight.detach().to(kCuda).requires_grad_();
     cuda_bias = bias.detach().to(kCuda).requires_grad_();
   }
   Tensor cuda_x = x.detach().to(kCuda).requires_grad_();
   Tensor cpu_out = layer_norm(x, normalized, weight, bias);
   Tensor cuda_out = layer_norm(cuda_x, normalized, cuda_weight, cuda_bias);
-  check_matches(cuda_out, cpu_out, relative, "output");
+  check_within_scale(cuda_out, cpu_out, relative, "output");
 
-  Tensor grad_output = normal(sizes, dtype, 4);
+  Tensor grad_output = random_normal(sizes, dtype, 4);
   sum(mul(cpu_out, grad_output)).backward();
   sum(mul(cuda_out, grad_output.to(kCuda))).backward();
-  check_matches(cuda_x.grad(), x.grad(), relative, "grad_input");
+  check_within_scale(cuda_x.grad(), x.grad(), relative, "grad_input");
   if (affine) {
     // Sums over the rows: 16-bit parameters are rounded once from float sums on both sides.
     const double parameter_relative = parameter_dtype == DType::Float32 ? 1e-4 : relative;
-    check_matches(cuda_weight.grad(), weight.grad(), parameter_relative, "grad_weight");
-    check_matches(cuda_bias.grad(), bias.grad(), parameter_relative, "grad_bias");
+    check_within_scale(cuda_weight.grad(), weight.grad(), parameter_relative, "grad_weight");
+    check_within_scale(cuda_bias.grad(), bias.grad(), parameter_relative, "grad_bias");
   }
 }
 
@@ -118,8 +92,8 @@ TEST_CASE("CUDA layer_norm kernels write the CPU's statistics, and only grad_wei
   for (DType dtype : {DType::Float32, DType::Float64, DType::BFloat16}) {
     INFO(dtype);
     const DType stats = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-    Tensor input = normal({rows, cols}, dtype, 10, 1.5, -2.0);
-    Tensor weight = normal({cols}, dtype, 11), bias = normal({cols}, dtype, 12);
+    Tensor input = random_normal({rows, cols}, dtype, 10, 1.5, -2.0);
+    Tensor weight = random_normal({cols}, dtype, 11), bias = random_normal({cols}, dtype, 12);
     Tensor output = empty({rows, cols}, {.dtype = dtype});
     Tensor mean = empty({rows}, {.dtype = stats}), invstd = empty({rows}, {.dtype = stats});
     Tensor cuda_output = empty({rows, cols}, {.dtype = dtype, .device = kCuda});
@@ -129,35 +103,35 @@ TEST_CASE("CUDA layer_norm kernels write the CPU's statistics, and only grad_wei
     cuda_checks::gpu_kernels().layer_norm(input.to(kCuda), weight.to(kCuda), bias.to(kCuda), 1e-5, cuda_output,
                                           cuda_mean, cuda_invstd);
     const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
-    check_matches(cuda_mean, mean, relative, "save_mean");
-    check_matches(cuda_invstd, invstd, relative, "save_invstd");
-    check_matches(cuda_output, output, tolerance(dtype), "output");
+    check_within_scale(cuda_mean, mean, relative, "save_mean");
+    check_within_scale(cuda_invstd, invstd, relative, "save_invstd");
+    check_within_scale(cuda_output, output, tolerance(dtype), "output");
 
     // Only grad_weight: grad_input and grad_bias undefined.
-    Tensor grad = normal({rows, cols}, dtype, 13);
+    Tensor grad = random_normal({rows, cols}, dtype, 13);
     Tensor grad_weight = empty({cols}, {.dtype = dtype});
     Tensor cuda_grad_weight = empty({cols}, {.dtype = dtype, .device = kCuda});
     cuda_checks::cpu_kernels().layer_norm_backward(grad, input, weight, mean, invstd, Tensor(), grad_weight, Tensor());
     cuda_checks::gpu_kernels().layer_norm_backward(grad.to(kCuda), input.to(kCuda), weight.to(kCuda), cuda_mean,
                                                    cuda_invstd, Tensor(), cuda_grad_weight, Tensor());
-    check_matches(cuda_grad_weight, grad_weight, dtype == DType::Float32 ? 1e-4 : tolerance(dtype), "grad_weight alone");
+    check_within_scale(cuda_grad_weight, grad_weight, dtype == DType::Float32 ? 1e-4 : tolerance(dtype), "grad_weight alone");
   }
 }
 
 TEST_CASE("CUDA layer_norm of a misaligned view takes the scalar path", "[cuda]") {
   // Rows of 64 values one element into their buffer: no 16-byte vector is aligned.
-  Tensor base = normal({1 + 9 * 64}, DType::Float16, 20);
+  Tensor base = random_normal({1 + 9 * 64}, DType::Float16, 20);
   Tensor x = make_view(base, {9, 64}, {64, 1}, 1);
   Tensor cuda_base = base.to(kCuda);
   Tensor cuda_x = make_view(cuda_base, {9, 64}, {64, 1}, 1);
-  Tensor weight = normal({64}, DType::Float32, 21);
-  check_matches(layer_norm(cuda_x, {64}, weight.to(kCuda)), layer_norm(x, {64}, weight), 4e-3, "output");
+  Tensor weight = random_normal({64}, DType::Float32, 21);
+  check_within_scale(layer_norm(cuda_x, {64}, weight.to(kCuda)), layer_norm(x, {64}, weight), 4e-3, "output");
 }
 
 TEST_CASE("CUDA layer_norm under autocast runs in float32", "[cuda]") {
-  Tensor x = normal({16, 768}, DType::Float32, 30).to(kCuda);
-  Tensor weight = normal({768}, DType::Float32, 31).to(kCuda).requires_grad_();
-  Tensor bias = normal({768}, DType::Float32, 32).to(kCuda).requires_grad_();
+  Tensor x = random_normal({16, 768}, DType::Float32, 30).to(kCuda);
+  Tensor weight = random_normal({768}, DType::Float32, 31).to(kCuda).requires_grad_();
+  Tensor bias = random_normal({768}, DType::Float32, 32).to(kCuda).requires_grad_();
   Tensor half = x.to(DType::Float16).requires_grad_();
   Tensor out;
   {
@@ -166,7 +140,7 @@ TEST_CASE("CUDA layer_norm under autocast runs in float32", "[cuda]") {
   }
   CHECK(out.dtype() == DType::Float32);
   Tensor expected = layer_norm(half.detach().to(DType::Float32), {768}, weight.detach(), bias.detach());
-  check_matches(out, expected, 1e-6, "output");
+  check_within_scale(out, expected, 1e-6, "output");
   sum(out).backward();
   CHECK(half.grad().dtype() == DType::Float16);
   CHECK(weight.grad().dtype() == DType::Float32);

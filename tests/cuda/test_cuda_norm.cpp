@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -22,32 +21,12 @@ using namespace mg;
 
 namespace {
 
+using cuda_checks::check_within_scale;
 using cuda_checks::host_values;
-
-Tensor normal(const Shape& sizes, DType dtype, uint64_t seed, double scale = 1.0, double offset = 0.0) {
-  Generator generator(seed);
-  Tensor values = randn(sizes, {.dtype = DType::Float64}, &generator);
-  std::vector<double> data = values.to_vector<double>();
-  for (double& value : data) value = value * scale + offset;
-  return converted_copy(from_vector<double>(data, sizes), dtype, Device::cpu());
-}
+using cuda_checks::random_normal;
 
 // The same bytes on the GPU (no conversion on either side).
 Tensor on_cuda(const Tensor& tensor) { return converted_copy(tensor, tensor.dtype(), Device::cuda()); }
-
-// Every value within `relative` of the largest |value| of the CPU result (at least 1).
-void check_matches(const Tensor& cuda_result, const Tensor& cpu_result, double relative) {
-  REQUIRE(cuda_result.device().is_cuda());
-  REQUIRE(cuda_result.sizes() == cpu_result.sizes());
-  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
-  std::vector<double> got = host_values(cuda_result), expected = host_values(cpu_result);
-  double scale = 1.0;
-  for (double value : expected) scale = std::max(scale, std::abs(value));
-  double worst = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
-  INFO("largest difference " << worst << " against scale " << scale);
-  CHECK(worst <= relative * scale);
-}
 
 struct Case {
   Shape sizes;
@@ -63,29 +42,29 @@ TEST_CASE("CUDA batch_norm training matches the CPU (forward, running stats, bac
   const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
   int64_t channels = sizes[1];
   // An offset well above the spread: the two-pass variance must not cancel.
-  Tensor x = normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
-  Tensor weight = normal({channels}, dtype, 2).requires_grad_();
-  Tensor bias = normal({channels}, dtype, 3).requires_grad_();
-  Tensor cpu_running_mean = normal({channels}, dtype, 4), cpu_running_var = ones({channels}, {.dtype = dtype});
+  Tensor x = random_normal(sizes, dtype, 1, 2.0, 3.0).requires_grad_();
+  Tensor weight = random_normal({channels}, dtype, 2).requires_grad_();
+  Tensor bias = random_normal({channels}, dtype, 3).requires_grad_();
+  Tensor cpu_running_mean = random_normal({channels}, dtype, 4), cpu_running_var = ones({channels}, {.dtype = dtype});
   Tensor cuda_x = on_cuda(x.detach()).requires_grad_(), cuda_weight = on_cuda(weight.detach()).requires_grad_();
   Tensor cuda_bias = on_cuda(bias.detach()).requires_grad_();
   Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
 
-  Tensor grad_output = normal(sizes, dtype, 5);
+  Tensor grad_output = random_normal(sizes, dtype, 5);
   for (int step = 0; step < 2; ++step) {
     Tensor cpu_out = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
     Tensor cuda_out = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
-    check_matches(cuda_out, cpu_out, relative);
+    check_within_scale(cuda_out, cpu_out, relative);
     if (step == 0) {
       sum(mul(cpu_out, grad_output)).backward();
       sum(mul(cuda_out, on_cuda(grad_output))).backward();
     }
   }
-  check_matches(cuda_running_mean, cpu_running_mean, relative);
-  check_matches(cuda_running_var, cpu_running_var, relative);
-  check_matches(cuda_x.grad(), x.grad(), relative);
-  check_matches(cuda_weight.grad(), weight.grad(), relative);
-  check_matches(cuda_bias.grad(), bias.grad(), relative);
+  check_within_scale(cuda_running_mean, cpu_running_mean, relative);
+  check_within_scale(cuda_running_var, cpu_running_var, relative);
+  check_within_scale(cuda_x.grad(), x.grad(), relative);
+  check_within_scale(cuda_weight.grad(), weight.grad(), relative);
+  check_within_scale(cuda_bias.grad(), bias.grad(), relative);
 }
 
 TEST_CASE("CUDA batch_norm evaluation matches the CPU", "[cuda]") {
@@ -93,27 +72,27 @@ TEST_CASE("CUDA batch_norm evaluation matches the CPU", "[cuda]") {
                                  Case{{3, 4, 5, 6}, DType::Float64});
   const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
   int64_t channels = sizes[1];
-  Tensor x = normal(sizes, dtype, 11);
-  Tensor weight = normal({channels}, dtype, 12), bias = normal({channels}, dtype, 13);
-  Tensor running_mean = normal({channels}, dtype, 14);
+  Tensor x = random_normal(sizes, dtype, 11);
+  Tensor weight = random_normal({channels}, dtype, 12), bias = random_normal({channels}, dtype, 13);
+  Tensor running_mean = random_normal({channels}, dtype, 14);
   Tensor running_var = converted_copy(
       from_vector<double>(std::vector<double>(channels, 0.5), {channels}), dtype, Device::cpu());
   Tensor cpu_out = batch_norm(x, running_mean, running_var, weight, bias, false, 0.1, 1e-5);
   Tensor cuda_out = batch_norm(on_cuda(x), on_cuda(running_mean), on_cuda(running_var), on_cuda(weight),
                                on_cuda(bias), false, 0.1, 1e-5);
-  check_matches(cuda_out, cpu_out, relative);
+  check_within_scale(cuda_out, cpu_out, relative);
 }
 
 TEST_CASE("CUDA batch_norm without weight, bias or running statistics", "[cuda]") {
-  Tensor x = normal({6, 3, 4, 4}, DType::Float32, 21).requires_grad_();
+  Tensor x = random_normal({6, 3, 4, 4}, DType::Float32, 21).requires_grad_();
   Tensor cuda_x = on_cuda(x.detach()).requires_grad_();
   Tensor cpu_out = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true);
   Tensor cuda_out = batch_norm(cuda_x, Tensor(), Tensor(), Tensor(), Tensor(), true);
-  check_matches(cuda_out, cpu_out, 1e-5);
-  Tensor grad_output = normal({6, 3, 4, 4}, DType::Float32, 22);
+  check_within_scale(cuda_out, cpu_out, 1e-5);
+  Tensor grad_output = random_normal({6, 3, 4, 4}, DType::Float32, 22);
   sum(mul(cpu_out, grad_output)).backward();
   sum(mul(cuda_out, on_cuda(grad_output))).backward();
-  check_matches(cuda_x.grad(), x.grad(), 1e-5);
+  check_within_scale(cuda_x.grad(), x.grad(), 1e-5);
 }
 
 namespace {
@@ -149,14 +128,14 @@ TEST_CASE("CUDA batch_norm in NCHW and channels_last matches the CPU (forward, r
   // may round it differently: the gradients then differ by about that much.
   const double relative = dtype == DType::Float64 ? 1e-12 : (offset > 100 ? 1e-4 : 1e-5);
   int64_t channels = sizes[1];
-  Tensor x = normal(sizes, dtype, 31, 2.0, offset).requires_grad_();
-  Tensor weight = normal({channels}, dtype, 32).requires_grad_();
-  Tensor bias = normal({channels}, dtype, 33).requires_grad_();
-  Tensor cpu_running_mean = normal({channels}, dtype, 34), cpu_running_var = ones({channels}, {.dtype = dtype});
+  Tensor x = random_normal(sizes, dtype, 31, 2.0, offset).requires_grad_();
+  Tensor weight = random_normal({channels}, dtype, 32).requires_grad_();
+  Tensor bias = random_normal({channels}, dtype, 33).requires_grad_();
+  Tensor cpu_running_mean = random_normal({channels}, dtype, 34), cpu_running_var = ones({channels}, {.dtype = dtype});
   Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
   Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
   Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
-  Tensor grad_output = normal(sizes, dtype, 35);
+  Tensor grad_output = random_normal(sizes, dtype, 35);
   // The gradient batch_norm hands back, seen before the leaf's accumulation copies it.
   Tensor incoming;
   cuda_x.register_hook([&](const Tensor& grad) {
@@ -167,38 +146,38 @@ TEST_CASE("CUDA batch_norm in NCHW and channels_last matches the CPU (forward, r
   Tensor cpu_out = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
   Tensor cuda_out = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
   CHECK(is_contiguous_in(cuda_out, format));
-  check_matches(cuda_out, cpu_out, relative);
-  check_matches(cuda_running_mean, cpu_running_mean, relative);
-  check_matches(cuda_running_var, cpu_running_var, relative);
+  check_within_scale(cuda_out, cpu_out, relative);
+  check_within_scale(cuda_running_mean, cpu_running_mean, relative);
+  check_within_scale(cuda_running_var, cpu_running_var, relative);
 
   sum(mul(cpu_out, grad_output)).backward();
   // The incoming gradient in the other layout: the backward must bring it to the input's.
   sum(mul(cuda_out, on_cuda(grad_output))).backward();
   CHECK(is_contiguous_in(incoming, format));
-  check_matches(cuda_x.grad(), x.grad(), relative);
-  check_matches(cuda_weight.grad(), weight.grad(), relative);
-  check_matches(cuda_bias.grad(), bias.grad(), relative);
+  check_within_scale(cuda_x.grad(), x.grad(), relative);
+  check_within_scale(cuda_weight.grad(), weight.grad(), relative);
+  check_within_scale(cuda_bias.grad(), bias.grad(), relative);
 
   NoGradGuard no_grad;
   Tensor cpu_eval = batch_norm(x, cpu_running_mean, cpu_running_var, weight, bias, false, 0.1, 1e-5);
   Tensor cuda_eval = batch_norm(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false, 0.1, 1e-5);
   CHECK(is_contiguous_in(cuda_eval, format));
-  check_matches(cuda_eval, cpu_eval, relative);
+  check_within_scale(cuda_eval, cpu_eval, relative);
 }
 
 TEST_CASE("CUDA batch_norm of float16 channels_last activations with float32 statistics", "[cuda]") {
   Shape sizes{16, 64, 8, 8};
-  Tensor x = normal(sizes, DType::Float16, 41, 2.0, 1.0);
-  Tensor weight = normal({64}, DType::Float32, 42), bias = normal({64}, DType::Float32, 43);
+  Tensor x = random_normal(sizes, DType::Float16, 41, 2.0, 1.0);
+  Tensor weight = random_normal({64}, DType::Float32, 42), bias = random_normal({64}, DType::Float32, 43);
   Tensor running_mean = zeros({64}), running_var = ones({64});
   Tensor cuda_running_mean = on_cuda(running_mean), cuda_running_var = on_cuda(running_var);
   Tensor cpu_out = batch_norm(x, running_mean, running_var, weight, bias, true, 0.1, 1e-5);
   Tensor cuda_out = batch_norm(contiguous_copy(on_cuda(x), MemoryFormat::ChannelsLast), cuda_running_mean,
                                cuda_running_var, on_cuda(weight), on_cuda(bias), true, 0.1, 1e-5);
   CHECK(is_contiguous_in(cuda_out, MemoryFormat::ChannelsLast));
-  check_matches(cuda_out, cpu_out, 4e-3);  // a few float16 ulps
-  check_matches(cuda_running_mean, running_mean, 1e-5);
-  check_matches(cuda_running_var, running_var, 1e-5);
+  check_within_scale(cuda_out, cpu_out, 4e-3);  // a few float16 ulps
+  check_within_scale(cuda_running_mean, running_mean, 1e-5);
+  check_within_scale(cuda_running_var, running_var, 1e-5);
 }
 
 // batch_norm_relu: the fused kernels against the CPU's, and against batch_norm then relu
@@ -219,14 +198,14 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
                           : dtype == DType::Float16 ? 4e-3
                                                     : 3e-2;
   int64_t channels = sizes[1];
-  Tensor x = normal(sizes, dtype, 61, 2.0, offset).requires_grad_();
-  Tensor weight = normal({channels}, stats, 62).requires_grad_();
-  Tensor bias = normal({channels}, stats, 63).requires_grad_();
-  Tensor cpu_running_mean = normal({channels}, stats, 64), cpu_running_var = ones({channels}, {.dtype = stats});
+  Tensor x = random_normal(sizes, dtype, 61, 2.0, offset).requires_grad_();
+  Tensor weight = random_normal({channels}, stats, 62).requires_grad_();
+  Tensor bias = random_normal({channels}, stats, 63).requires_grad_();
+  Tensor cpu_running_mean = random_normal({channels}, stats, 64), cpu_running_var = ones({channels}, {.dtype = stats});
   Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
   Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
   Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
-  Tensor grad_output = normal(sizes, dtype, 65);
+  Tensor grad_output = random_normal(sizes, dtype, 65);
 
   Tensor cpu_out = batch_norm_relu(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
   Tensor cuda_out =
@@ -234,37 +213,37 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
   CHECK(is_contiguous_in(cuda_out, format));
   REQUIRE(cuda_out.grad_fn() != nullptr);
   CHECK(std::string(cuda_out.grad_fn()->name()) == "BatchNormReluBackward");
-  check_matches(cuda_out, cpu_out, relative);
-  check_matches(cuda_running_mean, cpu_running_mean, 1e-5);
-  check_matches(cuda_running_var, cpu_running_var, 1e-5);
+  check_within_scale(cuda_out, cpu_out, relative);
+  check_within_scale(cuda_running_mean, cpu_running_mean, 1e-5);
+  check_within_scale(cuda_running_var, cpu_running_var, 1e-5);
   std::vector<double> outputs = host_values(cuda_out);
   CHECK(*std::min_element(outputs.begin(), outputs.end()) == 0.0);  // the ReLU clamped some
 
   sum(mul(cpu_out, grad_output)).backward();
   sum(mul(cuda_out, on_cuda(grad_output))).backward();
-  check_matches(cuda_x.grad(), x.grad(), relative);
-  check_matches(cuda_weight.grad(), weight.grad(), half ? 1e-2 : relative);
-  check_matches(cuda_bias.grad(), bias.grad(), half ? 1e-2 : relative);
+  check_within_scale(cuda_x.grad(), x.grad(), relative);
+  check_within_scale(cuda_weight.grad(), weight.grad(), half ? 1e-2 : relative);
+  check_within_scale(cuda_bias.grad(), bias.grad(), half ? 1e-2 : relative);
 
   SECTION("the same as batch_norm then relu on the GPU") {
     Tensor unfused_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
     Tensor unfused_weight = on_cuda(weight.detach()).requires_grad_();
     Tensor unfused_bias = on_cuda(bias.detach()).requires_grad_();
     Tensor unfused = relu(batch_norm(unfused_x, Tensor(), Tensor(), unfused_weight, unfused_bias, true, 0.1, 1e-5));
-    check_matches(cuda_out, unfused, relative);
+    check_within_scale(cuda_out, unfused, relative);
     sum(mul(unfused, on_cuda(grad_output))).backward();
-    check_matches(cuda_x.grad(), unfused_x.grad(), relative);
-    check_matches(cuda_weight.grad(), unfused_weight.grad(), half ? 1e-2 : relative);
-    check_matches(cuda_bias.grad(), unfused_bias.grad(), half ? 1e-2 : relative);
+    check_within_scale(cuda_x.grad(), unfused_x.grad(), relative);
+    check_within_scale(cuda_weight.grad(), unfused_weight.grad(), half ? 1e-2 : relative);
+    check_within_scale(cuda_bias.grad(), unfused_bias.grad(), half ? 1e-2 : relative);
   }
   SECTION("evaluation, with and without gradients") {
     Tensor cpu_eval = batch_norm_relu(x, cpu_running_mean, cpu_running_var, weight, bias, false);
     Tensor cuda_eval = batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false);
-    check_matches(cuda_eval, cpu_eval, relative);
+    check_within_scale(cuda_eval, cpu_eval, relative);
     NoGradGuard no_grad;
     Tensor cuda_kernel_eval =
         batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, false);
     CHECK(is_contiguous_in(cuda_kernel_eval, format));
-    check_matches(cuda_kernel_eval, cpu_eval, relative);
+    check_within_scale(cuda_kernel_eval, cpu_eval, relative);
   }
 }
