@@ -8,11 +8,8 @@
 // whose rows are not aligned (a view at an odd offset) is copied into a dense WORKSPACE
 // tensor first, and a result is written to one and copied back: rare, and correct.
 //
-// Also the block order of both kernels and the choice of tile configuration variant for
-// benchmarking (MG_ATTENTION_FORWARD_VARIANT, MG_ATTENTION_BACKWARD_VARIANT; see
-// docs/attention_kernels.md).
+// Also the 1-D grid both kernels walk (block_tile in attention_tiles.cuh gives its order).
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 
 #include "core/error.h"
@@ -87,20 +84,6 @@ dim3 attention_grid(int64_t tiles, int64_t batch_heads) {
   MG_CHECK(tiles * batch_heads <= kIntMax, "scaled_dot_product_attention: the fused CUDA kernels run at most ",
            kIntMax, " blocks, got ", tiles, " tiles x ", batch_heads, " batches x heads. Hint: use the math backend.");
   return dim3(static_cast<unsigned>(tiles * batch_heads));
-}
-
-int attention_head_group(int requested, int64_t batch_heads) {
-  return requested <= 0 || requested > batch_heads ? static_cast<int>(batch_heads) : requested;
-}
-
-int attention_variant(const char* variable, int count, int default_variant) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr || *text == '\0') return default_variant;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  MG_CHECK(*end == '\0' && value >= 0 && value < count, variable, " must be an integer in [0, ", count, "), got '",
-           text, "'. Hint: unset it for the default variant (", default_variant, ").");
-  return static_cast<int>(value);
 }
 
 void allow_shared_memory(const void* kernel, int bytes) {

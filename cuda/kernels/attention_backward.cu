@@ -13,13 +13,14 @@
 //   main:     a block of kWarps warps owns kBlockN = 16 kKeyTiles kWarps keys of one
 //             (batch, head) (each warp 16 kKeyTiles of them) and walks the query tiles
 //             (kBlockM rows) that attend to them, Q and dO tiles double-buffered by
-//             cp.async (BackwardTiles: the configurations). Per tile and warp:
+//             cp.async (BackwardTiles: the configuration of each case). Per tile and warp:
 //               S^T = K Q^T and dP^T = V dO^T (the warp's keys x kBlockM queries, registers),
 //               P^T = exp2(S^T scale log2 e - lse log2 e), masked, with dropout as above,
 //               dV += (P o Z r)^T dO and dK += dS^T Q (registers, fed from registers),
 //               dS^T to shared memory (float16/bfloat16), then every warp takes 16 query
 //               rows (and a share of the head dim) of dQ += dS K and adds them into the
-//               accumulator with float32 atomics (pipelined: after the next tile's barrier);
+//               accumulator with float32 atomics (after a barrier of its own, or pipelined:
+//               after the next tile's barrier);
 //             dK (times scale) and dV are written once at the end;
 //   grad_q:   grad_q = scale x the accumulator, into grad_q's dtype and strides.
 // The scratch, one float32 WORKSPACE tensor of B H Tq (D + 1) values (the accumulator,
@@ -96,37 +97,39 @@ struct BackwardArgs {
   float dropout_p;
   float dropout_factor;  // 1 / (1 - p)
   PhiloxState rng;
-  int head_group;  // block_tile's, set at launch
 };
 
-// One tile configuration of the main kernel. kWarps warps, each owning 16 kKeyTiles keys;
-// query tiles of kBlockM rows; kMinBlocks blocks an SM at once (the launch bound caps the
-// registers at 64K / (kMinBlocks x 32 kWarps)).
-//   kPipelinedGradQ: dQ of query tile i is computed after the barrier that opens tile i + 1
-//     (dS^T double-buffered), so a tile costs one barrier instead of two and the warps'
-//     dQ atomics overlap the next tile's products;
-//   kResidentKeys: the warp's K and V fragments (the A operands of S^T and dP^T) stay in
-//     registers for the whole block instead of being re-read from shared memory every tile.
-template <int kWarpsValue, int kKeyTilesValue, int kBlockMValue, int kMinBlocksValue, bool kPipelinedGradQValue = false,
-          bool kResidentKeysValue = false>
+// The one configuration of each case (head dim bucket, dropout; the same for float16 and
+// bfloat16), measured on the H200 (docs/attention_kernels.md). 4 warps a block.
+//   head dim <= 64 without dropout: each warp owns 32 keys (128 a block), query tiles of
+//     32 rows, dQ pipelined. Each Q / dO fragment read from shared memory feeds four
+//     products instead of two, the block adds half as many dQ atomics, and a tile costs one
+//     barrier: dQ of query tile i is computed after the barrier that opens tile i + 1 (dS^T
+//     double-buffered), so its atomics overlap the next tile's products. It needs 255
+//     registers (dK and dV accumulators of 32 keys), without spills.
+//   with dropout (Philox's registers) and at head dim 128 (twice the accumulators): each
+//     warp owns 16 keys (64 a block), query tiles of 64 rows, dQ after a barrier of its own.
+template <int kHeadDim, bool kDropout>
 struct BackwardTiles {
-  static constexpr int kWarps = kWarpsValue, kKeyTiles = kKeyTilesValue, kBlockM = kBlockMValue;
-  static constexpr int kMinBlocks = kMinBlocksValue;
-  static constexpr bool kPipelinedGradQ = kPipelinedGradQValue, kResidentKeys = kResidentKeysValue;
+  static constexpr bool kWideWarps = kHeadDim <= 64 && !kDropout;
+  static constexpr int kWarps = 4;
+  static constexpr int kKeyTiles = kWideWarps ? 2 : 1;  // 16-key tiles a warp
+  static constexpr int kBlockM = kWideWarps ? 32 : 64;
+  static constexpr bool kPipelinedGradQ = kWideWarps;
   static constexpr int kWarpKeys = 16 * kKeyTiles;
   static constexpr int kBlockN = kWarpKeys * kWarps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kGradScoreBuffers = kPipelinedGradQ ? 2 : 1;
-  // K, V; Q and dO double-buffered; dS^T; lse and D double-buffered.
-  template <int kHeadDim>
-  static constexpr int shared_bytes() {
-    return (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kGradScoreBuffers * kBlockN * kBlockM) * 2 +
-           4 * kBlockM * 4;
-  }
+  // K, V; Q and dO double-buffered; dS^T; lse and D double-buffered. At head dim 64:
+  // 64.5 KiB (wide warps), 57 KiB (dropout); at 128: 105 KiB.
+  static constexpr int kSharedBytes =
+      (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kGradScoreBuffers * kBlockN * kBlockM) * 2 + 4 * kBlockM * 4;
 };
 
-template <class T, int kHeadDim, class Tiles, bool kDropout>
-__global__ void __launch_bounds__(Tiles::kThreads, Tiles::kMinBlocks) attention_backward_kernel(BackwardArgs<T> args) {
+template <class T, int kHeadDim, bool kDropout>
+__global__ void __launch_bounds__(BackwardTiles<kHeadDim, kDropout>::kThreads)
+    attention_backward_kernel(BackwardArgs<T> args) {
+  using Tiles = BackwardTiles<kHeadDim, kDropout>;
   constexpr int kKeyTiles = Tiles::kKeyTiles, kBlockM = Tiles::kBlockM, kBlockN = Tiles::kBlockN;
   constexpr int kThreads = Tiles::kThreads;
   constexpr int kDimTiles = kHeadDim / 8;
@@ -151,7 +154,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, Tiles::kMinBlocks) attention_
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
   const int tiles = (args.key_len + kBlockN - 1) / kBlockN;
-  const BlockTile place = block_tile(tiles, static_cast<int>(gridDim.x) / tiles, args.head_group);
+  const BlockTile place = block_tile(static_cast<int>(gridDim.x) / tiles);
   const int batch_head = place.batch_head;
   const int b = batch_head / args.heads, h = batch_head % args.heads;
   const int n0 = place.tile_rank * kBlockN;  // is_causal: rank 0, the first keys, has the most queries
@@ -222,22 +225,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, Tiles::kMinBlocks) attention_
   if (first_query_block < query_blocks) load_query_block(first_query_block, 0);
   copy_async_commit();
 
-  // The warp's K and V A fragments (16 keys x 16 of the head dim each), when kept resident.
-  uint32_t resident_k[kKeyTiles][kHeadSteps][4], resident_v[kKeyTiles][kHeadSteps][4];
-  if constexpr (Tiles::kResidentKeys) {
-    copy_async_wait_all();
-    __syncthreads();  // K and V are in
-#pragma unroll
-    for (int kt = 0; kt < kKeyTiles; ++kt) {
-#pragma unroll
-      for (int kk = 0; kk < kHeadSteps; ++kk) {
-        const int row = warp_key + 16 * kt + pattern_x_row(lane), chunk = 2 * kk + pattern_x_chunk(lane);
-        load_matrix_x4<kHeadDim>(resident_k[kt][kk], k_tile, row, chunk);
-        load_matrix_x4<kHeadDim>(resident_v[kt][kk], v_tile, row, chunk);
-      }
-    }
-  }
-
   float grad_k_acc[kKeyTiles][kDimTiles][4] = {};
   float grad_v_acc[kKeyTiles][kDimTiles][4] = {};
   for (int query_block = first_query_block; query_block < query_blocks; ++query_block) {
@@ -269,18 +256,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, Tiles::kMinBlocks) attention_
       uint32_t k_fragments[kKeyTiles][4], v_fragments[kKeyTiles][4];
 #pragma unroll
       for (int kt = 0; kt < kKeyTiles; ++kt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if constexpr (Tiles::kResidentKeys) {
-            k_fragments[kt][i] = resident_k[kt][kk][i];
-            v_fragments[kt][i] = resident_v[kt][kk][i];
-          }
-        }
-        if constexpr (!Tiles::kResidentKeys) {
-          const int row = warp_key + 16 * kt + pattern_x_row(lane), chunk = 2 * kk + pattern_x_chunk(lane);
-          load_matrix_x4<kHeadDim>(k_fragments[kt], k_tile, row, chunk);
-          load_matrix_x4<kHeadDim>(v_fragments[kt], v_tile, row, chunk);
-        }
+        const int row = warp_key + 16 * kt + pattern_x_row(lane), chunk = 2 * kk + pattern_x_chunk(lane);
+        load_matrix_x4<kHeadDim>(k_fragments[kt], k_tile, row, chunk);
+        load_matrix_x4<kHeadDim>(v_fragments[kt], v_tile, row, chunk);
       }
 #pragma unroll
       for (int nn = 0; nn < kBlockM / 16; ++nn) {
@@ -435,50 +413,15 @@ __global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t
   }
 }
 
-template <class T, int kHeadDim, class Tiles, bool kDropout>
-void launch_backward(BackwardArgs<T> args, int64_t batch_heads, int head_group, cudaStream_t stream) {
-  constexpr int kShared = Tiles::template shared_bytes<kHeadDim>();
-  auto kernel = attention_backward_kernel<T, kHeadDim, Tiles, kDropout>;
-  allow_shared_memory(reinterpret_cast<const void*>(kernel), kShared);
-  args.head_group = attention_head_group(head_group, batch_heads);
+template <class T, int kHeadDim, bool kDropout>
+void launch_backward(const BackwardArgs<T>& args, int64_t batch_heads, cudaStream_t stream) {
+  using Tiles = BackwardTiles<kHeadDim, kDropout>;
+  auto kernel = attention_backward_kernel<T, kHeadDim, kDropout>;
+  allow_shared_memory(reinterpret_cast<const void*>(kernel), Tiles::kSharedBytes);
   const dim3 grid = attention_grid((args.key_len + Tiles::kBlockN - 1) / Tiles::kBlockN, batch_heads);
-  kernel<<<grid, Tiles::kThreads, kShared, stream>>>(args);
+  kernel<<<grid, Tiles::kThreads, Tiles::kSharedBytes, stream>>>(args);
   MG_CUDA_CHECK_LAUNCH();
 }
-
-// The variants MG_ATTENTION_BACKWARD_VARIANT picks for bfloat16, head dim <= 64, no dropout
-// (docs/attention_kernels.md: the idea and the prediction of each). head_group 0: all heads
-// in one group (the longest key tiles of every head first). Shared memory at head dim 64:
-// 56 KiB (4 warps, 64 queries), 80 KiB (8 warps), 65 KiB (pipelined dQ).
-using BFloat16Launch = void (*)(BackwardArgs<__nv_bfloat16>, int64_t, int, cudaStream_t);
-struct BackwardVariant {
-  BFloat16Launch launch;
-  int head_group;
-};
-// BackwardTiles<warps, 16-key tiles a warp, query rows a tile, blocks an SM, pipelined dQ,
-// resident K and V>.
-template <class Tiles>
-constexpr BFloat16Launch kBFloat16Launch = launch_backward<__nv_bfloat16, 64, Tiles, false>;
-constexpr BackwardVariant kBackwardVariants[] = {
-    {kBFloat16Launch<BackwardTiles<4, 1, 64, 1>>, 0},   // 0: e54d859: 4 warps own 64 keys, 64-query tiles
-    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 1},   // 1: c0a9196: 8 warps own 128 keys, each head's tiles together
-    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 0},   // 2: 8 warps own 128 keys, longest tiles of all heads first
-    {kBFloat16Launch<BackwardTiles<4, 1, 64, 3>>, 0},   // 3: as 0, at most 168 registers (3 blocks an SM)
-    {kBFloat16Launch<BackwardTiles<8, 1, 64, 1>>, 16},  // 4: as 2, heads in groups of 16 (L2 reuse)
-    {kBFloat16Launch<BackwardTiles<4, 1, 64, 1>>, 16},  // 5: as 0, heads in groups of 16 (L2 reuse)
-    {kBFloat16Launch<BackwardTiles<4, 1, 64, 3, true>>, 0},        // 6: as 3, dQ pipelined (one barrier a tile)
-    {kBFloat16Launch<BackwardTiles<4, 2, 32, 2, true>>, 0},        // 7: 4 warps own 32 keys each, 32-query tiles, dQ pipelined
-    {kBFloat16Launch<BackwardTiles<4, 1, 64, 2, true, true>>, 0},  // 8: as 6, K and V resident, 2 blocks an SM
-};
-constexpr int kBackwardVariantCount = sizeof(kBackwardVariants) / sizeof(kBackwardVariants[0]);
-// NOTE: the default for every other call too (float16, dropout, head dim 128): variant 3's
-// tiles and order, the fastest measured (H200, T = 1024 and 4096); its register cap (3
-// blocks an SM) only at head dim 64 without dropout (ptxas: Philox spills 500 bytes under
-// the cap; at head dim 128 the accumulators alone need 128 registers).
-constexpr int kDefaultBackwardVariant = 3;
-constexpr int kDefaultHeadGroup = 0;
-template <int kHeadDim, bool kDropout>
-using DefaultBackwardTiles = BackwardTiles<4, 1, 64, kHeadDim <= 64 && !kDropout ? 3 : 1>;
 
 }  // namespace
 
@@ -521,55 +464,38 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
           rows, grad_q_accumulator, delta);
       MG_CUDA_CHECK_LAUNCH();
 
-      BackwardArgs<T> args{device_data<Element>(q_in),
-                           device_data<Element>(k_in),
-                           device_data<Element>(v_in),
-                           device_data<Element>(grad_output_in),
-                           static_cast<const float*>(log_sum_exp.raw_data()),
-                           delta,
-                           grad_q_accumulator,
-                           device_data<Element>(grad_k_out),
-                           device_data<Element>(grad_v_out),
-                           head_strides(q_in),
-                           head_strides(k_in),
-                           head_strides(v_in),
-                           head_strides(grad_output_in),
-                           head_strides(grad_k_out),
-                           head_strides(grad_v_out),
-                           static_cast<int>(heads),
-                           static_cast<int>(query_len),
-                           static_cast<int>(key_len),
-                           static_cast<int>(head_dim),
-                           params.is_causal,
-                           static_cast<float>(params.scale),
-                           static_cast<float>(params.scale * static_cast<double>(kLog2e)),
-                           static_cast<float>(params.dropout_p),
-                           dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
-                           params.rng,
-                           0};
+      const BackwardArgs<T> args{device_data<Element>(q_in),
+                                 device_data<Element>(k_in),
+                                 device_data<Element>(v_in),
+                                 device_data<Element>(grad_output_in),
+                                 static_cast<const float*>(log_sum_exp.raw_data()),
+                                 delta,
+                                 grad_q_accumulator,
+                                 device_data<Element>(grad_k_out),
+                                 device_data<Element>(grad_v_out),
+                                 head_strides(q_in),
+                                 head_strides(k_in),
+                                 head_strides(v_in),
+                                 head_strides(grad_output_in),
+                                 head_strides(grad_k_out),
+                                 head_strides(grad_v_out),
+                                 static_cast<int>(heads),
+                                 static_cast<int>(query_len),
+                                 static_cast<int>(key_len),
+                                 static_cast<int>(head_dim),
+                                 params.is_causal,
+                                 static_cast<float>(params.scale),
+                                 static_cast<float>(params.scale * static_cast<double>(kLog2e)),
+                                 static_cast<float>(params.dropout_p),
+                                 dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
+                                 params.rng};
       const int64_t batch_heads = batch * heads;
-      // The main kernel: the selected variant where variants apply, else the default tiles.
-      [&] {
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          if (head_dim <= 64 && !dropout) {
-            const BackwardVariant& variant = kBackwardVariants[attention_variant(
-                "MG_ATTENTION_BACKWARD_VARIANT", kBackwardVariantCount, kDefaultBackwardVariant)];
-            variant.launch(args, batch_heads, variant.head_group, stream);
-            return;
-          }
-        }
-        auto launch = [&]<int kHeadDim, bool kDropout>() {
-          launch_backward<T, kHeadDim, DefaultBackwardTiles<kHeadDim, kDropout>, kDropout>(
-              args, batch_heads, kDefaultHeadGroup, stream);
-        };
-        if (head_dim <= 64) {
-          if (dropout) launch.template operator()<64, true>();
-          else launch.template operator()<64, false>();
-        } else {
-          if (dropout) launch.template operator()<128, true>();
-          else launch.template operator()<128, false>();
-        }
-      }();
+      auto launch = [&]<int kHeadDim>() {
+        if (dropout) launch_backward<T, kHeadDim, true>(args, batch_heads, stream);
+        else launch_backward<T, kHeadDim, false>(args, batch_heads, stream);
+      };
+      if (head_dim <= 64) launch.template operator()<64>();
+      else launch.template operator()<128>();
 
       LaunchConfig config = launch_config(rows * (head_dim / 8));
       attention_grad_q_kernel<T><<<config.blocks, config.threads, 0, stream>>>(

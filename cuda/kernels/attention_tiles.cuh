@@ -55,10 +55,8 @@ __device__ __forceinline__ T* row_pointer(T* base, HeadStrides strides, int64_t 
 // Element offset of (row, col) in a swizzled tile of kCols columns.
 template <int kCols>
 __device__ __forceinline__ int swizzled(int row, int col) {
-  if constexpr (kCols < 64) {
-    static_assert(kCols == 16 || kCols == 32, "narrow tiles fold 64 / kCols rows into one");
-    constexpr int kFold = 64 / kCols;
-    return swizzled<64>(row / kFold, (row % kFold) * kCols + col);
+  if constexpr (kCols == 32) {
+    return swizzled<64>(row / 2, (row % 2) * 32 + col);  // two rows a 64-column row
   } else {
     static_assert(kCols % 64 == 0, "the swizzle needs at least eight 16-byte chunks per row");
     return row * kCols + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
@@ -193,22 +191,16 @@ __device__ __forceinline__ float quad_max(float value) {
 
 // ---- block order ----
 
-// The tile and (batch x head) a block of a 1-D grid of tiles x batch_heads blocks runs.
-// Heads come in groups of head_group (the last group may be smaller); within a group the
+// The tile and (batch x head) a block of a 1-D grid of tiles x batch_heads blocks runs: the
 // blocks go tile rank 0 of every head, then rank 1, ... Rank 0 is the longest tile with
 // is_causal (the kernels map ranks to tiles so), so the long blocks start first and the
-// short ones fill the last wave; the group size trades that against L2 reuse (the blocks
-// running together share fewer heads' K and V, or Q and dO, with larger groups).
+// short ones fill the last wave.
 struct BlockTile {
   int tile_rank, batch_head;
 };
-__device__ __forceinline__ BlockTile block_tile(int tiles, int batch_heads, int head_group) {
+__device__ __forceinline__ BlockTile block_tile(int batch_heads) {
   const int block = static_cast<int>(blockIdx.x);
-  const int group = block / (tiles * head_group);
-  const int first_head = group * head_group;
-  const int heads_in_group = min(head_group, batch_heads - first_head);
-  const int index = block - group * tiles * head_group;
-  return {index / heads_in_group, first_head + index % heads_in_group};
+  return {block / batch_heads, block % batch_heads};
 }
 
 // ---- host side ----
@@ -227,12 +219,6 @@ HeadStrides head_strides(const Tensor& tensor);
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
 // The 1-D grid of tiles x batch_heads blocks that block_tile walks.
 dim3 attention_grid(int64_t tiles, int64_t batch_heads);
-// head_group for block_tile: `requested` heads a group, 0 meaning all of them.
-int attention_head_group(int requested, int64_t batch_heads);
-// The tile configuration variant the bfloat16, head dim <= 64, dropout-free calls run: the
-// integer in environment variable `variable` (read at every call), else `default_variant`.
-// Throws when it is not an integer in [0, count).
-int attention_variant(const char* variable, int count, int default_variant);
 // Sets a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.
 void allow_shared_memory(const void* kernel, int bytes);
 
