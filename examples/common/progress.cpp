@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace examples {
 namespace {
@@ -24,9 +25,13 @@ std::string minutes_seconds(double seconds) {
 }  // namespace
 
 Progress::Progress(int64_t epoch, int64_t epochs, int64_t num_batches)
-    : epoch_(epoch),
-      epochs_(epochs),
+    : Progress("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), num_batches, "samples") {}
+
+Progress::Progress(std::string title, int64_t num_batches, std::string unit, int64_t first_batch)
+    : title_(std::move(title)),
+      unit_(std::move(unit)),
       num_batches_(num_batches),
+      first_batch_(first_batch),
       interactive_(isatty(STDERR_FILENO) != 0),
       batches_per_line_(std::max<int64_t>(1, (num_batches + 9) / 10)),
       last_update_(start_) {}
@@ -37,11 +42,12 @@ bool Progress::wants_update(int64_t batches_done) const {
   return batches_done % batches_per_line_ == 0;
 }
 
-void Progress::update(int64_t batches_done, int64_t samples_done, double average_loss) {
+void Progress::update(int64_t batches_done, int64_t units_done, double average_loss) {
   last_update_ = Clock::now();
   const double elapsed = std::chrono::duration<double>(last_update_ - start_).count();
-  const double samples_per_s = elapsed > 0 ? samples_done / elapsed : 0.0;
-  const double eta = batches_done > 0 ? elapsed * (num_batches_ - batches_done) / batches_done : 0.0;
+  const double units_per_s = elapsed > 0 ? units_done / elapsed : 0.0;
+  const int64_t batches_run = batches_done - first_batch_;
+  const double eta = batches_run > 0 ? elapsed * (num_batches_ - batches_done) / batches_run : 0.0;
   const std::string counts = std::to_string(batches_done) + "/" + std::to_string(num_batches_);
 
   std::string bar;  // "[#####.....] " on a terminal
@@ -50,10 +56,9 @@ void Progress::update(int64_t batches_done, int64_t samples_done, double average
     bar.append("[").append(filled, '#').append(kBarWidth - filled, '.').append("] ");
   }
   // "\r...\033[K" rewrites the line in place and erases what a longer line left behind.
-  std::fprintf(stderr, "%sepoch %lld/%lld %s%s  loss %.4f  %.0f samples/s  ETA %s%s",
-               interactive_ ? "\r" : "", static_cast<long long>(epoch_),
-               static_cast<long long>(epochs_), bar.c_str(), counts.c_str(), average_loss,
-               samples_per_s, minutes_seconds(eta).c_str(), interactive_ ? "\033[K" : "\n");
+  std::fprintf(stderr, "%s%s %s%s  loss %.4f  %.0f %s/s  ETA %s%s", interactive_ ? "\r" : "", title_.c_str(),
+               bar.c_str(), counts.c_str(), average_loss, units_per_s, unit_.c_str(), minutes_seconds(eta).c_str(),
+               interactive_ ? "\033[K" : "\n");
   std::fflush(stderr);
 }
 

@@ -1,6 +1,9 @@
 // examples/common/progress.h — training progress on stderr: on a terminal one line that
 // updates in place (at most ~10 times a second), otherwise a plain line every ~10% of the
-// epoch, so logs stay short.
+// batches, so logs stay short. The epoch loop counts an epoch's batches and samples
+// ("epoch 2/15 [###.......] 120/469  loss 0.4210  5210 samples/s  ETA 0:08"); the GPT
+// example counts a run's steps and tokens ("step [###.......] 1500/5000  loss 1.3012
+// 81234 tokens/s  ETA 2:51").
 //
 // NOTE: the caller asks wants_update() before reading the loss: reading it copies it to
 // the host, which on a GPU waits for the step to finish; doing that only when a line is
@@ -9,25 +12,32 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace examples {
 
 class Progress {
  public:
+  // Epoch `epoch` of `epochs` (from 1), counting samples.
   Progress(int64_t epoch, int64_t epochs, int64_t num_batches);
+  // `title` before the bar, `unit` per second; a run resumed after `first_batch` of its
+  // `num_batches` times and counts only the batches it runs itself.
+  Progress(std::string title, int64_t num_batches, std::string unit, int64_t first_batch = 0);
 
   // Whether a line is due after `batches_done` batches (the last one always is).
   bool wants_update(int64_t batches_done) const;
-  void update(int64_t batches_done, int64_t samples_done, double average_loss);
+  // `units_done`: samples (or tokens) since this Progress began.
+  void update(int64_t batches_done, int64_t units_done, double average_loss);
   // Clears the terminal line so that the epoch's summary takes its place.
   void finish();
 
  private:
   using Clock = std::chrono::steady_clock;
 
-  int64_t epoch_;
-  int64_t epochs_;
+  std::string title_;
+  std::string unit_;
   int64_t num_batches_;
+  int64_t first_batch_;
   bool interactive_;
   int64_t batches_per_line_;  // when not interactive
   Clock::time_point start_ = Clock::now();

@@ -1,0 +1,221 @@
+// examples/gpt/args.cpp — the gpt program's flags, their defaults and checks, and the
+// model presets.
+#include "examples/gpt/args.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
+#include "examples/common/mixed_precision.h"
+
+namespace gpt {
+namespace {
+
+using examples::UsageError;
+
+// Byte-level: one token per byte value.
+constexpr int64_t kVocabulary = 256;
+
+// The preset's sizes, before the single flags apply.
+mg::nn::GPTOptions preset_options(const std::string& preset) {
+  if (preset == "tiny") {  // seconds on a CPU
+    return {.n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 64, .dropout = 0.0};
+  }
+  if (preset == "small") {  // nanoGPT's character-level Shakespeare model: 10.7M parameters
+    return {.n_layer = 6, .n_head = 6, .n_embd = 384, .block_size = 256, .dropout = 0.2};
+  }
+  // GPT-2's sizes (block 1024) with the byte vocabulary; no dropout, as GPT-2 is trained.
+  mg::nn::GPTOptions options = preset == "gpt2" ? mg::nn::GPTOptions::gpt2() : mg::nn::GPTOptions::gpt2_medium();
+  options.dropout = 0.0;
+  return options;
+}
+
+}  // namespace
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  auto file_name = [](const std::string& flag, const std::string& value) {
+    if (value.empty()) throw UsageError(flag + " needs a file name");
+    return value;
+  };
+  bool sampling_flag = false;  // --temperature, --top-k or --prompt given
+  auto size = [](const char* flag, std::optional<int64_t>& target) {
+    return [flag, &target](const std::string& value) { target = examples::parse_count(flag, value); };
+  };
+  const examples::FlagHandlers flags = {
+      {"--data", [&](const std::string& value) { args.data = file_name("--data", value); }},
+      {"--preset",
+       [&](const std::string& value) {
+         if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium") {
+           throw UsageError("--preset must be tiny, small, gpt2 or gpt2-medium, got '" + value + "'");
+         }
+         args.preset = value;
+       }},
+      {"--layers", size("--layers", args.layers)},
+      {"--heads", size("--heads", args.heads)},
+      {"--embd", size("--embd", args.embd)},
+      {"--block", size("--block", args.block)},
+      {"--dropout",
+       [&](const std::string& value) {
+         const auto dropout = examples::parse_number<double>("--dropout", value);
+         if (!(dropout >= 0 && dropout < 1)) throw UsageError("--dropout must be in [0, 1), got " + value);
+         args.dropout = dropout;
+       }},
+      {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
+      {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
+      {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
+      {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
+      {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
+      {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
+      {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
+      {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
+      {"--threads",
+       [&](const std::string& value) { args.threads = static_cast<int>(examples::parse_count("--threads", value)); }},
+      {"--eval-interval",
+       [&](const std::string& value) { args.eval_interval = examples::parse_count("--eval-interval", value); }},
+      {"--eval-iters", [&](const std::string& value) { args.eval_iters = examples::parse_count("--eval-iters", value); }},
+      {"--save", [&](const std::string& value) { args.save_path = file_name("--save", value); }},
+      {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
+      {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
+      {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--memory-timeline",
+       [&](const std::string& value) { args.memory_timeline = file_name("--memory-timeline", value); }},
+      {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--sample", [&](const std::string& value) { args.sample = examples::parse_count("--sample", value); }},
+      {"--temperature",
+       [&](const std::string& value) {
+         args.temperature = examples::parse_positive_real("--temperature", value);
+         sampling_flag = true;
+       }},
+      {"--top-k",
+       [&](const std::string& value) {
+         args.top_k = examples::parse_count("--top-k", value);
+         sampling_flag = true;
+         if (*args.top_k > kVocabulary) {
+           throw UsageError("--top-k must be at most " + std::to_string(kVocabulary) + " (the byte values), got " +
+                            value);
+         }
+       }},
+      {"--prompt",
+       [&](const std::string& value) {
+         if (value.empty()) throw UsageError("--prompt needs at least one byte for the model to continue");
+         args.prompt = value;
+         sampling_flag = true;
+       }},
+  };
+  const examples::SwitchHandlers switches = {
+      {"--help", [&] { args.help = true; }},
+      {"-h", [&] { args.help = true; }},
+      {"--checkpoint", [&] { args.checkpoint = true; }},
+      {"--predict-memory", [&] { args.predict_memory = true; }},
+  };
+  examples::parse_flags(argc, argv, flags, switches);
+  if (args.help) return args;  // the checks below are for a run
+  examples::check_amp_device(args.amp, args.device);
+  const mg::nn::GPTOptions options = model_options(args);
+  if (options.n_embd % options.n_head != 0) {
+    throw UsageError("the width (--embd " + std::to_string(options.n_embd) + ") must be a multiple of the heads (--heads " +
+                     std::to_string(options.n_head) + ")");
+  }
+  if (args.warmup && *args.warmup > args.steps) {
+    throw UsageError("--warmup " + std::to_string(*args.warmup) + " is longer than the run (--steps " +
+                     std::to_string(args.steps) + ")");
+  }
+  if (sampling_flag && args.sample == 0) throw UsageError("--temperature, --top-k and --prompt go with --sample N");
+  if ((args.predict_memory || args.fit_batch) &&
+      (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty() || args.sample > 0)) {
+    throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume, --memory-timeline and "
+                     "--sample do not go with them");
+  }
+  if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
+  return args;
+}
+
+mg::nn::GPTOptions model_options(const Args& args) {
+  mg::nn::GPTOptions options = preset_options(args.preset);
+  options.n_layer = args.layers.value_or(options.n_layer);
+  options.n_head = args.heads.value_or(options.n_head);
+  options.n_embd = args.embd.value_or(options.n_embd);
+  options.block_size = args.block.value_or(options.block_size);
+  options.dropout = args.dropout.value_or(options.dropout);
+  options.vocab_size = kVocabulary;
+  options.checkpoint = args.checkpoint;
+  return options;
+}
+
+int64_t warmup_steps(const Args& args) { return args.warmup.value_or(std::min<int64_t>(100, args.steps / 10)); }
+
+std::string usage(const std::string& program) {
+  return "usage: " + program + R"( [options]
+
+Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
+tokenizer) on UTF-8 text: by default the fortune cookies of Debian's `fortunes` package.
+The last 10% of the text's bytes is the validation part; every batch is random windows
+of the training part. AdamW (betas 0.9, 0.99; weight decay 0.1 on matrices, none on
+biases and norms), a linear warm-up then a cosine decay to a tenth of --lr, gradients
+clipped to norm 1. Reports the validation loss, speed and memory; --sample prints text
+the model writes.
+
+Data and model:
+  --data FILE|DIR          a UTF-8 text file, or a folder whose UTF-8 text files (symlinks
+                           followed, each file once, sub-folders and binary files such as
+                           fortune's .dat indexes skipped) are joined in name order
+                           (default /usr/share/games/fortunes: scripts/install-deps
+                           installs it)
+  --preset NAME            tiny (2 layers, 2 heads, 64 wide, block 64: seconds on a CPU),
+                           small (6 layers, 6 heads, 384 wide, block 256, dropout 0.2:
+                           nanoGPT's character-level model; the default), gpt2 (GPT-2
+                           124M's sizes: 12 layers, 12 heads, 768 wide, block 1024; 86M
+                           parameters with 256 tokens), gpt2-medium (GPT-2 350M's: 24
+                           layers, 16 heads, 1024 wide, block 1024; 304M parameters)
+  --layers N --heads N --embd N --block N --dropout P
+                           replace single sizes of the preset
+  --checkpoint             gradient checkpointing: keep only each block's input through
+                           the forward and recompute the block in backward (one more
+                           forward of the trunk per step, for a lower activation peak)
+
+Training:
+  --steps N                optimizer steps (default 5000)
+  --batch N                windows of --block bytes per batch (default 64)
+  --accum N                accumulate the gradients of N batches before each optimizer
+                           step (default 1): steps of N x --batch windows at the
+                           activation memory of one batch
+  --lr X                   the schedule's peak learning rate (default 1e-3)
+  --warmup N               steps of linear warm-up (default min(100, steps / 10))
+  --amp fp16|bf16|fp32     mixed precision: forward under autocast (matmuls in 16 bits,
+                           losses and norms in float32, float32 master weights); fp16
+                           scales the loss with a GradScaler and needs --device cuda
+  --seed N                 seeds initialisation, batches and dropout (default 0)
+  --device cpu|cuda        where to run (default cpu)
+  --threads N              CPU threads (default: all cores)
+  --eval-interval N        estimate the losses every N steps and after the last (default 250)
+  --eval-iters N           batches per estimate and split (default 200; the same windows
+                           every time, so estimates compare)
+
+Files:
+  --save FILE              at every estimate and at the end, write the model, the
+                           optimizer and the run's position (one safetensors file,
+                           written atomically)
+  --resume FILE            continue the run saved in FILE exactly where it stopped (give
+                           the same model, --steps, --batch, --accum, --lr and --amp)
+  --stop-after N           end after step N of the --steps the schedule is laid out for
+                           (with --save, a later --resume continues the same run)
+  --summary-json FILE      write a summary (losses, their history, speed, memory by
+                           category) as JSON
+  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
+                           steps and write FILE, an HTML chart of bytes by category
+
+Sampling, after training (or after --resume of a finished run):
+  --sample N               print N bytes the model writes after the prompt
+  --temperature T          divide the logits by T (default 0.8; lower: safer text)
+  --top-k K                draw only among the K likeliest bytes (default: all 256)
+  --prompt TEXT            the text to continue (default a newline)
+
+  --help                   show this text
+
+Predicting memory (--device names the target, no GPU needed):
+)" + examples::prediction_usage();
+}
+
+}  // namespace gpt

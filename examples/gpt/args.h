@@ -1,0 +1,67 @@
+// examples/gpt/args.h — the gpt program's command line: what text to train on, the model's
+// size (a preset, single sizes overriding it), the optimizer's schedule, evaluation,
+// checkpoints, memory tools and sampling.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "nn/gpt_options.h"
+
+namespace gpt {
+
+struct Args {
+  std::string data = "/usr/share/games/fortunes";  // a UTF-8 text file or a folder of them
+  // Model: a preset, then single sizes that replace the preset's.
+  std::string preset = "small";
+  std::optional<int64_t> layers, heads, embd, block;
+  std::optional<double> dropout;
+  bool checkpoint = false;  // gradient checkpointing, block by block
+  // Training.
+  int64_t steps = 5000;  // optimizer steps the schedule is laid out for
+  int64_t batch_size = 64;  // windows per micro-batch
+  int64_t accum = 1;        // micro-batches per optimizer step
+  double lr = 1e-3;         // the schedule's peak
+  std::optional<int64_t> warmup;  // unset: min(100, steps / 10)
+  std::optional<mg::DType> amp;
+  uint64_t seed = 0;
+  mg::Device device = mg::Device::cpu();
+  std::optional<int> threads;
+  // Evaluation: every eval_interval steps and after the last, the mean loss of eval_iters
+  // batches of each split.
+  int64_t eval_interval = 250;
+  int64_t eval_iters = 200;
+  // Checkpoints and files.
+  std::string save_path;
+  std::string resume_path;
+  int64_t stop_after = 0;  // > 0: end after this many steps of the schedule
+  std::string summary_json;
+  std::string memory_timeline;
+  bool predict_memory = false;
+  std::optional<int64_t> fit_batch;
+  // Sampling after training: `sample` bytes after the prompt.
+  int64_t sample = 0;
+  double temperature = 0.8;
+  std::optional<int64_t> top_k;  // unset: every byte
+  std::string prompt = "\n";
+  bool help = false;
+};
+
+// Parses `--flag value` and `--flag=value`; throws examples::UsageError for unknown flags,
+// missing or malformed values, sizes that do not fit together, and flags that do not fit
+// the mode.
+Args parse_args(int argc, char** argv);
+
+std::string usage(const std::string& program);
+
+// The model the command line asks for: the preset's sizes with the single flags applied,
+// a vocabulary of the 256 byte values, gradient checkpointing per --checkpoint.
+mg::nn::GPTOptions model_options(const Args& args);
+
+// The warm-up steps of the schedule: --warmup, or min(100, steps / 10).
+int64_t warmup_steps(const Args& args);
+
+}  // namespace gpt

@@ -1,0 +1,54 @@
+// examples/gpt/data.h — the text a GPT trains on, as bytes: read from a file or a folder,
+// split once (the last 10% of the bytes is the validation part), and served as batches of
+// random windows drawn from a seeded generator.
+//
+// A window is block_size + 1 consecutive bytes: its first block_size bytes are the input,
+// its last block_size the targets (each position predicts the next byte). The windows'
+// start offsets come from an mg::Generator (Philox: a seed and an offset), so a saved run
+// that restores the generator's state draws exactly the windows an uninterrupted run would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace gpt {
+
+struct TextCorpus {
+  std::string source;                 // the --data path
+  std::vector<std::string> files{};     // the files read, in order
+  std::vector<std::string> skipped{};   // files in the folder that are not UTF-8 text
+  std::vector<uint8_t> train{};         // the first 90% of the bytes
+  std::vector<uint8_t> validation{};    // the last 10%
+};
+
+// Reads `path`: a UTF-8 text file, or a folder whose regular files (symlinks followed, each
+// file read once however many names lead to it) are read in name order and joined, leaving
+// out those that are not UTF-8 text (binary index files such as fortune's .dat; NUL bytes
+// count as binary) and sub-folders. Throws mg::Error when the path is missing, a file
+// named on its own is not UTF-8 text, or no text is found.
+TextCorpus load_corpus(const std::string& path);
+
+// Throws mg::Error, with the byte counts and a hint, unless both parts hold a window of
+// block_size + 1 bytes.
+void check_fits_windows(const TextCorpus& corpus, int64_t block_size);
+
+// Whether `bytes` is valid UTF-8 without NUL bytes (what this program calls text).
+bool is_utf8_text(const std::vector<uint8_t>& bytes);
+
+struct TokenBatch {
+  mg::Tensor inputs;   // (B, T) int64: window bytes 0..T-1
+  mg::Tensor targets;  // (B, T) int64: window bytes 1..T
+};
+
+// `batch_size` windows of block_size + 1 bytes of `bytes` at offsets drawn from
+// `generator`, on `device` (built in host memory, tagged INPUT; on CUDA copied from pinned
+// memory without waiting).
+TokenBatch random_windows(const std::vector<uint8_t>& bytes, int64_t batch_size, int64_t block_size,
+                          mg::Generator& generator, mg::Device device);
+
+}  // namespace gpt

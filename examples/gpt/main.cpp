@@ -1,0 +1,294 @@
+// examples/gpt/main.cpp — trains a byte-level GPT on text (the fortunes of Debian's
+// `fortunes` package by default), estimates its training and validation losses as it goes,
+// and ends with where the memory went and, with --sample, text the model writes.
+// --predict-memory / --fit-batch run the same steps on the simulated device instead.
+//
+// Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
+// line (printed with the usage).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/memory.h"
+#include "core/random.h"
+#include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
+#include "examples/common/memory_timeline.h"
+#include "examples/common/mixed_precision.h"
+#include "examples/common/progress.h"
+#include "examples/common/summary.h"
+#include "examples/common/timeline.h"
+#include "examples/gpt/args.h"
+#include "examples/gpt/checkpoint.h"
+#include "examples/gpt/data.h"
+#include "examples/gpt/sampling.h"
+#include "examples/gpt/summary.h"
+#include "examples/gpt/training.h"
+#include "nn/gpt.h"
+#include "optim/adam.h"
+#include "optim/param_groups.h"
+#include "optim/scheduler.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using gpt::Args;
+using gpt::RunState;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The run's random streams besides initialisation (which draws from --seed itself, as the
+// other examples do).
+enum class Stream : uint64_t { Windows = 1, Dropout, TrainEstimate, ValidationEstimate, Sampling };
+
+// A Philox key per stream, mixed from --seed by SplitMix64's finaliser.
+// NOTE: seed + stream would give two runs with neighbouring seeds the same streams
+// crosswise; the mix makes every (seed, stream) pair's key unrelated to the others.
+uint64_t stream_seed(uint64_t seed, Stream stream) {
+  uint64_t mixed = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(stream);
+  mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9ull;
+  mixed = (mixed ^ (mixed >> 27)) * 0x94D049BB133111EBull;
+  return mixed ^ (mixed >> 31);
+}
+
+// The GPT the command line asks for, initialised from --seed, on `device`.
+std::shared_ptr<mg::nn::GPT> build_model(const Args& args, mg::Device device) {
+  mg::Generator init_generator(args.seed);
+  auto model = std::make_shared<mg::nn::GPT>(gpt::model_options(args), &init_generator);
+  model->to(device);
+  return model;
+}
+
+// AdamW as nanoGPT's character-level model: betas 0.9 / 0.99, weight decay 0.1 on the
+// matrices (optim/param_groups.h), none on biases and LayerNorms.
+mg::optim::AdamW make_optimizer(const Args& args, const mg::nn::GPT& model) {
+  return mg::optim::AdamW(mg::optim::weight_decay_groups(
+      model, mg::optim::AdamWOptions{.lr = args.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+}
+
+gpt::TextCorpus load_text(const Args& args) {
+  gpt::TextCorpus corpus = gpt::load_corpus(args.data);
+  gpt::check_fits_windows(corpus, gpt::model_options(args).block_size);
+  return corpus;
+}
+
+void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::GPT& model, int64_t resumed_from) {
+  const mg::nn::GPTOptions& options = model.options();
+  std::printf("gpt on %s: %zu file%s%s, %zu bytes for training and %zu for validation\n", corpus.source.c_str(),
+              corpus.files.size(), corpus.files.size() == 1 ? "" : "s",
+              corpus.skipped.empty() ? "" : (" (" + std::to_string(corpus.skipped.size()) +
+                                             " more skipped: not UTF-8 text)").c_str(),
+              corpus.train.size(), corpus.validation.size());
+  std::printf("%lld parameters (%lld layers, %lld heads, %lld wide, block %lld, dropout %g, vocabulary 256 bytes)%s\n",
+              static_cast<long long>(model.num_parameters()), static_cast<long long>(options.n_layer),
+              static_cast<long long>(options.n_head), static_cast<long long>(options.n_embd),
+              static_cast<long long>(options.block_size), options.dropout,
+              args.checkpoint ? ", checkpointed block by block" : "");
+  std::printf("AdamW (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
+              "bytes%s; %lld steps on %s%s%s\n",
+              args.lr, static_cast<long long>(gpt::warmup_steps(args)), args.lr / 10,
+              static_cast<long long>(args.batch_size), static_cast<long long>(options.block_size),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
+              static_cast<long long>(args.steps), args.device.str().c_str(),
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
+              resumed_from > 0 ? (", resumed after step " + std::to_string(resumed_from)).c_str() : "");
+  std::fflush(stdout);
+}
+
+void print_sample(const Args& args, mg::nn::GPT& model, const examples::MixedPrecision& precision) {
+  std::printf("--- sample: %lld bytes after the prompt, temperature %g, top-k %s ---\n",
+              static_cast<long long>(args.sample), args.temperature,
+              args.top_k ? std::to_string(*args.top_k).c_str() : "all");
+  std::fflush(stdout);
+  mg::Generator generator(stream_seed(args.seed, Stream::Sampling));
+  gpt::generate(model, precision,
+                {.bytes = args.sample, .temperature = args.temperature, .top_k = args.top_k, .prompt = args.prompt},
+                generator, stdout);
+  std::printf("\n--- end of sample ---\n");
+}
+
+int run_training(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
+  const gpt::TextCorpus corpus = load_text(args);
+
+  std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);
+  mg::optim::AdamW optimizer = make_optimizer(args, *model);
+  examples::MixedPrecision precision(args.amp, args.device);
+  mg::optim::WarmupCosineLR scheduler(optimizer, gpt::warmup_steps(args), args.steps, /*min_lr_factor=*/0.1);
+  mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
+  mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+
+  RunState state{.total_steps = args.steps};
+  if (!args.resume_path.empty()) {
+    state = gpt::load_checkpoint(args.resume_path, *model, optimizer, precision, args.steps);
+    // The schedule is a closed form of the step: replaying its counter puts it where the
+    // saved run was; the generators continue from their saved offsets.
+    for (int64_t i = 0; i < state.step; ++i) scheduler.step();
+    windows.set_state(state.windows);
+    mg::default_generator().set_state(state.dropout);
+  }
+  gpt::SessionFacts facts{.parameters = model->num_parameters(), .resumed_from = state.step};
+  print_setup(args, corpus, *model, facts.resumed_from);
+
+  const Clock::time_point session_start = Clock::now();
+  const double seconds_before = state.seconds;
+  auto save = [&] {
+    state.windows = windows.state();
+    state.dropout = mg::default_generator().state();
+    state.seconds = seconds_before + seconds_since(session_start);
+    if (!args.save_path.empty()) gpt::save_checkpoint(args.save_path, *model, optimizer, precision, state);
+  };
+  // Both splits' losses after `state.step` steps, recorded and printed.
+  auto estimate = [&] {
+    const int64_t block_size = model->options().block_size;
+    const double train_loss = gpt::estimate_loss(*model, precision, corpus.train, args.eval_iters, args.batch_size,
+                                                 stream_seed(args.seed, Stream::TrainEstimate)).item<double>();
+    const double val_loss = gpt::estimate_loss(*model, precision, corpus.validation, args.eval_iters, args.batch_size,
+                                               stream_seed(args.seed, Stream::ValidationEstimate)).item<double>();
+    const double seconds = seconds_before + seconds_since(session_start);
+    if (state.eval_steps.empty() || val_loss < state.best_val_loss) {
+      state.best_val_loss = val_loss;
+      state.best_step = state.step;
+      state.seconds_to_best = seconds;
+    }
+    state.eval_steps.push_back(state.step);
+    state.train_losses.push_back(train_loss);
+    state.val_losses.push_back(val_loss);
+    std::printf("step %lld: train loss %.4f, val loss %.4f (%lld windows of %lld bytes each), lr %.3g, %.1f s\n",
+                static_cast<long long>(state.step), train_loss, val_loss,
+                static_cast<long long>(args.eval_iters * args.batch_size), static_cast<long long>(block_size),
+                scheduler.last_lr(), seconds);
+    std::fflush(stdout);
+  };
+
+  const int64_t last_step = args.stop_after > 0 ? std::min(args.stop_after, args.steps) : args.steps;
+  const int64_t tokens_per_step = args.batch_size * args.accum * model->options().block_size;
+  // NOTE: a new progress line after every estimate, so that its speed and ETA are the
+  // training steps' own.
+  examples::Progress progress("step", args.steps, "tokens", state.step);
+  int64_t tokens_since_estimate = 0;
+  mg::Tensor loss_since_line = mg::zeros({}, {.device = args.device});  // summed on the device, read per line
+  int64_t steps_since_line = 0;
+  double estimate_seconds = 0;  // estimates and saves, left out of the training speed
+  memory_timeline.start();
+  const Clock::time_point loop_start = Clock::now();
+  while (state.step < last_step) {
+    const mg::Tensor loss = gpt::train_step(*model, optimizer, precision, &scheduler, corpus.train, windows,
+                                            {.batch_size = args.batch_size, .accum = args.accum});
+    memory_timeline.step_done();
+    ++state.step;
+    facts.train_tokens += tokens_per_step;
+    tokens_since_estimate += tokens_per_step;
+    loss_since_line = loss_since_line + loss;
+    ++steps_since_line;
+    if (progress.wants_update(state.step)) {
+      progress.update(state.step, tokens_since_estimate, loss_since_line.item<double>() / steps_since_line);
+      loss_since_line = mg::zeros({}, {.device = args.device});
+      steps_since_line = 0;
+    }
+    const bool estimate_due = state.step % args.eval_interval == 0 || state.step == args.steps;
+    if (estimate_due || state.step == last_step) {
+      // NOTE: the steps issued so far finish first, so that their time counts as training.
+      examples::Timeline::synchronize(args.device);
+      const Clock::time_point start = Clock::now();
+      progress.finish();
+      // At --stop-after only the position is saved, without an estimate the full run
+      // would not make (so that a resumed run's history is the uninterrupted one's).
+      if (estimate_due) estimate();
+      save();
+      estimate_seconds += seconds_since(start);
+      progress = examples::Progress("step", args.steps, "tokens", state.step);
+      tokens_since_estimate = 0;
+    }
+  }
+  examples::Timeline::synchronize(args.device);
+  facts.train_seconds = seconds_since(loop_start) - estimate_seconds;
+  progress.finish();
+  memory_timeline.finish();
+  state.seconds = seconds_before + seconds_since(session_start);
+
+  std::printf(
+      "\nMemory on %s by category: PARAMETER = weights, biases and LayerNorm parameters, GRADIENT = their .grad, "
+      "OPTIMIZER_STATE = AdamW's moments and step counters, ACTIVATION = tensors saved for backward, INPUT = "
+      "batches, TEMPORARY = intermediate results, WORKSPACE = library scratch space.\n%s\n",
+      args.device.str().c_str(), mg::memory::report(args.device).c_str());
+  if (state.eval_steps.empty()) {
+    std::printf("gpt: %lld of %lld steps, no estimate yet\n", static_cast<long long>(state.step),
+                static_cast<long long>(args.steps));
+  } else {
+    std::printf("gpt: val loss %.4f after %lld of %lld steps; best %.4f (step %lld, %.1f s into the run); %.0f tokens/s\n",
+                state.val_losses.back(), static_cast<long long>(state.step), static_cast<long long>(args.steps),
+                state.best_val_loss, static_cast<long long>(state.best_step), state.seconds_to_best,
+                facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0);
+  }
+  if (args.sample > 0) print_sample(args, *model, precision);
+  if (!args.summary_json.empty()) {
+    gpt::write_summary(args, corpus, state, facts);
+    std::printf("summary written to %s\n", args.summary_json.c_str());
+  }
+  return 0;
+}
+
+// --predict-memory / --fit-batch: the first optimizer steps (examples::kPredictedSteps)
+// and one estimate batch, as run_training runs them, with the model and batches on the
+// simulated device. The text itself stays in host memory, outside the allocator, in a
+// prediction as in a run.
+int predict_training_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  const gpt::TextCorpus corpus = load_text(args);
+  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+    std::shared_ptr<mg::nn::GPT> model = build_model(args, device);
+    mg::optim::AdamW optimizer = make_optimizer(args, *model);
+    examples::MixedPrecision precision(args.amp, device);
+    mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
+    mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+    // The training loop's sum of the losses, for its progress line.
+    mg::Tensor loss_since_line = mg::zeros({}, {.device = device});
+    for (int64_t step = 0; step < examples::kPredictedSteps; ++step) {
+      loss_since_line = loss_since_line + gpt::train_step(*model, optimizer, precision, /*scheduler=*/nullptr,
+                                                          corpus.train, windows,
+                                                          {.batch_size = batch_size, .accum = args.accum});
+    }
+    gpt::estimate_loss(*model, precision, corpus.validation, /*iters=*/1, batch_size,
+                       stream_seed(args.seed, Stream::ValidationEstimate));
+    return mg::memory::snapshot(device);
+  };
+  const examples::MemoryPrediction prediction = args.fit_batch
+                                                    ? examples::fit_batch(args.device, *args.fit_batch, steps)
+                                                    : examples::predict_memory(args.device, args.batch_size, steps);
+  const mg::nn::GPTOptions options = gpt::model_options(args);
+  std::printf("gpt training (%lld layers, %lld heads, %lld wide, block %lld) on %s, batch %lld%s%s%s\n",
+              static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
+              static_cast<long long>(options.n_embd), static_cast<long long>(options.block_size), args.data.c_str(),
+              static_cast<long long>(prediction.batch_size),
+              args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
+              args.checkpoint ? ", checkpointed block by block" : "",
+              args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");
+  examples::print_prediction(stdout, prediction, args.fit_batch);
+  if (!args.summary_json.empty()) {
+    examples::write_prediction_summary(args.summary_json, prediction, args.fit_batch, [&](mg::JsonWriter& json) {
+      gpt::write_setup(json, args, corpus, prediction.batch_size);
+    });
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  return examples::run_main(
+      argc, argv, "gpt",
+      [&](int count, char** values) {
+        args = gpt::parse_args(count, values);
+        return !args.help;
+      },
+      gpt::usage, [&] { return args.predict_memory || args.fit_batch ? predict_training_memory(args) : run_training(args); });
+}

@@ -1,0 +1,66 @@
+// examples/gpt/training.cpp — the language model's training step and loss estimate.
+#include "examples/gpt/training.h"
+
+#include "autograd/elementwise.h"
+#include "autograd/grad_mode.h"
+#include "autograd/loss.h"
+#include "core/factory.h"
+#include "core/memory_context.h"
+#include "examples/common/accumulation.h"
+#include "examples/gpt/data.h"
+#include "optim/clip_grad.h"
+
+namespace gpt {
+namespace {
+
+// The cross-entropy of every position's prediction of the next byte.
+mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch) {
+  const mg::Tensor logits = model(batch.inputs);  // (B, T, 256)
+  return mg::cross_entropy(logits.view({-1, logits.size(-1)}), batch.targets.view({-1}));
+}
+
+}  // namespace
+
+mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
+                      const StepPlan& plan) {
+  const int64_t block_size = model.options().block_size;
+  optimizer.zero_grad();
+  mg::Tensor step_loss;
+  for (int64_t micro_batch = 0; micro_batch < plan.accum; ++micro_batch) {
+    const TokenBatch batch = random_windows(bytes, plan.batch_size, block_size, windows, precision.device());
+    mg::Tensor loss;
+    {
+      examples::AutocastRegion autocast(precision);
+      // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
+      mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
+      loss = next_byte_loss(model, batch);
+    }
+    examples::backward_micro_batch(precision.scale(loss), plan.accum);
+    step_loss = micro_batch == 0 ? loss.detach() : step_loss + loss.detach();
+  }
+  // NOTE: clipping needs the true gradients, so float16's are unscaled first (a no-op
+  // without a scaler); the scaler's step then does not unscale again.
+  precision.scaler().unscale_(optimizer);
+  mg::optim::clip_grad_norm_(optimizer.all_params(), plan.clip_norm);
+  precision.step(optimizer);
+  if (scheduler != nullptr) scheduler->step();
+  return plan.accum == 1 ? step_loss : step_loss * (1.0 / static_cast<double>(plan.accum));
+}
+
+mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& precision,
+                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed) {
+  mg::NoGradGuard no_grad;
+  const examples::AutocastRegion autocast(precision);
+  model.eval();
+  mg::Generator windows(seed);
+  mg::Tensor total = mg::zeros({}, {.dtype = mg::DType::Float64, .device = precision.device()});
+  for (int64_t i = 0; i < iters; ++i) {
+    total = total + next_byte_loss(model, random_windows(bytes, batch_size, model.options().block_size, windows,
+                                                          precision.device()));
+  }
+  model.train();
+  return total * (1.0 / static_cast<double>(iters));
+}
+
+}  // namespace gpt

@@ -1,0 +1,48 @@
+// examples/gpt/training.h — one optimizer step of a language model and the loss estimate,
+// as the gpt program runs them for training and for --predict-memory alike:
+//
+//   step:      zero_grad; per micro-batch: random windows, forward under autocast, the
+//              cross-entropy of every position's next byte, backward of loss / accum;
+//              unscale (fp16), clip the gradients' norm to 1, optimizer step (skipped on
+//              the device after an fp16 overflow), scheduler step
+//   estimate:  the mean loss of `iters` batches of one split, in eval mode without
+//              autograd, from a generator seeded afresh each time: the same windows at
+//              every estimate, so that a lower estimate means a better model, not
+//              luckier windows
+//
+// Nothing here reads a value back to the host; the caller decides when to (the loss
+// tensors stay on the device).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "examples/common/mixed_precision.h"
+#include "nn/gpt.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+
+namespace gpt {
+
+struct StepPlan {
+  int64_t batch_size = 1;  // windows per micro-batch
+  int64_t accum = 1;       // micro-batches per step
+  double clip_norm = 1.0;
+};
+
+// One optimizer step on windows of `bytes` drawn from `windows`; returns the step's mean
+// loss (over its micro-batches) as a 0-d float32 tensor on the device.
+mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
+                      const StepPlan& plan);
+
+// The mean loss of `iters` batches of `batch_size` windows of `bytes`, drawn from a
+// generator seeded with `seed`, as a 0-d float64 tensor on the device; leaves the model
+// in training mode.
+mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& precision,
+                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed);
+
+}  // namespace gpt

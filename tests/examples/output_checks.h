@@ -1,0 +1,45 @@
+// tests/examples/output_checks.h — reading what the example programs write, for their
+// tests: a member of a --summary-json, and a checkpoint's tensors as raw bytes (so that two
+// checkpoints compare exactly).
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+
+namespace mg_test {
+
+// The text after "key": in `json`, up to the next ',' or '}' (or the whole nested array or
+// flat object); the first such key at or after "within": when `within` is given (memory
+// categories appear in both "bytes_by_category" and "peak_bytes_by_category").
+inline std::string json_field(const std::string& json, const std::string& key, const std::string& within = "") {
+  const size_t start = within.empty() ? 0 : json.find("\"" + within + "\":");
+  REQUIRE(start != std::string::npos);
+  const size_t at = json.find("\"" + key + "\":", start);
+  REQUIRE(at != std::string::npos);
+  const size_t begin = at + key.size() + 3;
+  if (json[begin] == '{' || json[begin] == '[') return json.substr(begin, json.find_first_of("}]", begin) - begin + 1);
+  return json.substr(begin, json.find_first_of(",}", begin) - begin);
+}
+
+// json_field as a number.
+inline double json_number(const std::string& json, const std::string& key, const std::string& within = "") {
+  return std::strtod(json_field(json, key, within).c_str(), nullptr);
+}
+
+// A safetensors file's tensors by name, as raw bytes.
+inline std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string& path) {
+  std::map<std::string, std::vector<uint8_t>> bytes;
+  for (const auto& [name, tensor] : mg::load_safetensors(path)) {
+    const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
+    bytes[name].assign(data, data + tensor.nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace mg_test
