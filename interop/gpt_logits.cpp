@@ -31,6 +31,7 @@
 #include "core/random.h"
 #include "core/safetensors.h"
 #include "examples/common/cli.h"
+#include "examples/common/gpt_sizes.h"
 #include "examples/common/mixed_precision.h"
 #include "nn/gpt.h"
 
@@ -51,8 +52,7 @@ struct Args {
   mg::Device device = mg::Device::cpu();
   std::optional<mg::DType> amp;
   std::string preset = "gpt2";
-  // Sizes that replace the preset's.
-  std::optional<int64_t> layers, heads, embd, vocab, block;
+  examples::GPTSizeFlags sizes;  // replace the preset's
   bool help = false;
 };
 
@@ -71,10 +71,7 @@ std::string usage(const std::string& program) {
 
 Args parse_args(int argc, char** argv) {
   Args args;
-  auto size = [](const char* flag, std::optional<int64_t>& target) {
-    return [flag, &target](const std::string& value) { target = examples::parse_count(flag, value); };
-  };
-  const examples::FlagHandlers flags = {
+  examples::FlagHandlers flags = {
       {"--load", [&](const std::string& value) { args.load = value; }},
       {"--init-seed",
        [&](const std::string& value) { args.init_seed = examples::parse_number<uint64_t>("--init-seed", value); }},
@@ -90,12 +87,8 @@ Args parse_args(int argc, char** argv) {
          }
          args.preset = value;
        }},
-      {"--layers", size("--layers", args.layers)},
-      {"--heads", size("--heads", args.heads)},
-      {"--embd", size("--embd", args.embd)},
-      {"--vocab", size("--vocab", args.vocab)},
-      {"--block", size("--block", args.block)},
   };
+  args.sizes.add_to(flags, /*with_vocab=*/true);
   const examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
@@ -114,15 +107,9 @@ Args parse_args(int argc, char** argv) {
 }
 
 mg::nn::GPTOptions model_options(const Args& args) {
-  mg::nn::GPTOptions options = args.preset == "gpt2-medium"  ? mg::nn::GPTOptions::gpt2_medium()
-                               : args.preset == "gpt2-large" ? mg::nn::GPTOptions::gpt2_large()
-                                                             : mg::nn::GPTOptions::gpt2();
-  options.n_layer = args.layers.value_or(options.n_layer);
-  options.n_head = args.heads.value_or(options.n_head);
-  options.n_embd = args.embd.value_or(options.n_embd);
-  options.vocab_size = args.vocab.value_or(options.vocab_size);
-  options.block_size = args.block.value_or(options.block_size);
-  return options;
+  return args.sizes.apply(args.preset == "gpt2-medium"  ? mg::nn::GPTOptions::gpt2_medium()
+                          : args.preset == "gpt2-large" ? mg::nn::GPTOptions::gpt2_large()
+                                                        : mg::nn::GPTOptions::gpt2());
 }
 
 // The tensor stored under `key` in a safetensors file, on `device`.

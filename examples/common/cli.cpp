@@ -17,6 +17,11 @@ int64_t parse_count(const std::string& flag, const std::string& text, int64_t mi
   return value;
 }
 
+std::string parse_file_name(const std::string& flag, const std::string& text) {
+  if (text.empty()) throw UsageError(flag + " needs a file name");
+  return text;
+}
+
 double parse_positive_real(const std::string& flag, const std::string& text) {
   const auto value = parse_number<double>(flag, text);
   if (!(value > 0) || !std::isfinite(value)) throw UsageError(flag + " must be a positive number, got " + text);

@@ -37,6 +37,8 @@ T parse_number(const std::string& flag, const std::string& text) {
 int64_t parse_count(const std::string& flag, const std::string& text, int64_t minimum = 1);
 // A finite number > 0 (learning rates).
 double parse_positive_real(const std::string& flag, const std::string& text);
+// `text` unless it is empty (a file name).
+std::string parse_file_name(const std::string& flag, const std::string& text);
 // "cpu" or "cuda".
 mg::Device parse_device(const std::string& text);
 

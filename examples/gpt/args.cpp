@@ -35,16 +35,9 @@ mg::nn::GPTOptions preset_options(const std::string& preset) {
 
 Args parse_args(int argc, char** argv) {
   Args args;
-  auto file_name = [](const std::string& flag, const std::string& value) {
-    if (value.empty()) throw UsageError(flag + " needs a file name");
-    return value;
-  };
   bool sampling_flag = false;  // --temperature, --top-k or --prompt given
-  auto size = [](const char* flag, std::optional<int64_t>& target) {
-    return [flag, &target](const std::string& value) { target = examples::parse_count(flag, value); };
-  };
-  const examples::FlagHandlers flags = {
-      {"--data", [&](const std::string& value) { args.data = file_name("--data", value); }},
+  examples::FlagHandlers flags = {
+      {"--data", [&](const std::string& value) { args.data = examples::parse_file_name("--data", value); }},
       {"--preset",
        [&](const std::string& value) {
          if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium") {
@@ -52,10 +45,6 @@ Args parse_args(int argc, char** argv) {
          }
          args.preset = value;
        }},
-      {"--layers", size("--layers", args.layers)},
-      {"--heads", size("--heads", args.heads)},
-      {"--embd", size("--embd", args.embd)},
-      {"--block", size("--block", args.block)},
       {"--dropout",
        [&](const std::string& value) {
          const auto dropout = examples::parse_number<double>("--dropout", value);
@@ -75,12 +64,13 @@ Args parse_args(int argc, char** argv) {
       {"--eval-interval",
        [&](const std::string& value) { args.eval_interval = examples::parse_count("--eval-interval", value); }},
       {"--eval-iters", [&](const std::string& value) { args.eval_iters = examples::parse_count("--eval-iters", value); }},
-      {"--save", [&](const std::string& value) { args.save_path = file_name("--save", value); }},
-      {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
+      {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
+      {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
-      {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--summary-json",
+       [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
       {"--memory-timeline",
-       [&](const std::string& value) { args.memory_timeline = file_name("--memory-timeline", value); }},
+       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
       {"--sample", [&](const std::string& value) { args.sample = examples::parse_count("--sample", value); }},
       {"--temperature",
@@ -104,6 +94,7 @@ Args parse_args(int argc, char** argv) {
          sampling_flag = true;
        }},
   };
+  args.sizes.add_to(flags, /*with_vocab=*/false);
   const examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
@@ -133,11 +124,7 @@ Args parse_args(int argc, char** argv) {
 }
 
 mg::nn::GPTOptions model_options(const Args& args) {
-  mg::nn::GPTOptions options = preset_options(args.preset);
-  options.n_layer = args.layers.value_or(options.n_layer);
-  options.n_head = args.heads.value_or(options.n_head);
-  options.n_embd = args.embd.value_or(options.n_embd);
-  options.block_size = args.block.value_or(options.block_size);
+  mg::nn::GPTOptions options = args.sizes.apply(preset_options(args.preset));
   options.dropout = args.dropout.value_or(options.dropout);
   options.vocab_size = kVocabulary;
   options.checkpoint = args.checkpoint;

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "examples/common/gpt_sizes.h"
 #include "nn/gpt_options.h"
 
 namespace gpt {
@@ -17,7 +18,7 @@ struct Args {
   std::string data = "/usr/share/games/fortunes";  // a UTF-8 text file or a folder of them
   // Model: a preset, then single sizes that replace the preset's.
   std::string preset = "small";
-  std::optional<int64_t> layers, heads, embd, block;
+  examples::GPTSizeFlags sizes;  // no --vocab: the vocabulary is the 256 byte values
   std::optional<double> dropout;
   bool checkpoint = false;  // gradient checkpointing, block by block
   // Training.

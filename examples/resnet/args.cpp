@@ -12,10 +12,6 @@ using examples::UsageError;
 Args parse_args(int argc, char** argv) {
   Args args;
   bool model_given = false;
-  auto file_name = [](const std::string& flag, const std::string& value) {
-    if (value.empty()) throw UsageError(flag + " needs a file name");
-    return value;
-  };
   const examples::FlagHandlers flags = {
       {"--model",
        [&](const std::string& value) {
@@ -35,12 +31,13 @@ Args parse_args(int argc, char** argv) {
       {"--threads",
        [&](const std::string& value) { args.threads = static_cast<int>(examples::parse_count("--threads", value)); }},
       {"--limit", [&](const std::string& value) { args.limit = examples::parse_count("--limit", value); }},
-      {"--save", [&](const std::string& value) { args.save_path = file_name("--save", value); }},
-      {"--resume", [&](const std::string& value) { args.resume_path = file_name("--resume", value); }},
+      {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
+      {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
-      {"--summary-json", [&](const std::string& value) { args.summary_json = file_name("--summary-json", value); }},
+      {"--summary-json",
+       [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
       {"--memory-timeline",
-       [&](const std::string& value) { args.memory_timeline = file_name("--memory-timeline", value); }},
+       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},

@@ -1,22 +1,13 @@
-// examples/resnet/checkpoint.h — one file that lets a training run stop and continue
-// exactly: a safetensors file holding
-//
-//   model.<key>        the model's state_dict (parameters and BatchNorm buffers)
-//   optimizer.<key>    the optimizer's state dict (optim/state_dict.h)
-//   scaler.<key>       the GradScaler's state (--amp fp16 only; amp/grad_scaler.h)
-//   run.<field>        where the run stands (epochs done, scheduler steps, best accuracy,
-//                      times), as int64 / float64 tensors so that they read back exactly
-//
-// with {"format": "pt", "optimizer": "SGD", "model": "resnet18", "amp": "fp32"} as
-// metadata (a run resumes in the precision it was saved in). Written
-// atomically after every epoch: an interrupted save leaves the previous epoch's file.
+// examples/resnet/checkpoint.h — where a resnet training run stands, and its checkpoint
+// file (examples/common/run_checkpoint.h: model.*, optimizer.*, scaler.*, and these run.*
+// fields). Saved after every epoch; the model's name ("resnet18", ...) is the file's
+// "model" metadata, so that a checkpoint of another model is refused.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/device.h"
 #include "examples/common/mixed_precision.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"

@@ -1,6 +1,6 @@
 // tests/examples/output_checks.h — reading what the example programs write, for their
-// tests: a member of a --summary-json, and a checkpoint's tensors as raw bytes (so that two
-// checkpoints compare exactly).
+// tests: a member of their JSON (--summary-json, --bench, memory_lab's --json), and a
+// checkpoint's tensors as raw bytes (so that two checkpoints compare exactly).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -32,6 +32,11 @@ inline double json_number(const std::string& json, const std::string& key, const
   return std::strtod(json_field(json, key, within).c_str(), nullptr);
 }
 
+// json_field as an integer: byte counts compare exactly, past float64's 2^53.
+inline int64_t json_integer(const std::string& json, const std::string& key, const std::string& within = "") {
+  return std::strtoll(json_field(json, key, within).c_str(), nullptr, 10);
+}
+
 // A safetensors file's tensors by name, as raw bytes.
 inline std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string& path) {
   std::map<std::string, std::vector<uint8_t>> bytes;
@@ -40,6 +45,20 @@ inline std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::strin
     bytes[name].assign(data, data + tensor.nbytes());
   }
   return bytes;
+}
+
+// Two checkpoints of one run hold the same tensors to the byte, but for the wall-clock
+// times (run.seconds*): what a resumed run must end with.
+inline void check_same_checkpoint(const std::string& expected_path, const std::string& actual_path) {
+  const auto expected = tensor_bytes(expected_path);
+  const auto actual = tensor_bytes(actual_path);
+  REQUIRE(expected.size() == actual.size());
+  for (const auto& [name, bytes] : expected) {
+    if (name.rfind("run.seconds", 0) == 0) continue;
+    INFO(name);
+    REQUIRE(actual.count(name) == 1);
+    CHECK(actual.at(name) == bytes);
+  }
 }
 
 }  // namespace mg_test

@@ -1,5 +1,6 @@
 // tests/examples/program_runner.h — what the example-program tests share: running a built
-// program with its output captured, and a tiny two-class dataset in MNIST's file format.
+// program with its output captured, checking that a bad command line is refused, and a
+// tiny two-class dataset in MNIST's file format.
 #pragma once
 
 #include <sys/wait.h>
@@ -36,6 +37,17 @@ inline Outcome run_program(const TempDir& dir, const std::string& program, const
   const int status = std::system(command.c_str());
   REQUIRE(WIFEXITED(status));
   return {WEXITSTATUS(status), read_file(out_path), read_file(err_path)};
+}
+
+// Runs `program` with a bad command line: it must exit with code 2 and print `message`
+// and the usage on stderr.
+inline void check_usage_error(const TempDir& dir, const std::string& program, const std::string& arguments,
+                              const std::string& message) {
+  INFO(program << " " << arguments);
+  const Outcome outcome = run_program(dir, program, arguments);
+  CHECK(outcome.exit_code == 2);
+  CHECK_THAT(outcome.err, Catch::Contains(message));
+  CHECK_THAT(outcome.err, Catch::Contains("usage:"));
 }
 
 // 28x28 images of two classes: class 0 bright in the top half, class 1 in the bottom

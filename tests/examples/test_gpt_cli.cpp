@@ -131,15 +131,7 @@ TEST_CASE("a gpt run stopped and resumed ends as one that never stopped", "[exam
   CHECK_THAT(second.out, !Contains("step 20:"));
   CHECK_THAT(second.out, Contains("step 40: train loss"));
 
-  const auto expected = mg_test::tensor_bytes(dir.file("straight.safetensors"));
-  const auto resumed = mg_test::tensor_bytes(dir.file("resumed.safetensors"));
-  REQUIRE(expected.size() == resumed.size());
-  for (const auto& [name, bytes] : expected) {
-    if (name.rfind("run.seconds", 0) == 0) continue;  // wall-clock times differ
-    INFO(name);
-    REQUIRE(resumed.count(name) == 1);
-    CHECK(resumed.at(name) == bytes);
-  }
+  mg_test::check_same_checkpoint(dir.file("straight.safetensors"), dir.file("resumed.safetensors"));
   const std::string straight_json = read_file(dir.file("straight.json"));
   const std::string resumed_json = read_file(dir.file("resumed.json"));
   CHECK(json_field(resumed_json, "resumed_from_step") == "30");
@@ -247,11 +239,7 @@ TEST_CASE("gpt refuses a bad command line with exit code 2", "[examples][gpt]") 
       {"--layers", "--layers needs a value"},
       {"--batches 4", "unknown flag '--batches'"},
   }));
-  INFO(arguments);
-  const Outcome outcome = mg_test::run_program(dir, "gpt", arguments);
-  CHECK(outcome.exit_code == 2);
-  CHECK_THAT(outcome.err, Contains(message));
-  CHECK_THAT(outcome.err, Contains("usage:"));
+  mg_test::check_usage_error(dir, "gpt", arguments, message);
 }
 
 TEST_CASE("gpt exits with code 1 and says why when the data cannot be used", "[examples][gpt]") {

@@ -3,12 +3,14 @@
 // below is derived from the experiment's model in examples/memory_lab/), --experiment runs
 // one, and a bad command line exits with code 2 and the usage.
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <string>
 
+#include "examples/output_checks.h"
 #include "examples/program_runner.h"
 
 using Catch::Matchers::Contains;
+using mg_test::json_field;
+using mg_test::json_number;
 using mg_test::Outcome;
 using mg_test::read_file;
 using mg_test::TempDir;
@@ -30,18 +32,6 @@ std::string experiment_object(const std::string& json, const std::string& name) 
   return "";
 }
 
-// The text after "key": in `object`, up to the next ',' or '}'.
-std::string field(const std::string& object, const std::string& key) {
-  const size_t at = object.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  const size_t begin = at + key.size() + 3;
-  return object.substr(begin, object.find_first_of(",}", begin) - begin);
-}
-
-double number(const std::string& object, const std::string& key) {
-  return std::strtod(field(object, key).c_str(), nullptr);
-}
-
 // The lab's JSON for `arguments` (besides --json), after checking that it ran.
 std::string run_lab(const TempDir& dir, const std::string& arguments) {
   const std::string json_path = dir.file("lab.json");
@@ -58,100 +48,100 @@ TEST_CASE("memory_lab on the CPU measures every claim and reaches its verdict", 
   TempDir dir("memory-lab-cli");
   const std::string json = run_lab(dir, "--device cpu");
   INFO(json);
-  CHECK(field(json, "device") == "\"cpu\"");
+  CHECK(json_field(json, "device") == "\"cpu\"");
   auto experiment = [&](const char* name) { return experiment_object(json, name); };
 
   const std::string no_grad = experiment("no_grad");
-  CHECK(field(no_grad, "verdict") == "\"TRUE\"");
+  CHECK(json_field(no_grad, "verdict") == "\"TRUE\"");
   // Four ReLU outputs of 256 x 1024 floats are what a recorded forward saves.
-  CHECK(number(no_grad, "activation_peak_with_grad_bytes") == 4 * 256 * 1024 * 4);
-  CHECK(number(no_grad, "activation_peak_eval_bytes") == 4 * 256 * 1024 * 4);  // eval() saves nothing
-  CHECK(number(no_grad, "activation_peak_no_grad_bytes") == 0);
-  CHECK(number(no_grad, "allocated_peak_no_grad_bytes") < number(no_grad, "allocated_peak_with_grad_bytes"));
+  CHECK(json_number(no_grad, "activation_peak_with_grad_bytes") == 4 * 256 * 1024 * 4);
+  CHECK(json_number(no_grad, "activation_peak_eval_bytes") == 4 * 256 * 1024 * 4);  // eval() saves nothing
+  CHECK(json_number(no_grad, "activation_peak_no_grad_bytes") == 0);
+  CHECK(json_number(no_grad, "allocated_peak_no_grad_bytes") < json_number(no_grad, "allocated_peak_with_grad_bytes"));
 
   const std::string detach_clone = experiment("detach_clone");
-  CHECK(field(detach_clone, "verdict") == "\"TRUE\"");
-  CHECK(number(detach_clone, "detach_allocated_bytes") == 0);
-  CHECK(number(detach_clone, "clone_allocated_bytes") == 1024 * 4096 * 4);
-  CHECK(number(detach_clone, "detached_row_keeps_bytes") == 1024 * 4096 * 4);  // the whole source
-  CHECK(number(detach_clone, "cloned_row_keeps_bytes") == 4096 * 4);
+  CHECK(json_field(detach_clone, "verdict") == "\"TRUE\"");
+  CHECK(json_number(detach_clone, "detach_allocated_bytes") == 0);
+  CHECK(json_number(detach_clone, "clone_allocated_bytes") == 1024 * 4096 * 4);
+  CHECK(json_number(detach_clone, "detached_row_keeps_bytes") == 1024 * 4096 * 4);  // the whole source
+  CHECK(json_number(detach_clone, "cloned_row_keeps_bytes") == 4096 * 4);
 
   const std::string empty_cache = experiment("empty_cache");
-  CHECK(field(empty_cache, "verdict") == "\"PARTLY\"");
+  CHECK(json_field(empty_cache, "verdict") == "\"PARTLY\"");
   constexpr double kBigTensorBytes = 64 << 20;
-  CHECK(number(empty_cache, "allocated_after_del_bytes") == 0);
-  CHECK(number(empty_cache, "reserved_after_del_bytes") == kBigTensorBytes);
-  CHECK(number(empty_cache, "reserved_after_reuse_bytes") == kBigTensorBytes);  // no new segment
-  CHECK(number(empty_cache, "reserved_after_empty_cache_bytes") == 0);
-  CHECK(number(empty_cache, "total_reserved_after_empty_cache_bytes") ==
-        number(empty_cache, "total_allocated_after_empty_cache_bytes"));
+  CHECK(json_number(empty_cache, "allocated_after_del_bytes") == 0);
+  CHECK(json_number(empty_cache, "reserved_after_del_bytes") == kBigTensorBytes);
+  CHECK(json_number(empty_cache, "reserved_after_reuse_bytes") == kBigTensorBytes);  // no new segment
+  CHECK(json_number(empty_cache, "reserved_after_empty_cache_bytes") == 0);
+  CHECK(json_number(empty_cache, "total_reserved_after_empty_cache_bytes") ==
+        json_number(empty_cache, "total_allocated_after_empty_cache_bytes"));
 
   // One forward of the 256-512-512-10 MLP on 64 samples saves two ReLU outputs, and
   // cross-entropy the logits, a log-sum-exp per row and the count of targets.
   constexpr double kSavedPerForward = 2 * 64 * 512 * 4 + 64 * 10 * 4 + 64 * 4 + 4;
   const std::string retain_graph = experiment("retain_graph");
-  CHECK(field(retain_graph, "verdict") == "\"PARTLY\"");
-  CHECK(number(retain_graph, "retain_kept_losses_activation_bytes") == 8 * kSavedPerForward);
-  CHECK(number(retain_graph, "retain_item_activation_bytes") == 0);
-  CHECK(number(retain_graph, "backward_kept_losses_activation_bytes") == 0);
+  CHECK(json_field(retain_graph, "verdict") == "\"PARTLY\"");
+  CHECK(json_number(retain_graph, "retain_kept_losses_activation_bytes") == 8 * kSavedPerForward);
+  CHECK(json_number(retain_graph, "retain_item_activation_bytes") == 0);
+  CHECK(json_number(retain_graph, "backward_kept_losses_activation_bytes") == 0);
 
   const std::string kept_losses = experiment("kept_losses");
-  CHECK(field(kept_losses, "verdict") == "\"PARTLY\"");
-  CHECK(number(kept_losses, "training_kept_activation_bytes") == 0);
-  CHECK(number(kept_losses, "training_kept_allocated_bytes") == 8 * 512);  // one rounded block per loss
-  CHECK(number(kept_losses, "training_item_allocated_bytes") == 0);
-  CHECK(number(kept_losses, "evaluation_kept_activation_bytes") == 8 * kSavedPerForward);
-  CHECK(number(kept_losses, "evaluation_item_allocated_bytes") == 0);
+  CHECK(json_field(kept_losses, "verdict") == "\"PARTLY\"");
+  CHECK(json_number(kept_losses, "training_kept_activation_bytes") == 0);
+  CHECK(json_number(kept_losses, "training_kept_allocated_bytes") == 8 * 512);  // one rounded block per loss
+  CHECK(json_number(kept_losses, "training_item_allocated_bytes") == 0);
+  CHECK(json_number(kept_losses, "evaluation_kept_activation_bytes") == 8 * kSavedPerForward);
+  CHECK(json_number(kept_losses, "evaluation_item_allocated_bytes") == 0);
 
   // Micro-batches of 128 through 256-512-512-10.
   const std::string accumulation = experiment("accumulation");
-  CHECK(field(accumulation, "verdict") == "\"FALSE\"");
+  CHECK(json_field(accumulation, "verdict") == "\"FALSE\"");
   constexpr double kSavedPerMicroBatch = 2 * 128 * 512 * 4 + 128 * 10 * 4 + 128 * 4 + 4;
-  CHECK(number(accumulation, "activation_peak_accum1_bytes") == kSavedPerMicroBatch);
-  CHECK(number(accumulation, "activation_peak_accum8_bytes") == kSavedPerMicroBatch);
-  CHECK(number(accumulation, "activation_peak_batch1024_bytes") ==
+  CHECK(json_number(accumulation, "activation_peak_accum1_bytes") == kSavedPerMicroBatch);
+  CHECK(json_number(accumulation, "activation_peak_accum8_bytes") == kSavedPerMicroBatch);
+  CHECK(json_number(accumulation, "activation_peak_batch1024_bytes") ==
         8 * 2 * 128 * 512 * 4 + 1024 * 10 * 4 + 1024 * 4 + 4);
-  CHECK(number(accumulation, "gradient_peak_accum8_bytes") == number(accumulation, "gradient_peak_accum1_bytes"));
-  CHECK(number(accumulation, "allocated_peak_accum8_bytes") == number(accumulation, "allocated_peak_accum2_bytes"));
-  CHECK(number(accumulation, "allocated_peak_accum8_bytes") < number(accumulation, "allocated_peak_batch1024_bytes"));
+  CHECK(json_number(accumulation, "gradient_peak_accum8_bytes") == json_number(accumulation, "gradient_peak_accum1_bytes"));
+  CHECK(json_number(accumulation, "allocated_peak_accum8_bytes") == json_number(accumulation, "allocated_peak_accum2_bytes"));
+  CHECK(json_number(accumulation, "allocated_peak_accum8_bytes") < json_number(accumulation, "allocated_peak_batch1024_bytes"));
 
   // 256-1024-1024-10: 1,323,018 float32 parameters in 6 tensors.
   constexpr double kParameterBytes = 1323018.0 * 4;
   const std::string zero_grad = experiment("zero_grad");
-  CHECK(field(zero_grad, "verdict") == "\"TRUE\"");
-  CHECK(number(zero_grad, "gradient_between_steps_none_bytes") == 0);
-  CHECK(number(zero_grad, "gradient_between_steps_zeros_bytes") == kParameterBytes);
-  CHECK(number(zero_grad, "step_peak_none_bytes") < number(zero_grad, "step_peak_zeros_bytes"));
+  CHECK(json_field(zero_grad, "verdict") == "\"TRUE\"");
+  CHECK(json_number(zero_grad, "gradient_between_steps_none_bytes") == 0);
+  CHECK(json_number(zero_grad, "gradient_between_steps_zeros_bytes") == kParameterBytes);
+  CHECK(json_number(zero_grad, "step_peak_none_bytes") < json_number(zero_grad, "step_peak_zeros_bytes"));
 
   const std::string optimizer_state = experiment("optimizer_state");
-  CHECK(field(optimizer_state, "verdict") == "\"TRUE\"");
-  CHECK(number(optimizer_state, "parameter_bytes") == kParameterBytes);
-  CHECK(number(optimizer_state, "sgd_state_bytes") == 0);
-  CHECK(number(optimizer_state, "momentum_state_bytes") == kParameterBytes);
-  CHECK(number(optimizer_state, "adam_state_bytes") == 2 * kParameterBytes + 6 * 4);  // + a step counter each
-  CHECK(number(optimizer_state, "adagrad_state_bytes") == kParameterBytes + 6 * 4);
+  CHECK(json_field(optimizer_state, "verdict") == "\"TRUE\"");
+  CHECK(json_number(optimizer_state, "parameter_bytes") == kParameterBytes);
+  CHECK(json_number(optimizer_state, "sgd_state_bytes") == 0);
+  CHECK(json_number(optimizer_state, "momentum_state_bytes") == kParameterBytes);
+  CHECK(json_number(optimizer_state, "adam_state_bytes") == 2 * kParameterBytes + 6 * 4);  // + a step counter each
+  CHECK(json_number(optimizer_state, "adagrad_state_bytes") == kParameterBytes + 6 * 4);
 
   const std::string autocast = experiment("autocast");
-  CHECK(field(autocast, "verdict") == "\"PARTLY\"");
+  CHECK(json_field(autocast, "verdict") == "\"PARTLY\"");
   // bfloat16 ReLU outputs; the input's 16-bit copy and the float32 loss's saves are the
   // few bytes over half.
-  CHECK(number(autocast, "activation_ratio") > 0.45);
-  CHECK(number(autocast, "activation_ratio") < 0.55);
-  CHECK(number(autocast, "parameter_growth_autocast_bytes") == 0);  // master weights stay float32
-  CHECK(number(autocast, "autocast_cache_peak_bytes") == number(autocast, "parameter_bytes") / 2);
+  CHECK(json_number(autocast, "activation_ratio") > 0.45);
+  CHECK(json_number(autocast, "activation_ratio") < 0.55);
+  CHECK(json_number(autocast, "parameter_growth_autocast_bytes") == 0);  // master weights stay float32
+  CHECK(json_number(autocast, "autocast_cache_peak_bytes") == json_number(autocast, "parameter_bytes") / 2);
 
   const std::string checkpointing = experiment("checkpointing");
-  CHECK(field(checkpointing, "verdict") == "\"TRUE\"");
+  CHECK(json_field(checkpointing, "verdict") == "\"TRUE\"");
   // 3 segment inputs + one recomputed segment's 4 ReLU outputs, against 16 ReLU outputs.
-  CHECK(number(checkpointing, "activation_peak_checkpointed_bytes") == 7 * 512 * 256 * 4);
-  CHECK(number(checkpointing, "activation_ratio") < 0.6);
-  CHECK(number(checkpointing, "allocated_peak_checkpointed_bytes") <
-        number(checkpointing, "allocated_peak_plain_bytes"));
+  CHECK(json_number(checkpointing, "activation_peak_checkpointed_bytes") == 7 * 512 * 256 * 4);
+  CHECK(json_number(checkpointing, "activation_ratio") < 0.6);
+  CHECK(json_number(checkpointing, "allocated_peak_checkpointed_bytes") <
+        json_number(checkpointing, "allocated_peak_plain_bytes"));
   // NOTE: the step times are only checked to be measured: the recompute adds a third more
   // layer passes (1.31 to 1.33 on a quiet 2-core machine), but tests running beside this one
   // can slow either setting by more than that.
-  CHECK(number(checkpointing, "step_plain_ms") > 0);
-  CHECK(number(checkpointing, "step_checkpointed_ms") > 0);
+  CHECK(json_number(checkpointing, "step_plain_ms") > 0);
+  CHECK(json_number(checkpointing, "step_checkpointed_ms") > 0);
 }
 
 TEST_CASE("memory_lab --experiment runs that experiment alone", "[examples][memory_lab]") {
@@ -159,7 +149,7 @@ TEST_CASE("memory_lab --experiment runs that experiment alone", "[examples][memo
   const std::string json = run_lab(dir, "--device cpu --experiment optimizer_state");
   CHECK(json.find("\"optimizer_state\":{") != std::string::npos);
   CHECK(json.find("\"no_grad\":{") == std::string::npos);
-  CHECK(field(experiment_object(json, "optimizer_state"), "verdict") == "\"TRUE\"");
+  CHECK(json_field(experiment_object(json, "optimizer_state"), "verdict") == "\"TRUE\"");
 }
 
 TEST_CASE("memory_lab --list names every experiment", "[examples][memory_lab]") {
@@ -180,9 +170,5 @@ TEST_CASE("memory_lab refuses a bad command line with exit code 2", "[examples][
       {"--json", "--json needs a value"},
       {"--steps 3", "unknown flag '--steps'"},
   }));
-  INFO(arguments);
-  const Outcome outcome = mg_test::run_program(dir, "memory_lab", arguments);
-  CHECK(outcome.exit_code == 2);
-  CHECK_THAT(outcome.err, Contains(message));
-  CHECK_THAT(outcome.err, Contains("usage:"));
+  mg_test::check_usage_error(dir, "memory_lab", arguments, message);
 }

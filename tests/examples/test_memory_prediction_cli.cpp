@@ -11,23 +11,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "examples/output_checks.h"
 #include "examples/program_runner.h"
 
+using mg_test::json_integer;
 using mg_test::Outcome;
 using mg_test::read_file;
 using mg_test::TempDir;
 using mg_test::write_two_class_split;
 
 namespace {
-
-// The integer after "key": in `json`, at or after the first occurrence of `within` (if given).
-int64_t json_integer(const std::string& json, const std::string& key, const std::string& within = "") {
-  const size_t start = within.empty() ? 0 : json.find("\"" + within + "\":");
-  REQUIRE(start != std::string::npos);
-  const size_t at = json.find("\"" + key + "\":", start);
-  REQUIRE(at != std::string::npos);
-  return std::strtoll(json.c_str() + at + key.size() + 3, nullptr, 10);
-}
 
 struct Peaks {
   int64_t allocated, reserved, workspace;

@@ -2,20 +2,14 @@
 // line exits 2 with the usage, a missing dataset exits 1 naming the folder, one epoch on a
 // tiny, clearly separable dataset learns it and writes a complete JSON summary, --accum
 // trains as the larger batch does, and --checkpoint lowers the CNN's activation peak.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
-#include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <random>
 #include <string>
-#include <vector>
 
+#include "examples/output_checks.h"
 #include "examples/program_runner.h"
 
+using mg_test::json_number;
 using mg_test::Outcome;
 using mg_test::read_file;
 using mg_test::TempDir;
@@ -23,19 +17,8 @@ using mg_test::write_two_class_split;
 
 namespace {
 
-// The number after "key": in `json`, at or after `from`.
-double json_number(const std::string& json, const std::string& key, size_t from = 0) {
-  const size_t at = json.find("\"" + key + "\":", from);
-  REQUIRE(at != std::string::npos);
-  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
-}
-
 // The run's ACTIVATION peak: memory.peak_bytes_by_category.ACTIVATION.
-double activation_peak(const std::string& json) {
-  const size_t peaks = json.find("\"peak_bytes_by_category\"");
-  REQUIRE(peaks != std::string::npos);
-  return json_number(json, "ACTIVATION", peaks);
-}
+double activation_peak(const std::string& json) { return json_number(json, "ACTIVATION", "peak_bytes_by_category"); }
 
 }  // namespace
 
@@ -55,11 +38,7 @@ TEST_CASE("mnist refuses a bad command line with exit code 2 and the usage", "[e
       {"--amp fp16", "--amp fp16 needs --device cuda"},
       {"--amp int8", "--amp must be fp16, bf16 or fp32, got 'int8'"},
   }));
-  const Outcome outcome = mg_test::run_program(dir, "mnist", arguments);
-  INFO(arguments);
-  CHECK(outcome.exit_code == 2);
-  CHECK_THAT(outcome.err, Catch::Contains(message));
-  CHECK_THAT(outcome.err, Catch::Contains("usage:"));
+  mg_test::check_usage_error(dir, "mnist", arguments, message);
 }
 
 TEST_CASE("mnist --help prints the usage and exits 0", "[examples]") {
@@ -233,6 +212,6 @@ TEST_CASE("mnist --amp bf16 learns the separable dataset under autocast on the C
   CHECK(json_number(json, "test_accuracy") >= 0.95);
   // The weights' bfloat16 copies were made (so autocast did run) and lived in the forward
   // passes' autocast regions only: none is left at the end.
-  CHECK(json_number(json, "AUTOCAST_CACHE", json.find("\"peak_bytes_by_category\"")) > 0);
+  CHECK(json_number(json, "AUTOCAST_CACHE", "peak_bytes_by_category") > 0);
   CHECK(json_number(json, "AUTOCAST_CACHE") == 0);
 }

@@ -4,49 +4,19 @@
 // checkpoint ends with the same model, optimizer state and accuracies as a run that was
 // never stopped; a checkpoint that does not fit the command line is refused; --amp bf16
 // halves the activation peak on the CPU.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
-#include <cstdint>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <map>
-#include <random>
 #include <string>
-#include <vector>
 
-#include "core/safetensors.h"
+#include "examples/output_checks.h"
 #include "examples/program_runner.h"
 
 using Catch::Matchers::Contains;
+using mg_test::json_field;
+using mg_test::json_number;
 using mg_test::Outcome;
 using mg_test::read_file;
 using mg_test::TempDir;
 using mg_test::write_two_class_split;
-
-namespace {
-
-// The text after "key": in `json`, up to the next ',' or '}' (or the whole nested object).
-std::string json_field(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  const size_t begin = at + key.size() + 3;
-  if (json[begin] == '{' || json[begin] == '[') return json.substr(begin, json.find_first_of("}]", begin) - begin + 1);
-  return json.substr(begin, json.find_first_of(",}", begin) - begin);
-}
-
-// A checkpoint's tensors by name, as raw bytes, and its run.* fields.
-std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string& path) {
-  std::map<std::string, std::vector<uint8_t>> bytes;
-  for (const auto& [name, tensor] : mg::load_safetensors(path)) {
-    const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
-    bytes[name].assign(data, data + tensor.nbytes());
-  }
-  return bytes;
-}
-
-}  // namespace
 
 TEST_CASE("resnet --bench writes bench_train_step's fields", "[examples][resnet]") {
   TempDir dir("resnet-cli");
@@ -64,17 +34,17 @@ TEST_CASE("resnet --bench writes bench_train_step's fields", "[examples][resnet]
   CHECK(json_field(json, "device") == "\"cpu\"");
   for (const char* key : {"step_ms_median", "step_ms_p10", "step_ms_p90", "mean_ms", "host_issue_ms", "samples_per_s"}) {
     INFO(key);
-    CHECK(std::strtod(json_field(json, key).c_str(), nullptr) > 0);
+    CHECK(json_number(json, key) > 0);
   }
   // ResNet-18's 11.2 M float32 parameters (3 input channels, 10 classes), and as many
   // bytes again of gradients and of momentum buffers.
-  const double parameter_bytes = std::strtod(json_field(json, "PARAMETER").c_str(), nullptr);
+  const double parameter_bytes = json_number(json, "PARAMETER");
   CHECK(parameter_bytes > 44.0e6);
   CHECK(parameter_bytes < 45.0e6);
-  CHECK(std::strtod(json_field(json, "OPTIMIZER_STATE").c_str(), nullptr) > 44.0e6);
-  CHECK(std::strtod(json_field(json, "GRADIENT").c_str(), nullptr) > 44.0e6);
-  CHECK(std::strtod(json_field(json, "ACTIVATION").c_str(), nullptr) > 0);
-  CHECK(std::strtod(json_field(json, "peak_allocated_bytes").c_str(), nullptr) > 3 * parameter_bytes);
+  CHECK(json_number(json, "OPTIMIZER_STATE") > 44.0e6);
+  CHECK(json_number(json, "GRADIENT") > 44.0e6);
+  CHECK(json_number(json, "ACTIVATION") > 0);
+  CHECK(json_number(json, "peak_allocated_bytes") > 3 * parameter_bytes);
   CHECK_THAT(outcome.err, Contains("median step"));
 }
 
@@ -88,7 +58,7 @@ TEST_CASE("resnet --bench --checkpoint lowers the step's activation peak and --a
                                             "--summary-json " + summary + " " + flags);
     INFO(flags << "\n" << outcome.err);
     REQUIRE(outcome.exit_code == 0);
-    return std::strtod(json_field(read_file(summary), "ACTIVATION").c_str(), nullptr);
+    return json_number(read_file(summary), "ACTIVATION");
   };
   const double plain = activation_peak("--warmup 1");
   const double checked = activation_peak("--warmup 1 --checkpoint");
@@ -116,11 +86,8 @@ TEST_CASE("resnet --bench --amp bf16 halves the activation peak and caches the w
   const std::string fp32 = bench("fp32"), bf16 = bench("bf16");
   CHECK(json_field(fp32, "amp") == "\"fp32\"");
   CHECK(json_field(bf16, "amp") == "\"bf16\"");
-  auto peak = [&](const std::string& json, const char* category) {
-    return std::strtod(json_field(json, category).c_str(), nullptr);
-  };
-  const double ratio = peak(bf16, "ACTIVATION") / peak(fp32, "ACTIVATION");
-  INFO("ACTIVATION peak " << peak(fp32, "ACTIVATION") << " -> " << peak(bf16, "ACTIVATION") << " bytes (x" << ratio << ")");
+  const double ratio = json_number(bf16, "ACTIVATION") / json_number(fp32, "ACTIVATION");
+  INFO("ACTIVATION peak " << json_number(fp32, "ACTIVATION") << " -> " << json_number(bf16, "ACTIVATION") << " bytes (x" << ratio << ")");
   // Measured on the CPU: 18,790,068 -> 9,438,900 bytes (x0.502): every saved convolution
   // input, batch-norm input and ReLU output is 16-bit; batch norm's float32 statistics are
   // the few bytes over half.
@@ -128,9 +95,9 @@ TEST_CASE("resnet --bench --amp bf16 halves the activation peak and caches the w
   CHECK(ratio < 0.55);
   // One bfloat16 copy of each float32 weight, cast once per step: half the parameter bytes
   // (less the batch-norm affine parameters, which stay float32).
-  CHECK(peak(fp32, "AUTOCAST_CACHE") == 0);
-  CHECK(peak(bf16, "AUTOCAST_CACHE") > 0.45 * peak(bf16, "PARAMETER"));
-  CHECK(peak(bf16, "AUTOCAST_CACHE") < 0.5 * peak(bf16, "PARAMETER"));
+  CHECK(json_number(fp32, "AUTOCAST_CACHE") == 0);
+  CHECK(json_number(bf16, "AUTOCAST_CACHE") > 0.45 * json_number(bf16, "PARAMETER"));
+  CHECK(json_number(bf16, "AUTOCAST_CACHE") < 0.5 * json_number(bf16, "PARAMETER"));
 }
 
 TEST_CASE("resnet refuses a bad command line with exit code 2", "[examples][resnet]") {
@@ -144,11 +111,7 @@ TEST_CASE("resnet refuses a bad command line with exit code 2", "[examples][resn
       {"--bench --amp fp16", "--amp fp16 needs --device cuda"},
       {"--amp half", "--amp must be fp16, bf16 or fp32, got 'half'"},
   }));
-  INFO(arguments);
-  const Outcome outcome = mg_test::run_program(dir, "resnet", arguments);
-  CHECK(outcome.exit_code == 2);
-  CHECK_THAT(outcome.err, Contains(message));
-  CHECK_THAT(outcome.err, Contains("usage:"));
+  mg_test::check_usage_error(dir, "resnet", arguments, message);
 }
 
 TEST_CASE("a resnet run stopped and resumed ends as one that never stopped", "[examples][resnet]") {
@@ -180,15 +143,7 @@ TEST_CASE("a resnet run stopped and resumed ends as one that never stopped", "[e
     CHECK_THAT(second.out, !Contains("epoch 1:"));
     CHECK_THAT(second.out, Contains("epoch 2:"));
 
-    const auto expected = tensor_bytes(dir.file("straight.safetensors"));
-    const auto resumed = tensor_bytes(dir.file("resumed.safetensors"));
-    REQUIRE(expected.size() == resumed.size());
-    for (const auto& [name, bytes] : expected) {
-      if (name.rfind("run.seconds", 0) == 0) continue;  // wall-clock times differ
-      INFO(name);
-      REQUIRE(resumed.count(name) == 1);
-      CHECK(resumed.at(name) == bytes);
-    }
+    mg_test::check_same_checkpoint(dir.file("straight.safetensors"), dir.file("resumed.safetensors"));
     const std::string straight_json = read_file(dir.file("straight.json"));
     const std::string resumed_json = read_file(dir.file("resumed.json"));
     CHECK(json_field(resumed_json, "resumed_from_epoch") == "1");
