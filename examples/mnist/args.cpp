@@ -66,15 +66,9 @@ Args parse_args(int argc, char** argv) {
          args.threads = static_cast<int>(examples::parse_count("--threads", value));
        }},
       {"--summary-json",
-       [&](const std::string& value) {
-         if (value.empty()) throw UsageError("--summary-json needs a file name");
-         args.summary_json = value;
-       }},
+       [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
       {"--memory-timeline",
-       [&](const std::string& value) {
-         if (value.empty()) throw UsageError("--memory-timeline needs a file name");
-         args.memory_timeline = value;
-       }},
+       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
