@@ -20,6 +20,19 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     as `resnet --bench --checkpoint`.
     NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
     PyTorch eager as a user gets it.
+  * --model gpt2, as `gpt --bench` (examples/gpt/bench.cpp): GPT-2 124M (12 layers, 12
+    heads, 768 wide, T = 1024, GPT-2's 50257 tokens with the table padded to 50304) in
+    plain torch.nn (interop/torch_gpt.py: F.scaled_dot_product_attention, the head tied to
+    the token table, nanoGPT's initialisation), one batch of random tokens (below 50257)
+    from a seeded generator; a step is zero_grad, forward, the cross-entropy of every
+    position, backward, clip_grad_norm_(1.0) and torch.optim.AdamW(fused=True on cuda) with
+    the training run's settings: betas 0.9 / 0.99, weight decay 0.1 on the matrices (2-d
+    parameters: the Linear weights and both embedding tables), none on biases and
+    LayerNorms. --amp bf16 runs the forward under autocast bfloat16 (fp16 adds a
+    GradScaler, unscaled before clipping); --checkpoint recomputes each block in backward.
+    Defaults: --batch 16 --warmup 5 --steps 20 --optim adamw --lr 1e-3. --compile times
+    torch.compile(model) as well, after the eager run in the same call (two JSON lines:
+    "framework" "pytorch", then "pytorch-compile"; the compile happens in the warm-up).
 
 and the same measurements:
 
@@ -42,9 +55,11 @@ same format as bench_train_step with "framework": "pytorch".
   python3 bench/torch_reference.py --model mlp --batch 128 --optim adam --device cuda \\
       --warmup 50 --steps 500
   python3 bench/torch_reference.py --model resnet50 --batch 64 --device cuda [--channels-last]
+  python3 bench/torch_reference.py --model gpt2 --batch 16 --amp bf16 --device cuda --compile
   python3 bench/torch_reference.py --host-overhead --device cuda
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -54,24 +69,31 @@ import time
 import torch
 import torch.utils.checkpoint
 
-# The ResNet definition is shared with the interop check, which needs the very same model.
+# The ResNet and GPT definitions are shared with the interop checks, which need the very
+# same models.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+import torch_gpt  # noqa: E402
 import torch_resnet  # noqa: E402
 
 PIXELS = 28 * 28
 CLASSES = 10
 # (channels, height, width) of the input, classes, small-image stem — as examples/resnet/bench.cpp.
 RESNET_SHAPES = {"resnet18": ((3, 32, 32), 10, True), "resnet50": ((3, 224, 224), 1000, False)}
+# GPT-2's tokenizer's tokens, and the model's table padded to a multiple of 64 (as
+# examples/gpt/bench.h's kBenchTokens and kBenchVocabulary).
+GPT_TOKENS = 50257
+GPT_VOCABULARY = 50304
 # Per model: (batch, warmup, steps, optimizer) when not given on the command line.
-DEFAULTS = {"mlp": (128, 50, 500, "adam"), "resnet18": (256, 5, 20, "sgd"), "resnet50": (256, 5, 20, "sgd")}
+DEFAULTS = {"mlp": (128, 50, 500, "adam"), "resnet18": (256, 5, 20, "sgd"), "resnet50": (256, 5, 20, "sgd"),
+            "gpt2": (16, 5, 20, "adamw")}
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="PyTorch eager reference for bench_train_step and resnet --bench (same flags, "
                     "same JSON line).")
-    parser.add_argument("--model", default="mlp", choices=["mlp", *RESNET_SHAPES])
-    parser.add_argument("--batch", type=int, default=None, help="default: 128 (mlp), 256 (resnets)")
+    parser.add_argument("--model", default="mlp", choices=["mlp", *RESNET_SHAPES, "gpt2"])
+    parser.add_argument("--batch", type=int, default=None, help="default: 128 (mlp), 256 (resnets), 16 (gpt2)")
     parser.add_argument("--optim", default=None, choices=["sgd", "adam", "adamw", "adagrad"],
                         help="default: adam (mlp), sgd (resnets, the only choice there)")
     parser.add_argument("--lr", type=float, default=None,
@@ -81,10 +103,13 @@ def parse_args(argv):
     parser.add_argument("--amp", default="fp32", choices=["fp32", "fp16", "bf16"],
                         help="resnets: forward under torch.autocast (fp16 with a GradScaler)")
     parser.add_argument("--checkpoint", action="store_true",
-                        help="resnets: checkpoint the stem and each residual block of layer1..layer4")
+                        help="resnets: checkpoint the stem and each residual block of layer1..layer4; "
+                             "gpt2: each transformer block")
+    parser.add_argument("--compile", action="store_true",
+                        help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
-    parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets)")
-    parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets)")
+    parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets, gpt2)")
+    parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets, gpt2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--host-overhead", action="store_true",
@@ -98,10 +123,16 @@ def parse_args(argv):
     for name, default in zip(("batch", "warmup", "steps", "optim"), DEFAULTS[args.model]):
         if getattr(args, name) is None:
             setattr(args, name, default)
-    if args.model != "mlp" and args.optim != "sgd" and not args.host_overhead:
+    if args.model in RESNET_SHAPES and args.optim != "sgd" and not args.host_overhead:
         parser.error(f"--model {args.model} trains with sgd only, as examples/resnet's --bench")
+    if args.model == "gpt2" and args.optim != "adamw" and not args.host_overhead:
+        parser.error("--model gpt2 trains with adamw only, as `gpt --bench`")
     if args.model == "mlp" and (args.channels_last or args.amp != "fp32" or args.checkpoint):
-        parser.error("--channels-last, --amp and --checkpoint are for the resnets")
+        parser.error("--channels-last, --amp and --checkpoint are for the resnets and gpt2")
+    if args.model == "gpt2" and args.channels_last:
+        parser.error("--channels-last is for the resnets")
+    if args.compile and args.model != "gpt2":
+        parser.error("--compile is for --model gpt2")
     if args.amp == "fp16" and args.device != "cuda":
         parser.error("--amp fp16 needs --device cuda (CPU autocast computes in bfloat16)")
     for name, minimum in (("batch", 1), ("warmup", 0), ("steps", 1), ("ops", 2), ("repeats", 1)):
@@ -253,7 +284,30 @@ def run_train_step(args, device):
         scaler.step(optimizer)
         scaler.update()
 
-    for _ in range(args.warmup):
+    result = {
+        "framework": "pytorch",
+        "model": args.model,
+        "batch": args.batch,
+        "optim": args.optim,
+        "memory_format": "channels_last" if args.channels_last else "contiguous",
+        "amp": args.amp,
+        "checkpoint": args.checkpoint,
+        "device": args.device,
+        "tf32_matmul": False,
+        "tf32_cudnn": device.type == "cuda",
+    }
+    result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    result["peak_bytes_by_category"] = None  # PyTorch does not say what its bytes are for
+    result["torch_version"] = torch.__version__
+    result["model_source"] = model_source
+    return result
+
+
+def measure_steps(step, device, warmup, steps, batch):
+    """bench/train_step.cpp's measurements of `step` (which issues one training step and does
+    not wait): `warmup` untimed steps, one from reset_peak_memory_stats() for the peak memory
+    and the host's issue time, then `steps` steps between timeline marks."""
+    for _ in range(warmup):
         step()
 
     # Peak memory of one step, from the state a step starts in.
@@ -269,42 +323,107 @@ def run_train_step(args, device):
         peak_allocated = torch.cuda.max_memory_allocated(device)
         peak_reserved = torch.cuda.max_memory_reserved(device)
 
-    timeline = Timeline(device, args.steps + 1)
+    timeline = Timeline(device, steps + 1)
     loop_start = time.perf_counter()
     timeline.mark()
-    for _ in range(args.steps):
+    for _ in range(steps):
         step()
         timeline.mark()
     synchronize(device)
     loop_ms = (time.perf_counter() - loop_start) * 1000.0
     step_ms = timeline.intervals_ms()
-    mean_ms = loop_ms / args.steps
-
+    mean_ms = loop_ms / steps
     return {
-        "framework": "pytorch",
-        "model": args.model,
-        "batch": args.batch,
-        "optim": args.optim,
-        "memory_format": "channels_last" if args.channels_last else "contiguous",
-        "amp": args.amp,
-        "checkpoint": args.checkpoint,
-        "device": args.device,
-        "tf32_matmul": False,
-        "tf32_cudnn": device.type == "cuda",
-        "warmup": args.warmup,
-        "steps": args.steps,
+        "warmup": warmup,
+        "steps": steps,
         "step_ms_median": quantile(step_ms, 0.5),
         "step_ms_p10": quantile(step_ms, 0.1),
         "step_ms_p90": quantile(step_ms, 0.9),
         "mean_ms": mean_ms,
         "host_issue_ms": host_issue_ms,
-        "samples_per_s": args.batch / (mean_ms / 1000.0),
+        "samples_per_s": batch / (mean_ms / 1000.0),
         "peak_allocated_bytes": peak_allocated,
         "peak_reserved_bytes": peak_reserved,
-        "peak_bytes_by_category": None,  # PyTorch does not say what its bytes are for
-        "torch_version": torch.__version__,
-        "model_source": model_source,
     }
+
+
+def gpt_optimizer(model, lr):
+    """AdamW with the gpt example's groups and settings (examples/gpt/main.cpp,
+    optim/param_groups.h): weight decay 0.1 on every parameter of two or more dimensions,
+    none on the others; betas 0.9 / 0.99; the fused kernel on cuda (torch's CPU build may
+    lack it)."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+    fused = next(iter(parameters)).device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), fused=fused)
+
+
+def run_gpt_steps(args, device, compiled):
+    """`gpt --bench`'s step on GPT-2 124M (see the module's doc), eager or torch.compile'd."""
+    torch.manual_seed(args.seed)
+    model = torch_gpt.GPT(torch_gpt.GPTConfig(vocab_size=GPT_VOCABULARY))
+    if args.checkpoint:
+        model.transformer.h = torch.nn.ModuleList(Checkpointed(block) for block in model.transformer.h)
+    model = model.to(device)
+    model.train()
+    optimizer = gpt_optimizer(model, args.lr or 1e-3)
+    forward = torch.compile(model) if compiled else model
+    block_size = model.config.block_size
+    # Made on the host and copied over, as a data loader's batch arrives; reused by every step.
+    data_generator = torch.Generator().manual_seed(args.seed + 1)
+    inputs = torch.randint(0, GPT_TOKENS, (args.batch, block_size), generator=data_generator).to(device)
+    targets = torch.randint(0, GPT_TOKENS, (args.batch * block_size,), generator=data_generator).to(device)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            logits = forward(inputs)  # (B, T, vocabulary)
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)  # a no-op unless fp16
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+
+    result = {
+        "framework": "pytorch-compile" if compiled else "pytorch",
+        "model": "gpt2",
+        "n_layer": model.config.n_layer,
+        "n_head": model.config.n_head,
+        "n_embd": model.config.n_embd,
+        "block_size": block_size,
+        "vocab_size": model.config.vocab_size,
+        "batch": args.batch,
+        "accum": 1,
+        "checkpoint": args.checkpoint,
+        "optim": "adamw",
+        "device": args.device,
+        "amp": args.amp,
+        "compile": compiled,
+        "tf32_matmul": False,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    result["tokens_per_s"] = result["samples_per_s"] * block_size
+    result["peak_bytes_by_category"] = None
+    result["torch_version"] = torch.__version__
+    result["model_source"] = "interop/torch_gpt.py"
+    return result
+
+
+def run_gpt(args, device):
+    """The eager run, then (--compile) the compiled one, each on a fresh model; the first's
+    tensors are freed before the second starts, so that its peak is its own."""
+    results = [run_gpt_steps(args, device, compiled=False)]
+    if args.compile:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        results.append(run_gpt_steps(args, device, compiled=True))
+    return results
 
 
 def run_host_overhead(args, device):
@@ -370,8 +489,14 @@ def main(argv):
         # memgrad's defaults, which are PyTorch's: matmuls in full float32 (mg::cuda::
         # allow_tf32() off), convolutions free to use TF32 (mg::cuda::cudnn_allow_tf32() on).
         set_tf32(matmul=False, cudnn=True)
-    result = run_host_overhead(args, device) if args.host_overhead else run_train_step(args, device)
-    print(json.dumps(result, separators=(",", ":")), flush=True)
+    if args.host_overhead:
+        results = [run_host_overhead(args, device)]
+    elif args.model == "gpt2":
+        results = run_gpt(args, device)
+    else:
+        results = [run_train_step(args, device)]
+    for result in results:
+        print(json.dumps(result, separators=(",", ":")), flush=True)
     return 0
 
 

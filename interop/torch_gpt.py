@@ -16,7 +16,10 @@ files hold them transposed (a Conv1D layer). The language-model head is tied to 
 table and is not a module: nanoGPT's `lm_head = nn.Linear(...)` sharing wte's weight would
 put an extra "lm_head.weight" key into torch's state_dict, which memgrad (and Hugging Face's
 safetensors files) do not store. Attention is F.scaled_dot_product_attention with
-is_causal=True; there is no dropout (the check runs in evaluation mode).
+is_causal=True. Dropout (GPTConfig.dropout, 0 by default) sits where memgrad's GPT has it:
+after the embeddings, on the attention weights, after each residual branch; in evaluation
+mode, as the interop check runs, there is none. The model is shared by the interop check,
+bench/torch_reference.py --model gpt2 and bench/gpt_loss_reference.py.
 
 Initialisation is nanoGPT's (memgrad's too): Linear and Embedding weights N(0, 0.02), the
 residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)), biases 0,
@@ -39,6 +42,7 @@ class GPTConfig:
     block_size: int = 1024
     bias: bool = True
     layer_norm_eps: float = 1e-5
+    dropout: float = 0.0
 
 
 # OpenAI's GPT-2 sizes (memgrad's GPTOptions::gpt2(), gpt2_medium(), gpt2_large()).
@@ -54,7 +58,9 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"n_embd {config.n_embd} is not a multiple of n_head {config.n_head}")
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
         self.n_head = config.n_head
+        self.dropout = config.dropout
 
     def forward(self, x):
         batch, steps, channels = x.shape
@@ -63,8 +69,9 @@ class CausalSelfAttention(nn.Module):
         def heads(t):  # (B, T, C) -> (B, H, T, D)
             return t.view(batch, steps, self.n_head, channels // self.n_head).transpose(1, 2)
 
-        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)  # (B, H, T, D)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(batch, steps, channels))
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, D)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(batch, steps, channels)))
 
 
 class MLP(nn.Module):
@@ -72,9 +79,10 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
 
 
 class Block(nn.Module):
@@ -97,6 +105,7 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
             ln_f=nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias),
         ))
@@ -121,7 +130,7 @@ class GPT(nn.Module):
         if steps > self.config.block_size:
             raise ValueError(f"T={steps} tokens, but block_size is {self.config.block_size}")
         positions = torch.arange(steps, device=tokens.device)
-        x = self.transformer.wte(tokens) + self.transformer.wpe(positions)
+        x = self.transformer.drop(self.transformer.wte(tokens) + self.transformer.wpe(positions))
         for block in self.transformer.h:
             x = block(x)
         x = self.transformer.ln_f(x)

@@ -36,6 +36,7 @@ mg::nn::GPTOptions preset_options(const std::string& preset) {
 Args parse_args(int argc, char** argv) {
   Args args;
   bool sampling_flag = false;  // --temperature, --top-k or --prompt given
+  bool preset_given = false, steps_given = false, batch_given = false;  // --bench has its own defaults
   examples::FlagHandlers flags = {
       {"--data", [&](const std::string& value) { args.data = examples::parse_file_name("--data", value); }},
       {"--preset",
@@ -44,6 +45,7 @@ Args parse_args(int argc, char** argv) {
            throw UsageError("--preset must be tiny, small, gpt2 or gpt2-medium, got '" + value + "'");
          }
          args.preset = value;
+         preset_given = true;
        }},
       {"--dropout",
        [&](const std::string& value) {
@@ -51,8 +53,16 @@ Args parse_args(int argc, char** argv) {
          if (!(dropout >= 0 && dropout < 1)) throw UsageError("--dropout must be in [0, 1), got " + value);
          args.dropout = dropout;
        }},
-      {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
-      {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
+      {"--steps",
+       [&](const std::string& value) {
+         args.steps = examples::parse_count("--steps", value);
+         steps_given = true;
+       }},
+      {"--batch",
+       [&](const std::string& value) {
+         args.batch_size = examples::parse_count("--batch", value);
+         batch_given = true;
+       }},
       {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
       {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
@@ -72,6 +82,10 @@ Args parse_args(int argc, char** argv) {
       {"--memory-timeline",
        [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--save-init",
+       [&](const std::string& value) { args.save_init = examples::parse_file_name("--save-init", value); }},
+      {"--dump-windows",
+       [&](const std::string& value) { args.dump_windows = examples::parse_file_name("--dump-windows", value); }},
       {"--sample", [&](const std::string& value) { args.sample = examples::parse_count("--sample", value); }},
       {"--temperature",
        [&](const std::string& value) {
@@ -100,6 +114,7 @@ Args parse_args(int argc, char** argv) {
       {"-h", [&] { args.help = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
+      {"--bench", [&] { args.bench = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
@@ -108,6 +123,17 @@ Args parse_args(int argc, char** argv) {
   if (options.n_embd % options.n_head != 0) {
     throw UsageError("the width (--embd " + std::to_string(options.n_embd) + ") must be a multiple of the heads (--heads " +
                      std::to_string(options.n_head) + ")");
+  }
+  if (args.bench) {
+    if (!preset_given) args.preset = "gpt2";
+    if (!steps_given) args.steps = 20;
+    if (!batch_given) args.batch_size = 16;
+    if (!args.save_path.empty() || !args.resume_path.empty() || args.stop_after > 0 || args.sample > 0 ||
+        !args.save_init.empty() || !args.dump_windows.empty()) {
+      throw UsageError("--save, --resume, --stop-after, --sample, --save-init and --dump-windows are for training, "
+                       "not --bench");
+    }
+    return args;  // --warmup counts untimed steps, not the schedule's
   }
   if (args.warmup && *args.warmup > args.steps) {
     throw UsageError("--warmup " + std::to_string(*args.warmup) + " is longer than the run (--steps " +
@@ -120,6 +146,12 @@ Args parse_args(int argc, char** argv) {
                      "--sample do not go with them");
   }
   if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
+  if (!args.resume_path.empty() && !args.save_init.empty()) {
+    throw UsageError("--save-init writes the weights before step 0; a --resume run starts later");
+  }
+  if (!args.dump_windows.empty() && (args.predict_memory || args.fit_batch)) {
+    throw UsageError("--dump-windows trains nothing: --predict-memory and --fit-batch do not go with it");
+  }
   return args;
 }
 
@@ -133,8 +165,13 @@ mg::nn::GPTOptions model_options(const Args& args) {
 
 int64_t warmup_steps(const Args& args) { return args.warmup.value_or(std::min<int64_t>(100, args.steps / 10)); }
 
+int64_t bench_warmup_steps(const Args& args) { return args.warmup.value_or(5); }
+
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
+   or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
+                [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda] [--memory-timeline FILE.html]
+                [--predict-memory | --fit-batch BYTES]
 
 Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
 tokenizer) on UTF-8 text: by default the fortune cookies of Debian's `fortunes` package.
@@ -191,7 +228,15 @@ Files:
   --summary-json FILE      write a summary (losses, their history, speed, memory by
                            category) as JSON
   --memory-timeline FILE   record every allocation and free of the first 3 optimizer
-                           steps and write FILE, an HTML chart of bytes by category
+                           steps (with --bench: of every step run) and write FILE, an
+                           HTML chart of bytes by category
+  --save-init FILE         write the model's weights before the first step (a
+                           safetensors state_dict: bench/gpt_loss_reference.py starts
+                           PyTorch's model from them)
+  --dump-windows FILE      write the training windows of the first --steps steps (their
+                           first --block bytes, "inputs": (steps, accum x batch, block)
+                           int64, safetensors) and exit without training, for
+                           gpt_loss_reference.py --check-windows
 
 Sampling, after training (or after --resume of a finished run):
   --sample N               print N bytes the model writes after the prompt
@@ -199,9 +244,20 @@ Sampling, after training (or after --resume of a finished run):
   --top-k K                draw only among the K likeliest bytes (default: all 256)
   --prompt TEXT            the text to continue (default a newline)
 
+Benchmark:
+  --bench                  time training steps instead: --preset (default gpt2: GPT-2
+                           124M, T = 1024) with GPT-2's vocabulary (50257 tokens, the
+                           table padded to 50304) on one batch of random tokens, --batch
+                           (default 16), --steps timed steps (default 20) after --warmup
+                           steps (default 5); a step is --accum micro-batches, clipping
+                           and an AdamW step, as in training. Prints the median step
+                           time, tokens/s and one step's peak memory, and one JSON line
+                           on stdout with bench_train_step's fields
+                           (bench/torch_reference.py --model gpt2 is PyTorch's twin)
+
   --help                   show this text
 
-Predicting memory (--device names the target, no GPU needed):
+Predicting memory (with or without --bench; --device names the target, no GPU needed):
 )" + examples::prediction_usage();
 }
 

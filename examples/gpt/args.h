@@ -43,6 +43,11 @@ struct Args {
   std::string memory_timeline;
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
+  std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
+  std::string dump_windows;  // write the first --steps steps' training windows and exit
+  // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then
+  // count timed steps, untimed steps (bench_warmup_steps) and windows of random tokens.
+  bool bench = false;
   // Sampling after training: `sample` bytes after the prompt.
   int64_t sample = 0;
   double temperature = 0.8;
@@ -64,5 +69,8 @@ mg::nn::GPTOptions model_options(const Args& args);
 
 // The warm-up steps of the schedule: --warmup, or min(100, steps / 10).
 int64_t warmup_steps(const Args& args);
+
+// --bench's untimed steps: --warmup, or 5.
+int64_t bench_warmup_steps(const Args& args);
 
 }  // namespace gpt

@@ -1,7 +1,9 @@
 // examples/gpt/main.cpp — trains a byte-level GPT on text (the fortunes of Debian's
 // `fortunes` package by default), estimates its training and validation losses as it goes,
 // and ends with where the memory went and, with --sample, text the model writes.
-// --predict-memory / --fit-batch run the same steps on the simulated device instead.
+// --predict-memory / --fit-batch run the same steps on the simulated device instead;
+// --bench times steps on random tokens (bench.cpp); --dump-windows writes the windows a
+// run would train on.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
 // line (printed with the usage).
@@ -10,11 +12,14 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "autograd/shape.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/memory.h"
 #include "core/random.h"
+#include "core/safetensors.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
@@ -23,12 +28,14 @@
 #include "examples/common/summary.h"
 #include "examples/common/timeline.h"
 #include "examples/gpt/args.h"
+#include "examples/gpt/bench.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/sampling.h"
 #include "examples/gpt/summary.h"
 #include "examples/gpt/training.h"
 #include "nn/gpt.h"
+#include "nn/module.h"
 #include "optim/adam.h"
 #include "optim/param_groups.h"
 #include "optim/scheduler.h"
@@ -133,6 +140,7 @@ int run_training(const Args& args) {
     windows.set_state(state.windows);
     mg::default_generator().set_state(state.dropout);
   }
+  if (!args.save_init.empty()) mg::nn::save(*model, args.save_init);
   gpt::SessionFacts facts{.parameters = model->num_parameters(), .resumed_from = state.step};
   print_setup(args, corpus, *model, facts.resumed_from);
 
@@ -280,6 +288,27 @@ int predict_training_memory(const Args& args) {
   return 0;
 }
 
+// --dump-windows: the training windows of the first --steps steps, drawn as run_training
+// draws them, so that a reference (bench/gpt_loss_reference.py) can check its own draws.
+int dump_windows(const Args& args) {
+  const gpt::TextCorpus corpus = load_text(args);
+  const int64_t block_size = gpt::model_options(args).block_size;
+  mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+  std::vector<mg::Tensor> steps;
+  for (int64_t step = 0; step < args.steps; ++step) {
+    std::vector<mg::Tensor> micro_batches;
+    for (int64_t micro_batch = 0; micro_batch < args.accum; ++micro_batch) {
+      micro_batches.push_back(
+          gpt::random_windows(corpus.train, args.batch_size, block_size, windows, mg::Device::cpu()).inputs);
+    }
+    steps.push_back(mg::cat(micro_batches));  // (accum x B, T)
+  }
+  mg::save_safetensors(args.dump_windows, {{"inputs", mg::stack(steps)}});
+  std::printf("the training windows of %lld steps written to %s\n", static_cast<long long>(args.steps),
+              args.dump_windows.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,5 +319,10 @@ int main(int argc, char** argv) {
         args = gpt::parse_args(count, values);
         return !args.help;
       },
-      gpt::usage, [&] { return args.predict_memory || args.fit_batch ? predict_training_memory(args) : run_training(args); });
+      gpt::usage, [&] {
+        const bool predict = args.predict_memory || args.fit_batch.has_value();
+        if (args.bench) return predict ? gpt::predict_bench_memory(args) : gpt::run_bench(args);
+        if (!args.dump_windows.empty()) return dump_windows(args);
+        return predict ? predict_training_memory(args) : run_training(args);
+      });
 }

@@ -4,7 +4,9 @@
 // stopped and resumed ends as one that never stopped (dropout and accumulation included);
 // --predict-memory predicts a CPU run's peak exactly and --fit-batch's batch fits; a
 // folder's text files are read once each and its binary files skipped; bad command lines
-// and unusable data or checkpoints exit with messages that name the rule.
+// and unusable data or checkpoints exit with messages that name the rule; --bench reports
+// bench_train_step's fields with a peak --predict-memory predicts exactly; --save-init
+// writes the weights the run starts from; --dump-windows writes windows of the training part.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -16,11 +18,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/random.h"
+#include "core/safetensors.h"
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
+#include "nn/gpt.h"
 
 using Catch::Matchers::Contains;
 using mg_test::json_field;
+using mg_test::json_integer;
 using mg_test::json_number;
 using mg_test::Outcome;
 using mg_test::read_file;
@@ -238,6 +244,9 @@ TEST_CASE("gpt refuses a bad command line with exit code 2", "[examples][gpt]") 
       {"--predict-memory --save x", "--predict-memory and --fit-batch train nothing"},
       {"--layers", "--layers needs a value"},
       {"--batches 4", "unknown flag '--batches'"},
+      {"--bench --save x", "are for training, not --bench"},
+      {"--resume x --save-init y", "--save-init writes the weights before step 0"},
+      {"--dump-windows x --predict-memory", "--dump-windows trains nothing"},
   }));
   mg_test::check_usage_error(dir, "gpt", arguments, message);
 }
@@ -262,4 +271,89 @@ TEST_CASE("gpt exits with code 1 and says why when the data cannot be used", "[e
     CHECK(outcome.exit_code == 1);
     CHECK_THAT(outcome.err, Contains("error: ") && Contains(message));
   }
+}
+
+TEST_CASE("gpt --bench times steps of a GPT with GPT-2's vocabulary and predicts their peak exactly", "[examples][gpt]") {
+  TempDir dir("gpt-cli");
+  const std::string flags = "--bench --device cpu --preset tiny --batch 2 --warmup 1 --threads 2";
+  const Outcome measured = run_ok(dir, flags + " --steps 3 --summary-json " + dir.file("bench.json"));
+  const std::string json = measured.out;
+  CHECK(read_file(dir.file("bench.json")) == json);  // the same line
+  CHECK(json_field(json, "framework") == "\"memgrad\"");
+  CHECK(json_field(json, "model") == "\"tiny\"");
+  CHECK(json_field(json, "optim") == "\"adamw\"");
+  CHECK(json_integer(json, "vocab_size") == 50304);
+  CHECK(json_integer(json, "batch") == 2);
+  CHECK(json_integer(json, "steps") == 3);
+  CHECK(json_integer(json, "warmup") == 1);
+  // tiny's trunk with a 50304 x 64 token table (tied head): 50304*64 + 64*64 positions,
+  // 2 blocks of 49,984 (LayerNorms 256, c_attn 12,480, attn.c_proj 4,160, c_fc 16,640,
+  // mlp.c_proj 16,448), the last LayerNorm's 128.
+  const int64_t parameters = 50304 * 64 + 64 * 64 + 2 * 49984 + 128;
+  CHECK(json_integer(json, "parameters") == parameters);
+  CHECK(json_integer(json, "PARAMETER", "peak_bytes_by_category") == 4 * parameters);
+  CHECK(json_integer(json, "GRADIENT", "peak_bytes_by_category") == 4 * parameters);
+  CHECK(json_integer(json, "INPUT", "peak_bytes_by_category") == 2 * (2 * 64 * 8));  // inputs and targets
+  const double p10 = json_number(json, "step_ms_p10"), median = json_number(json, "step_ms_median");
+  CHECK(p10 > 0);
+  CHECK(p10 <= median);
+  CHECK(median <= json_number(json, "step_ms_p90"));
+  CHECK(json_number(json, "tokens_per_s") == Approx(json_number(json, "samples_per_s") * 64).epsilon(1e-9));
+  CHECK_THAT(measured.err, Contains("tokens/s") && Contains("vocabulary 50304"));
+
+  // On the CPU the simulated device replays the kernels' scratch exactly: the same peak.
+  const Outcome predicted = run_ok(dir, flags + " --predict-memory");
+  CHECK(json_integer(predicted.out, "peak_allocated_bytes", "memory") == json_integer(json, "peak_allocated_bytes"));
+}
+
+TEST_CASE("gpt --save-init writes the weights the run starts from", "[examples][gpt]") {
+  TempDir dir("gpt-cli");
+  run_ok(dir, "--data " + kText + " --preset tiny --steps 2 --batch 2 --eval-iters 1 --seed 3 --threads 2 "
+              "--save-init " + dir.file("init.safetensors") + " --save " + dir.file("run.safetensors"));
+  // A fresh tiny GPT from seed 3, as the program builds it.
+  mg::Generator generator(3);
+  const mg::nn::GPT fresh({.n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 64, .vocab_size = 256},
+                          &generator);
+  const auto saved = mg_test::tensor_bytes(dir.file("init.safetensors"));
+  const mg::nn::NamedTensors state = fresh.state_dict();
+  REQUIRE(saved.size() == state.size());
+  for (const auto& [name, tensor] : state) {
+    INFO(name);
+    REQUIRE(saved.count(name) == 1);
+    const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
+    CHECK(saved.at(name) == std::vector<uint8_t>(data, data + tensor.nbytes()));
+  }
+  // Two steps later the checkpoint's weights have moved from them.
+  const auto trained = mg_test::tensor_bytes(dir.file("run.safetensors"));
+  REQUIRE(trained.count("model.transformer.wte.weight") == 1);
+  CHECK(trained.at("model.transformer.wte.weight") != saved.at("transformer.wte.weight"));
+}
+
+TEST_CASE("gpt --dump-windows writes the training windows a run draws", "[examples][gpt]") {
+  TempDir dir("gpt-cli");
+  const std::string common = "--data " + kText + " --preset tiny --steps 3 --batch 4 --accum 2 --seed 7 ";
+  run_ok(dir, common + "--dump-windows " + dir.file("a.safetensors"));
+  run_ok(dir, common + "--dump-windows " + dir.file("b.safetensors"));
+  const auto tensors = mg::load_safetensors(dir.file("a.safetensors"));
+  REQUIRE(tensors.size() == 1);
+  const mg::Tensor& inputs = tensors[0].second;
+  CHECK(tensors[0].first == "inputs");
+  CHECK(inputs.sizes() == mg::Shape{3, 8, 64});  // (steps, accum x batch, block)
+  // Every row is 64 consecutive bytes of the training part (the first 90%), and the rows
+  // are not all one window.
+  const std::string text = read_file(kText);
+  const std::string train = text.substr(0, text.size() - text.size() / 10);
+  const std::vector<int64_t> values = inputs.to_vector<int64_t>();
+  std::set<std::string> rows;
+  for (size_t row = 0; row < values.size() / 64; ++row) {
+    std::string window;
+    for (size_t t = 0; t < 64; ++t) window.push_back(static_cast<char>(values[row * 64 + t]));
+    INFO("row " << row);
+    CHECK(train.find(window) != std::string::npos);
+    rows.insert(window);
+  }
+  CHECK(rows.size() > 20);
+  // The same seed draws the same windows (bench/gpt_loss_reference.py --check-windows
+  // checks that its own Philox port draws them too).
+  mg_test::check_same_checkpoint(dir.file("a.safetensors"), dir.file("b.safetensors"));
 }

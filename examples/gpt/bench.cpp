@@ -1,0 +1,204 @@
+// examples/gpt/bench.cpp — times a GPT's training step on one fixed batch of random tokens,
+// as examples/resnet/bench.cpp times ResNet's and bench/torch_reference.py --model gpt2
+// times PyTorch's: a step is zero_grad; per micro-batch (--accum) forward under autocast
+// (--amp), the cross-entropy of every position's next token and backward; the gradients'
+// norm clipped to 1; an AdamW step (the training run's: betas 0.9 / 0.99, weight decay 0.1
+// on matrices only). After --warmup untimed steps, one step from reset_peak_stats() gives
+// the peak memory, then --steps steps are marked on the device's timeline (CUDA events on
+// a GPU) and their median, p10 and p90 reported (examples/common/step_benchmark.h).
+// Human-readable lines go to stderr, one JSON line with bench_train_step's fields (plus
+// tokens_per_s and the model's sizes) to stdout and --summary-json, for bench/summarize.py.
+#include "examples/gpt/bench.h"
+
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "autograd/loss.h"
+#include "core/factory.h"
+#include "core/json.h"
+#include "core/memory_category.h"
+#include "core/memory_context.h"
+#include "core/random.h"
+#include "examples/common/accumulation.h"
+#include "examples/common/cli.h"
+#include "examples/common/memory_prediction.h"
+#include "examples/common/memory_timeline.h"
+#include "examples/common/mixed_precision.h"
+#include "examples/common/step_benchmark.h"
+#include "examples/common/summary.h"
+#include "nn/gpt.h"
+#include "optim/adam.h"
+#include "optim/clip_grad.h"
+#include "optim/param_groups.h"
+
+namespace gpt {
+namespace {
+
+mg::nn::GPTOptions bench_model_options(const Args& args) {
+  mg::nn::GPTOptions options = model_options(args);
+  options.vocab_size = kBenchVocabulary;
+  return options;
+}
+
+// One bench step's model, optimizer, batch and mixed precision on `device`, built as
+// run_bench times them (and as --predict-memory replays them on the simulated device).
+class BenchStep {
+ public:
+  BenchStep(const Args& args, mg::Device device, examples::MemoryTimeline* memory_timeline)
+      : args_(args), memory_timeline_(memory_timeline), precision_(args.amp, device) {
+    mg::manual_seed(args.seed);  // dropout, where the preset has it
+    mg::Generator init_generator(args.seed);
+    model_ = std::make_shared<mg::nn::GPT>(bench_model_options(args), &init_generator);
+    model_->to(device);
+    model_->train();
+    // The training run's optimizer (main.cpp); its learning rate does not change the time.
+    optimizer_ = std::make_unique<mg::optim::AdamW>(mg::optim::weight_decay_groups(
+        *model_, mg::optim::AdamWOptions{.lr = args.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+    // NOTE: made on the host and copied over, as a loader's batch arrives, and reused by
+    // every step and micro-batch: the step is timed, not the input. For a CPU prediction
+    // (args.device cpu, `device` simulated) the host is the device, so the batch is made
+    // on the simulated device too.
+    const mg::Device host = args.device.is_cpu() ? device : mg::Device::cpu();
+    const int64_t block_size = model_->options().block_size;
+    mg::Generator data_generator(args.seed + 1);
+    const mg::TensorOptions tokens{.dtype = mg::DType::Int64, .device = host};
+    inputs_ = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
+    targets_ = mg::randint(0, kBenchTokens, {args.batch_size * block_size}, tokens, &data_generator).to(device);
+    inputs_.set_memory_category(mg::MemoryCategory::Input);
+    targets_.set_memory_category(mg::MemoryCategory::Input);
+  }
+
+  void operator()() {
+    optimizer_->zero_grad();
+    for (int64_t i = 0; i < args_.accum; ++i) {
+      mg::Tensor loss;
+      {
+        examples::AutocastRegion autocast(precision_);
+        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
+        const mg::Tensor logits = (*model_)(inputs_);  // (B, T, vocabulary)
+        loss = mg::cross_entropy(logits.view({-1, logits.size(-1)}), targets_);
+      }
+      examples::backward_micro_batch(precision_.scale(loss), args_.accum);
+    }
+    // As the training step (training.cpp): float16's gradients unscaled before clipping.
+    precision_.scaler().unscale_(*optimizer_);
+    mg::optim::clip_grad_norm_(optimizer_->all_params(), 1.0);
+    precision_.step(*optimizer_);
+    if (memory_timeline_ != nullptr) memory_timeline_->step_done();
+  }
+
+  const mg::nn::GPT& model() const { return *model_; }
+
+ private:
+  const Args& args_;
+  examples::MemoryTimeline* memory_timeline_;
+  examples::MixedPrecision precision_;
+  std::shared_ptr<mg::nn::GPT> model_;
+  std::unique_ptr<mg::optim::AdamW> optimizer_;
+  mg::Tensor inputs_;   // (B, T) int64
+  mg::Tensor targets_;  // (B * T) int64
+};
+
+// The run's settings, the first members of its JSON line (measured or predicted).
+void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
+  const mg::nn::GPTOptions options = bench_model_options(args);
+  json.key("framework").value("memgrad")
+      .key("model").value(args.preset)
+      .key("n_layer").value(options.n_layer)
+      .key("n_head").value(options.n_head)
+      .key("n_embd").value(options.n_embd)
+      .key("block_size").value(options.block_size)
+      .key("vocab_size").value(options.vocab_size)
+      .key("batch").value(batch_size)
+      .key("accum").value(args.accum)
+      .key("checkpoint").value(args.checkpoint)
+      .key("optim").value("adamw")
+      .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
+      .key("amp").value(examples::amp_name(args.amp));
+}
+
+}  // namespace
+
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
+  BenchStep step(args, device, nullptr);
+  // As examples::measure_steps measures: the warm-up steps, then one from reset_peak_stats().
+  for (int64_t i = 0; i < bench_warmup_steps(args); ++i) step();
+  mg::memory::reset_peak_stats(device);
+  step();
+  return mg::memory::snapshot(device);
+}
+
+int run_bench(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  // Records every step (steps = 0: until finish()), so that the timings include its cost.
+  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device, /*steps=*/0);
+  BenchStep step(args, args.device, &memory_timeline);
+  const mg::nn::GPTOptions& options = step.model().options();
+  const int64_t windows_per_step = args.batch_size * args.accum;
+  const int64_t warmup = bench_warmup_steps(args);
+
+  memory_timeline.start();
+  const examples::StepMeasurement measurement = examples::measure_steps(args.device, warmup, args.steps, std::ref(step));
+  memory_timeline.finish();
+  const mg::memory::Snapshot& memory = measurement.memory;
+  const double tokens_per_s = measurement.samples_per_s(windows_per_step) * static_cast<double>(options.block_size);
+
+  mg::JsonWriter json;
+  json.begin_object();
+  write_bench_config(json, args, args.batch_size);
+  json.key("parameters").value(step.model().num_parameters())
+      .key("memory_timeline").value(!args.memory_timeline.empty())
+      .key("warmup").value(warmup)
+      .key("steps").value(args.steps);
+  examples::write_step_fields(json, measurement, windows_per_step);
+  json.key("tokens_per_s").value(tokens_per_s);
+  json.end_object();
+  const std::string line = json.str();
+
+  std::fprintf(stderr,
+               "gpt %s (%lld layers, %lld heads, %lld wide, vocabulary %lld), batch %lld%s of %lld random tokens%s%s "
+               "on %s: median step %.2f ms (p10 %.2f, p90 %.2f), %.0f tokens/s, peak allocated %.1f MiB\n%s\n",
+               args.preset.c_str(), static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
+               static_cast<long long>(options.n_embd), static_cast<long long>(options.vocab_size),
+               static_cast<long long>(args.batch_size),
+               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
+               static_cast<long long>(options.block_size), args.checkpoint ? ", checkpointed block by block" : "",
+               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", args.device.str().c_str(),
+               measurement.median_ms, measurement.p10_ms, measurement.p90_ms, tokens_per_s,
+               static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
+               mg::memory::report(memory).c_str());
+  std::cout << line << std::endl;
+  if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
+  return 0;
+}
+
+int predict_bench_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+    Args at_batch = args;
+    at_batch.batch_size = batch_size;
+    return bench_step_memory(at_batch, device);
+  };
+  const examples::MemoryPrediction prediction = args.fit_batch
+                                                    ? examples::fit_batch(args.device, *args.fit_batch, steps)
+                                                    : examples::predict_memory(args.device, args.batch_size, steps);
+  // As run_bench: people read stderr, bench/summarize.py the JSON line on stdout.
+  examples::print_prediction(stderr, prediction, args.fit_batch);
+  mg::JsonWriter json;
+  json.begin_object();
+  write_bench_config(json, args, prediction.batch_size);
+  json.key("warmup").value(bench_warmup_steps(args));
+  examples::write_prediction_json(json, prediction, args.fit_batch);
+  json.end_object();
+  const std::string line = json.str();
+  std::cout << line << std::endl;
+  if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
+  return 0;
+}
+
+}  // namespace gpt

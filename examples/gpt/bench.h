@@ -1,0 +1,29 @@
+// examples/gpt/bench.h — `gpt --bench`: the training step of a GPT (GPT-2 124M by default:
+// --preset gpt2, vocabulary 50257 padded to 50304, T = 1024) on random tokens, timed, or
+// its peak memory predicted on the simulated device (--predict-memory, --fit-batch);
+// bench/torch_reference.py --model gpt2 runs the same step in PyTorch.
+#pragma once
+
+#include "core/device.h"
+#include "core/memory.h"
+#include "examples/gpt/args.h"
+
+namespace gpt {
+
+// GPT-2's tokenizer has 50257 tokens; the model's table is padded to 50304 (a multiple of
+// 64, as nanoGPT and llm.c pad it) and the random tokens are drawn below 50257.
+inline constexpr int64_t kBenchTokens = 50257;
+inline constexpr int64_t kBenchVocabulary = 50304;
+
+int run_bench(const Args& args);
+
+// The allocator's state on `device` after the bench's warm-up steps and one more from
+// reset_peak_stats(): the peaks run_bench reports, without the timing.
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device);
+
+// --bench --predict-memory / --fit-batch: bench_step_memory's peaks for --device, run on
+// the simulated device; one JSON line (stdout, --summary-json) with run_bench's settings,
+// a "prediction" section and a "memory" section.
+int predict_bench_memory(const Args& args);
+
+}  // namespace gpt
