@@ -66,5 +66,8 @@ Result run_zero_grad(mg::Device device);          // zero_grad.cpp
 Result run_optimizer_state(mg::Device device);    // optimizer_state.cpp
 Result run_autocast(mg::Device device);           // autocast.cpp
 Result run_checkpointing(mg::Device device);      // checkpointing.cpp
+Result run_attention_memory(mg::Device device);   // attention_memory.cpp
+Result run_adamw_state(mg::Device device);        // adamw_state.cpp
+Result run_bert_case(mg::Device device);          // bert_case.cpp
 
 }  // namespace memory_lab

@@ -32,4 +32,8 @@ int64_t MemoryProbe::reserved() const {
   return mg::memory::snapshot(device_).reserved_bytes - start_.reserved_bytes;
 }
 
+int64_t MemoryProbe::peak_reserved() const {
+  return mg::memory::snapshot(device_).peak_reserved_bytes - start_.reserved_bytes;
+}
+
 }  // namespace memory_lab

@@ -34,6 +34,7 @@ class MemoryProbe {
   int64_t allocated() const;
   int64_t peak_allocated() const;
   int64_t reserved() const;
+  int64_t peak_reserved() const;
 
  private:
   mg::Device device_;

@@ -1,4 +1,4 @@
-// examples/memory_lab/models.cpp — MLPs and random batches for the experiments.
+// examples/memory_lab/models.cpp — MLPs, GPTs and random batches for the experiments.
 #include "examples/memory_lab/models.h"
 
 #include "amp/autocast.h"
@@ -7,6 +7,7 @@
 #include "core/random.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
+#include "optim/param_groups.h"
 
 namespace memory_lab {
 namespace {
@@ -65,6 +66,38 @@ mg::Tensor train_step_backward(mg::nn::Module& model, const mg::Tensor& inputs, 
   mg::Tensor loss = mg::cross_entropy(model(inputs), targets);
   loss.backward();
   return loss;
+}
+
+std::shared_ptr<mg::nn::GPT> make_gpt(const mg::nn::GPTOptions& options, mg::Device device) {
+  mg::Generator generator(kSeed);
+  auto model = std::make_shared<mg::nn::GPT>(options, &generator);
+  model->to(device);
+  return model;
+}
+
+mg::Tensor make_tokens(int64_t batch, int64_t sequence, int64_t vocab, mg::Device device, uint64_t stream) {
+  mg::Generator generator(kSeed + 1 + stream);
+  return mg::randint(0, vocab, {batch, sequence},
+                     {.dtype = mg::DType::Int64, .device = device, .category = mg::MemoryCategory::Input},
+                     &generator);
+}
+
+mg::optim::AdamW make_adamw(const mg::nn::Module& model) {
+  return mg::optim::AdamW(mg::optim::weight_decay_groups(
+      model, mg::optim::AdamWOptions{.lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1}));
+}
+
+void autocast_train_step(mg::nn::Module& model, mg::optim::Optimizer& optimizer, const mg::Tensor& inputs,
+                         const mg::Tensor& targets, std::optional<mg::DType> autocast) {
+  optimizer.zero_grad();
+  mg::Tensor loss;
+  {
+    mg::amp::AutocastGuard guard(autocast.value_or(mg::DType::BFloat16), inputs.device().type, autocast.has_value());
+    const mg::Tensor logits = model(inputs);  // (..., classes)
+    loss = mg::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view({-1}));
+  }
+  loss.backward();
+  optimizer.step();
 }
 
 }  // namespace memory_lab

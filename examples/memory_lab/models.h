@@ -1,4 +1,6 @@
-// examples/memory_lab/models.h — the small networks and batches the experiments measure.
+// examples/memory_lab/models.h — the networks and batches the experiments measure: small
+// MLPs, and GPTs (nn/gpt.h) with a training step as nanoGPT's (AdamW with weight-decay
+// groups, optional 16-bit autocast with float32 master weights).
 //
 // Batches are tagged INPUT, as the data loader tags them, so that only what autograd saves
 // counts as ACTIVATION (a TEMPORARY tensor becomes ACTIVATION when a node saves it).
@@ -6,11 +8,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/tensor.h"
+#include "nn/gpt.h"
 #include "nn/sequential.h"
+#include "optim/adam.h"
 
 namespace memory_lab {
 
@@ -48,5 +54,21 @@ void warm_up(mg::Device device);
 
 // Forward, cross-entropy and backward of one batch; returns the loss (its graph released).
 mg::Tensor train_step_backward(mg::nn::Module& model, const mg::Tensor& inputs, const mg::Tensor& targets);
+
+// A GPT with `options`, weights from the lab's seed, on `device`, in training mode.
+std::shared_ptr<mg::nn::GPT> make_gpt(const mg::nn::GPTOptions& options, mg::Device device);
+// (batch, sequence) int64 token ids below `vocab`, tagged INPUT; `stream` picks one of
+// several independent draws (inputs 0, targets 1).
+mg::Tensor make_tokens(int64_t batch, int64_t sequence, int64_t vocab, mg::Device device, uint64_t stream);
+// AdamW as nanoGPT configures it: weight decay 0.1 on the matrices, none on the biases
+// and LayerNorms (optim::weight_decay_groups).
+mg::optim::AdamW make_adamw(const mg::nn::Module& model);
+
+// One training step of a model whose output's last dim holds the classes (a GPT's
+// (B, T, vocab) logits, a classifier's (B, classes)) against `targets` of its other dims:
+// zero_grad (set to none), the forward and the cross-entropy under autocast in `autocast`
+// when set (bfloat16 needs no loss scaling), backward outside it, an optimizer step.
+void autocast_train_step(mg::nn::Module& model, mg::optim::Optimizer& optimizer, const mg::Tensor& inputs,
+                         const mg::Tensor& targets, std::optional<mg::DType> autocast);
 
 }  // namespace memory_lab

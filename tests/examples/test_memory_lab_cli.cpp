@@ -1,7 +1,8 @@
 // tests/examples/test_memory_lab_cli.cpp — the memory_lab program as a user runs it: on the
 // CPU every experiment reaches its verdict with the bytes its sizes imply (each figure
-// below is derived from the experiment's model in examples/memory_lab/), --experiment runs
-// one, and a bad command line exits with code 2 and the usage.
+// below is derived from the experiment's model in examples/memory_lab/; "bert_case"'s are
+// predicted for CUDA), --experiment runs one, and a bad command line exits with code 2 and
+// the usage.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -142,6 +143,46 @@ TEST_CASE("memory_lab on the CPU measures every claim and reaches its verdict", 
   // can slow either setting by more than that.
   CHECK(json_number(checkpointing, "step_plain_ms") > 0);
   CHECK(json_number(checkpointing, "step_checkpointed_ms") > 0);
+
+  // One causal attention over (1, 12, T, 64) float32: the math path saves the (T, T)
+  // weights of each head, the scaled q and the causal mask of bools; the fused path its
+  // output and a float32 log-sum-exp per query row.
+  const std::string attention = experiment("attention_memory");
+  CHECK(json_field(attention, "verdict") == "\"PARTLY\"");
+  for (const double t : {128.0, 256.0, 512.0, 1024.0}) {
+    const std::string length = std::to_string(static_cast<int>(t));
+    CHECK(json_number(attention, "math_saved_t" + length + "_bytes") == 12 * t * t * 4 + 12 * t * 64 * 4 + t * t);
+    CHECK(json_number(attention, "fused_saved_t" + length + "_bytes") == 12 * t * 64 * 4 + 12 * t * 4);
+  }
+  CHECK(json_number(attention, "fused_growth") == 2.0);
+  CHECK(json_number(attention, "math_growth") > 3.7);
+
+  // A GPT of 2 blocks, 64 wide, over 256 bytes and 64 positions: 120,576 parameters in 28
+  // tensors; AdamW keeps two moments and a step counter per tensor, in float32 either way.
+  constexpr double kGptParameterBytes = 120576.0 * 4;
+  const std::string adamw = experiment("adamw_state");
+  CHECK(json_field(adamw, "verdict") == "\"TRUE\"");
+  CHECK(json_number(adamw, "parameter_bytes") == kGptParameterBytes);
+  CHECK(json_number(adamw, "state_fp32_bytes") == 2 * kGptParameterBytes + 28 * 4);
+  CHECK(json_number(adamw, "state_bf16_bytes") == 2 * kGptParameterBytes + 28 * 4);
+  CHECK(json_number(adamw, "gradient_peak_bf16_bytes") == kGptParameterBytes);
+  CHECK(json_number(adamw, "parameter_growth_bf16_bytes") == 0);
+  // bfloat16 copies of all but the position table (64 x 64) and the 5 LayerNorms (2 x 64 each).
+  CHECK(json_number(adamw, "autocast_cache_peak_bf16_bytes") == (120576.0 - 64 * 64 - 5 * 2 * 64) * 2);
+
+  // GPT-2 124M's trunk and a 768 -> 2 classifier, predicted for CUDA at 48 x 512 tokens.
+  constexpr double kClassifierParameters = 124439808.0 + 768 * 2 + 2;
+  const std::string bert = experiment("bert_case");
+  CHECK(json_field(bert, "verdict") == "\"PARTLY\"");
+  CHECK(json_number(bert, "predicted_fp32_fixed_bytes") == kClassifierParameters * 16 + 150 * 4);
+  CHECK(json_number(bert, "predicted_state_bytes") == kClassifierParameters * 8 + 150 * 4);
+  const double fp32_peak = json_number(bert, "predicted_fp32_allocated_bytes");
+  CHECK(fp32_peak > 23e9);  // a 24 GB-class step
+  CHECK(fp32_peak < 26e9);
+  CHECK(json_number(bert, "predicted_checkpointed_activation_bytes") > 12.0 * 48 * 512 * 768 * 4);  // block inputs
+  CHECK(json_number(bert, "checkpointed_ratio") < 14.0 / 24);  // more saved than the tutorial's
+  CHECK(json_number(bert, "checkpointed_bf16_ratio") < json_number(bert, "checkpointed_ratio"));
+  CHECK(json_number(bert, "activation_share_fp32") > 0.9);
 }
 
 TEST_CASE("memory_lab --experiment runs that experiment alone", "[examples][memory_lab]") {
@@ -157,7 +198,8 @@ TEST_CASE("memory_lab --list names every experiment", "[examples][memory_lab]") 
   const Outcome outcome = mg_test::run_program(dir, "memory_lab", "--list");
   REQUIRE(outcome.exit_code == 0);
   for (const char* name : {"no_grad", "detach_clone", "empty_cache", "retain_graph", "kept_losses", "accumulation",
-                           "zero_grad", "optimizer_state", "autocast", "checkpointing"}) {
+                           "zero_grad", "optimizer_state", "autocast", "checkpointing", "attention_memory",
+                           "adamw_state", "bert_case"}) {
     CHECK_THAT(outcome.out, Contains(name));
   }
 }
