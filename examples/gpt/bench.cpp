@@ -16,23 +16,20 @@
 #include <memory>
 #include <string>
 
-#include "autograd/loss.h"
 #include "core/factory.h"
 #include "core/json.h"
 #include "core/memory_category.h"
 #include "core/memory_context.h"
 #include "core/random.h"
-#include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/step_benchmark.h"
 #include "examples/common/summary.h"
+#include "examples/gpt/training.h"
 #include "nn/gpt.h"
 #include "optim/adam.h"
-#include "optim/clip_grad.h"
-#include "optim/param_groups.h"
 
 namespace gpt {
 namespace {
@@ -43,20 +40,28 @@ mg::nn::GPTOptions bench_model_options(const Args& args) {
   return options;
 }
 
+// A bench step's model on `device`: the bench's sizes, initialised from --seed.
+std::shared_ptr<mg::nn::GPT> make_bench_model(const Args& args, mg::Device device) {
+  mg::manual_seed(args.seed);  // dropout, where the preset has it
+  mg::Generator init_generator(args.seed);
+  auto model = std::make_shared<mg::nn::GPT>(bench_model_options(args), &init_generator);
+  model->to(device);
+  model->train();
+  return model;
+}
+
 // One bench step's model, optimizer, batch and mixed precision on `device`, built as
-// run_bench times them (and as --predict-memory replays them on the simulated device).
+// run_bench times them (and as --predict-memory replays them on the simulated device):
+// the training run's step (training.h's optimizer_step) on one fixed batch.
 class BenchStep {
  public:
   BenchStep(const Args& args, mg::Device device, examples::MemoryTimeline* memory_timeline)
-      : args_(args), memory_timeline_(memory_timeline), precision_(args.amp, device) {
-    mg::manual_seed(args.seed);  // dropout, where the preset has it
-    mg::Generator init_generator(args.seed);
-    model_ = std::make_shared<mg::nn::GPT>(bench_model_options(args), &init_generator);
-    model_->to(device);
-    model_->train();
-    // The training run's optimizer (main.cpp); its learning rate does not change the time.
-    optimizer_ = std::make_unique<mg::optim::AdamW>(mg::optim::weight_decay_groups(
-        *model_, mg::optim::AdamWOptions{.lr = args.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+      : args_(args),
+        memory_timeline_(memory_timeline),
+        precision_(args.amp, device),
+        model_(make_bench_model(args, device)),
+        // The training run's optimizer; its learning rate does not change the time.
+        optimizer_(make_optimizer(*model_, args.lr)) {
     // NOTE: made on the host and copied over, as a loader's batch arrives, and reused by
     // every step and micro-batch: the step is timed, not the input. For a CPU prediction
     // (args.device cpu, `device` simulated) the host is the device, so the batch is made
@@ -65,28 +70,15 @@ class BenchStep {
     const int64_t block_size = model_->options().block_size;
     mg::Generator data_generator(args.seed + 1);
     const mg::TensorOptions tokens{.dtype = mg::DType::Int64, .device = host};
-    inputs_ = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
-    targets_ = mg::randint(0, kBenchTokens, {args.batch_size * block_size}, tokens, &data_generator).to(device);
-    inputs_.set_memory_category(mg::MemoryCategory::Input);
-    targets_.set_memory_category(mg::MemoryCategory::Input);
+    batch_.inputs = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
+    batch_.targets = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
+    batch_.inputs.set_memory_category(mg::MemoryCategory::Input);
+    batch_.targets.set_memory_category(mg::MemoryCategory::Input);
   }
 
   void operator()() {
-    optimizer_->zero_grad();
-    for (int64_t i = 0; i < args_.accum; ++i) {
-      mg::Tensor loss;
-      {
-        examples::AutocastRegion autocast(precision_);
-        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-        const mg::Tensor logits = (*model_)(inputs_);  // (B, T, vocabulary)
-        loss = mg::cross_entropy(logits.view({-1, logits.size(-1)}), targets_);
-      }
-      examples::backward_micro_batch(precision_.scale(loss), args_.accum);
-    }
-    // As the training step (training.cpp): float16's gradients unscaled before clipping.
-    precision_.scaler().unscale_(*optimizer_);
-    mg::optim::clip_grad_norm_(optimizer_->all_params(), 1.0);
-    precision_.step(*optimizer_);
+    optimizer_step(*model_, optimizer_, precision_, [this] { return batch_; },
+                   StepPlan{.batch_size = args_.batch_size, .accum = args_.accum, .clip_norm = 1.0});
     if (memory_timeline_ != nullptr) memory_timeline_->step_done();
   }
 
@@ -97,9 +89,8 @@ class BenchStep {
   examples::MemoryTimeline* memory_timeline_;
   examples::MixedPrecision precision_;
   std::shared_ptr<mg::nn::GPT> model_;
-  std::unique_ptr<mg::optim::AdamW> optimizer_;
-  mg::Tensor inputs_;   // (B, T) int64
-  mg::Tensor targets_;  // (B * T) int64
+  mg::optim::AdamW optimizer_;
+  TokenBatch batch_;  // (B, T) int64 inputs and targets
 };
 
 // The run's settings, the first members of its JSON line (measured or predicted).

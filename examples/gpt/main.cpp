@@ -37,7 +37,6 @@
 #include "nn/gpt.h"
 #include "nn/module.h"
 #include "optim/adam.h"
-#include "optim/param_groups.h"
 #include "optim/scheduler.h"
 
 namespace {
@@ -68,13 +67,6 @@ std::shared_ptr<mg::nn::GPT> build_model(const Args& args, mg::Device device) {
   auto model = std::make_shared<mg::nn::GPT>(gpt::model_options(args), &init_generator);
   model->to(device);
   return model;
-}
-
-// AdamW as nanoGPT's character-level model: betas 0.9 / 0.99, weight decay 0.1 on the
-// matrices (optim/param_groups.h), none on biases and LayerNorms.
-mg::optim::AdamW make_optimizer(const Args& args, const mg::nn::GPT& model) {
-  return mg::optim::AdamW(mg::optim::weight_decay_groups(
-      model, mg::optim::AdamWOptions{.lr = args.lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
 }
 
 gpt::TextCorpus load_text(const Args& args) {
@@ -125,7 +117,7 @@ int run_training(const Args& args) {
   const gpt::TextCorpus corpus = load_text(args);
 
   std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);
-  mg::optim::AdamW optimizer = make_optimizer(args, *model);
+  mg::optim::AdamW optimizer = gpt::make_optimizer(*model, args.lr);
   examples::MixedPrecision precision(args.amp, args.device);
   mg::optim::WarmupCosineLR scheduler(optimizer, gpt::warmup_steps(args), args.steps, /*min_lr_factor=*/0.1);
   mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
@@ -253,7 +245,7 @@ int predict_training_memory(const Args& args) {
   const gpt::TextCorpus corpus = load_text(args);
   const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
     std::shared_ptr<mg::nn::GPT> model = build_model(args, device);
-    mg::optim::AdamW optimizer = make_optimizer(args, *model);
+    mg::optim::AdamW optimizer = gpt::make_optimizer(*model, args.lr);
     examples::MixedPrecision precision(args.amp, device);
     mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
     mg::Generator windows(stream_seed(args.seed, Stream::Windows));

@@ -9,6 +9,7 @@
 #include "examples/common/accumulation.h"
 #include "examples/gpt/data.h"
 #include "optim/clip_grad.h"
+#include "optim/param_groups.h"
 
 namespace gpt {
 namespace {
@@ -21,14 +22,17 @@ mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch) {
 
 }  // namespace
 
-mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
-                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
-                      const StepPlan& plan) {
-  const int64_t block_size = model.options().block_size;
+mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) {
+  return mg::optim::AdamW(mg::optim::weight_decay_groups(
+      model, mg::optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+}
+
+mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                          const std::function<TokenBatch()>& next_batch, const StepPlan& plan) {
   optimizer.zero_grad();
   mg::Tensor step_loss;
   for (int64_t micro_batch = 0; micro_batch < plan.accum; ++micro_batch) {
-    const TokenBatch batch = random_windows(bytes, plan.batch_size, block_size, windows, precision.device());
+    const TokenBatch batch = next_batch();
     mg::Tensor loss;
     {
       examples::AutocastRegion autocast(precision);
@@ -44,8 +48,18 @@ mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examp
   precision.scaler().unscale_(optimizer);
   mg::optim::clip_grad_norm_(optimizer.all_params(), plan.clip_norm);
   precision.step(optimizer);
-  if (scheduler != nullptr) scheduler->step();
   return plan.accum == 1 ? step_loss : step_loss * (1.0 / static_cast<double>(plan.accum));
+}
+
+mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
+                      const StepPlan& plan) {
+  const int64_t block_size = model.options().block_size;
+  const mg::Tensor loss = optimizer_step(model, optimizer, precision, [&] {
+    return random_windows(bytes, plan.batch_size, block_size, windows, precision.device());
+  }, plan);
+  if (scheduler != nullptr) scheduler->step();
+  return loss;
 }
 
 mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& precision,

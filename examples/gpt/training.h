@@ -15,13 +15,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/device.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/gpt/data.h"
 #include "nn/gpt.h"
+#include "optim/adam.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 
@@ -33,8 +36,19 @@ struct StepPlan {
   double clip_norm = 1.0;
 };
 
-// One optimizer step on windows of `bytes` drawn from `windows`; returns the step's mean
-// loss (over its micro-batches) as a 0-d float32 tensor on the device.
+// AdamW as nanoGPT's character-level model: betas 0.9 / 0.99, weight decay 0.1 on the
+// matrices (optim/param_groups.h), none on biases and LayerNorms; training and the bench
+// step alike.
+mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr);
+
+// One optimizer step over plan.accum micro-batches, each next_batch()'s: no scheduler
+// step. Returns the step's mean loss (over its micro-batches) as a 0-d float32 tensor on
+// the device. The bench times this on one fixed batch.
+mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                          const std::function<TokenBatch()>& next_batch, const StepPlan& plan);
+
+// One optimizer step on windows of `bytes` drawn from `windows`, then the scheduler's
+// step (when given); returns the step's mean loss as optimizer_step does.
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                       mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
                       const StepPlan& plan);
