@@ -8,7 +8,10 @@ median step time of each run and their ratio, peak allocated bytes and their rat
 must not use more), and memgrad's peak bytes by category per configuration (what
 checkpointing and autocast change), and memgrad's predicted peaks (lines with a
 "prediction" section) against the measured ones. Optionally also the test counts from a ctest log and the accuracy from
-the mnist example's --summary-json.
+the mnist example's --summary-json. GPT-2's step (`gpt --bench`) stands beside PyTorch
+eager and, where torch_reference.py --compile ran ("pytorch-compile" lines), torch.compile
+too. The GPT loss curves (bench/gpt_loss_reference.py --compare's JSON: PyTorch's final
+validation loss, memgrad's beside it) get a table of their own, within 2% or not.
 
 Attention alone (lines with "op": "sdpa", from bench_attention and bench/torch_attention.py)
 has tables of its own and stays out of the training-step ones: per shape, dtype, causal and
@@ -19,13 +22,17 @@ backward (activation_bytes) on the fused and the math path, with the growth from
 
   python3 bench/summarize.py bench.jsonl [--ctest-log ctest.log] [--training-json summary.json ...]
   python3 bench/summarize.py bench.jsonl --markdown     # rows for docs/benchmarks.md
+  python3 bench/summarize.py bench.jsonl --gpt-loss-json gpt_loss_pytorch_bf16.json ...
+      (without it: gpt_loss_pytorch_*.json beside bench.jsonl, where gpu-check writes them)
 
 Lines that are not JSON objects (a crashed run's error text, say) are skipped with a note.
 The ratio uses each framework's best (lowest) median over its runs, which is the least
 disturbed by other work on the machine; every run's median is shown beside it.
 """
 import argparse
+import glob
 import json
+import os
 import re
 import statistics
 import sys
@@ -159,7 +166,9 @@ def prediction_rows(results):
 
 
 def training_table(results):
-    """Rows per configuration: memgrad vs pytorch."""
+    """Rows per configuration: memgrad vs pytorch, and where torch.compile ran (the
+    "pytorch-compile" lines of torch_reference.py --compile) its runs and memgrad's ratio to
+    them (best runs); the compile keys are absent from a configuration without such runs."""
     rows = []
     for config, by_framework in group_by_config(results).items():
         memgrad = by_framework.get("memgrad", [])
@@ -175,7 +184,7 @@ def training_table(results):
             memory_ok = "-"
         else:
             memory_ok = "yes" if peak["memgrad"] <= peak["pytorch"] else "NO"
-        rows.append({
+        row = {
             "config": config,
             "memgrad_runs": " / ".join(ms(r["step_ms_median"]) for r in memgrad) or "-",
             "pytorch_runs": " / ".join(ms(r["step_ms_median"]) for r in pytorch) or "-",
@@ -185,7 +194,12 @@ def training_table(results):
             "pytorch_peak": mib(peak["pytorch"]),
             "memory_ratio": ratio_text(peak["memgrad"], peak["pytorch"]),
             "memory_ok": memory_ok,
-        })
+        }
+        compiled = by_framework.get("pytorch-compile", [])
+        if compiled:
+            row["compile_runs"] = " / ".join(ms(r["step_ms_median"]) for r in compiled)
+            row["compile_ratio"] = ratio_text(best["memgrad"], lowest(compiled, "step_ms_median"))
+        rows.append(row)
     return rows
 
 
@@ -318,6 +332,60 @@ def host_overhead_rows(results):
             for (framework, device, tiny_op), runs in by_framework.items()]
 
 
+LOSS_TOLERANCE = 0.02  # bench/gpt_loss_reference.py's default --tolerance
+
+
+def read_json_file(path):
+    """The JSON object in `path` (one line or a whole file), or None if it holds none (the
+    run crashed before writing it)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = json.loads(file.read().strip() or "null")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def gpt_loss_paths(args):
+    """--gpt-loss-json's files, or else gpu-check's gpt_loss_pytorch_<precision>.json beside
+    the bench file (its stage gpt-loss-reference writes them into the same folder)."""
+    if args.gpt_loss_json:
+        return args.gpt_loss_json
+    folder = os.path.dirname(os.path.abspath(args.jsonl))
+    return sorted(glob.glob(os.path.join(folder, "gpt_loss_pytorch_*.json")))
+
+
+def gpt_loss_rows(paths):
+    """Per gpt_loss_reference.py output (PyTorch's curve, with memgrad's beside it in its
+    "compare" section): the final validation loss of each and their relative difference
+    memgrad / pytorch - 1, within LOSS_TOLERANCE or not. Without a compare section memgrad's
+    loss comes from its --summary-json, gpt_loss_memgrad_<precision>.json beside; a run that
+    wrote nothing shows "-"."""
+    rows = []
+    for path in paths:
+        pytorch = read_json_file(path) or {}
+        compare = pytorch.get("compare") or {}
+        memgrad_loss = compare.get("memgrad_val_loss")
+        if memgrad_loss is None:
+            folder, name = os.path.split(path)
+            memgrad = read_json_file(os.path.join(folder, name.replace("gpt_loss_pytorch_", "gpt_loss_memgrad_")))
+            memgrad_loss = (memgrad or {}).get("val_loss")
+        pytorch_loss = pytorch.get("val_loss")
+        relative = memgrad_loss / pytorch_loss - 1 if memgrad_loss is not None and pytorch_loss else None
+        precision = pytorch.get("amp") or re.sub(r"^gpt_loss_pytorch_|\.json$", "", os.path.basename(path))
+        run = (f"{pytorch['preset']} {pytorch['steps']} steps b{pytorch['batch_size']}"
+               if all(key in pytorch for key in ("preset", "steps", "batch_size")) else os.path.basename(path))
+        rows.append({
+            "run": run,
+            "precision": precision,
+            "memgrad": "-" if memgrad_loss is None else f"{memgrad_loss:.4f}",
+            "pytorch": "-" if pytorch_loss is None else f"{pytorch_loss:.4f}",
+            "relative": "-" if relative is None else f"{relative:+.2%}",
+            "within": "-" if relative is None else ("yes" if abs(relative) <= LOSS_TOLERANCE else "NO"),
+        })
+    return rows
+
+
 def print_table(headers, rows, keys, markdown):
     cells = [[str(row[key]) for key in keys] for row in rows]
     if markdown:
@@ -339,6 +407,10 @@ def main(argv):
     parser.add_argument("--ctest-log", help="ctest's output, for the test counts")
     parser.add_argument("--training-json", action="append", default=[],
                         help="an example's --summary-json file (mnist, resnet); may repeat")
+    parser.add_argument("--gpt-loss-json", action="append", default=[],
+                        help="bench/gpt_loss_reference.py --compare's output (PyTorch's loss curve, memgrad's "
+                             "beside); may repeat; default: gpt_loss_pytorch_*.json beside JSONL, as gpu-check "
+                             "writes them")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     args = parser.parse_args(argv)
 
@@ -371,12 +443,22 @@ def main(argv):
     results = [r for r in results if not is_attention(r)]
     rows = training_table(results)
     if rows:
-        print("\nTraining step (median ms of each run; ratio = memgrad / pytorch, best runs; "
-              "peak = allocated bytes during one step, highest run; mem ratio = memgrad / pytorch):")
-        print_table(["config", "memgrad ms", "pytorch ms", "ratio", "faster", "memgrad peak",
-                     "pytorch peak", "mem ratio", "mem <= torch"], rows,
-                    ["config", "memgrad_runs", "pytorch_runs", "ratio", "faster", "memgrad_peak",
-                     "pytorch_peak", "memory_ratio", "memory_ok"], args.markdown)
+        headers = ["config", "memgrad ms", "pytorch ms", "ratio", "faster"]
+        keys = ["config", "memgrad_runs", "pytorch_runs", "ratio", "faster"]
+        compile_note = ""
+        # NOTE: the compile columns only where torch.compile ran, so that a run without it
+        # (ResNet, MLP) prints the table it always has.
+        if any("compile_runs" in row for row in rows):
+            headers += ["compile ms", "ratio to compile"]
+            keys += ["compile_runs", "compile_ratio"]
+            compile_note = " compile = PyTorch under torch.compile, ratio to compile = memgrad / it, best runs;"
+            for row in rows:
+                row.setdefault("compile_runs", "-")
+                row.setdefault("compile_ratio", "-")
+        print("\nTraining step (median ms of each run; ratio = memgrad / pytorch, best runs;" + compile_note +
+              " peak = allocated bytes during one step, highest run; mem ratio = memgrad / pytorch):")
+        print_table(headers + ["memgrad peak", "pytorch peak", "mem ratio", "mem <= torch"], rows,
+                    keys + ["memgrad_peak", "pytorch_peak", "memory_ratio", "memory_ok"], args.markdown)
     categories = category_rows(results)
     if categories:
         print("\nmemgrad's peak bytes by category during one step (highest run):")
@@ -419,6 +501,13 @@ def main(argv):
         print_table(["setting", "T", "fused", "fused growth", "math", "math growth", "math / fused"],
                     attention_memory,
                     ["setting", "T", "fused", "fused_growth", "math", "math_growth", "math_over_fused"], args.markdown)
+    losses = gpt_loss_rows(gpt_loss_paths(args))
+    if losses:
+        print("\nGPT loss curves (final validation loss, memgrad against PyTorch from the same weights and "
+              "batches; relative = memgrad / pytorch - 1):")
+        print_table(["run", "precision", "memgrad val loss", "pytorch val loss", "relative",
+                     f"within {LOSS_TOLERANCE:.0%}"], losses,
+                    ["run", "precision", "memgrad", "pytorch", "relative", "within"], args.markdown)
     if not rows and not overhead and not predictions and not attention:
         print(f"benchmarks: no results in {args.jsonl}")
     return 0
