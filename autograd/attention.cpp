@@ -8,9 +8,14 @@
 // attention_backward) and one node that saves q, k, v, the output and the log-sum-exp.
 #include "autograd/attention.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "amp/autocast.h"
 #include "autograd/dropout.h"
@@ -161,6 +166,57 @@ Tensor as_4d(const Tensor& x) {
                    x.storage_offset());
 }
 
+// The offsets (in elements, relative to the lowest) at which q, k and v's gradients go in
+// one buffer of 3 x q.numel() elements, when the three are sibling views that tile one
+// dense region of one storage; else nothing. Precisely: one storage and dtype, one set of
+// sizes and strides, offsets o, o + s, o + 2s in some order (s > 0), and the (3, ...) view
+// that adds a dim of stride s is dense and without overlap: its strides, sorted (ignoring
+// size-1 dims), are 1, then each the product of the sizes below it. The (B, T, 3, H, D)
+// packing of split(c_attn(x), C, 2) viewed as heads gives exactly this, with s = C.
+std::optional<std::array<int64_t, 3>> packed_offsets(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* x : {&k, &v}) {
+    if (x->storage() != q.storage() || x->dtype() != q.dtype() || x->sizes() != q.sizes() ||
+        x->strides() != q.strides()) {
+      return std::nullopt;
+    }
+  }
+  if (q.numel() == 0) return std::nullopt;
+  std::array<int64_t, 3> sorted{q.storage_offset(), k.storage_offset(), v.storage_offset()};
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t spacing = sorted[1] - sorted[0];
+  if (spacing <= 0 || sorted[2] - sorted[1] != spacing) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> stride_and_size{{spacing, 3}};
+  for (int d = 0; d < q.dim(); ++d) {
+    if (q.sizes()[d] > 1) stride_and_size.emplace_back(q.strides()[d], q.sizes()[d]);
+  }
+  std::sort(stride_and_size.begin(), stride_and_size.end());
+  int64_t dense_stride = 1;
+  for (const auto& [stride, size] : stride_and_size) {
+    if (stride != dense_stride) return std::nullopt;
+    dense_stride *= size;
+  }
+  return std::array<int64_t, 3>{q.storage_offset() - sorted[0], k.storage_offset() - sorted[0],
+                                v.storage_offset() - sorted[0]};
+}
+
+// Tensors for the fused backward to write q, k and v's gradients into. NOTE: when q, k and
+// v are sibling views of one packed projection (packed_offsets), their gradients are views
+// of ONE buffer with q, k and v's own strides and relative offsets, so the packed gradient
+// is born whole: transpose's and view's backwards stay views and split's backward finds
+// every piece already in place, where separate (B, H, T, D) gradients cost a reshape copy
+// each plus split's copy into the packed gradient. Otherwise three contiguous tensors.
+std::array<Tensor, 3> new_input_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (const std::optional<std::array<int64_t, 3>> offsets = packed_offsets(q, k, v)) {
+    const Tensor buffer = autograd::new_output({3 * q.numel()}, q.dtype(), q);  // the (3, ...) region
+    auto view_at = [&](int64_t offset) {
+      return make_view(buffer, q.sizes(), q.strides(), buffer.storage_offset() + offset);
+    };
+    return {view_at((*offsets)[0]), view_at((*offsets)[1]), view_at((*offsets)[2])};
+  }
+  return {autograd::new_output(q.sizes(), q.dtype(), q), autograd::new_output(k.sizes(), k.dtype(), k),
+          autograd::new_output(v.sizes(), v.dtype(), v)};
+}
+
 // float32, or float64 for float64 inputs (so that float64 checks are exact to rounding).
 DType log_sum_exp_dtype(DType dtype) { return dtype == DType::Float64 ? DType::Float64 : DType::Float32; }
 
@@ -197,9 +253,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
           // The kernels read rows: the incoming gradient needs unit stride in its last dim.
           const bool rows_ok = grad.sizes().back() <= 1 || grad.strides().back() == 1;
           const Tensor grad_output = rows_ok ? grad : contiguous_copy(grad);
-          Tensor grad_q = autograd::new_output(saved_q.sizes(), saved_q.dtype(), saved_q);
-          Tensor grad_k = autograd::new_output(saved_k.sizes(), saved_k.dtype(), saved_k);
-          Tensor grad_v = autograd::new_output(saved_v.sizes(), saved_v.dtype(), saved_v);
+          auto [grad_q, grad_k, grad_v] = new_input_gradients(saved_q, saved_k, saved_v);
           kernels(grad.device()).attention_backward(as_4d(grad_output), as_4d(saved_q), as_4d(saved_k),
                                                     as_4d(saved_v), as_4d(saved_output), saved_log_sum_exp, params,
                                                     as_4d(grad_q), as_4d(grad_k), as_4d(grad_v));

@@ -7,6 +7,10 @@
 // pieces that got none: one allocation, where a node per piece (as narrow gives) would
 // allocate a zero-padded input-sized gradient per piece and then sum them. Splitting a
 // fused QKV projection into q, k and v is the common case.
+//
+// NOTE: when the pieces' gradients already sit in one storage exactly where the pieces sit
+// in a contiguous input (the fused attention's backward writes q, k and v's gradients so),
+// the backward returns that region as the input's gradient: no allocation, no copy.
 #include <algorithm>
 
 #include "autograd/function.h"
@@ -29,6 +33,7 @@ class SplitBackward final : public Node {
     auto first_grad = std::find_if(grad_outputs.begin(), grad_outputs.end(),
                                    [](const Tensor& grad) { return grad.defined(); });
     if (first_grad == grad_outputs.end()) return {Tensor()};
+    if (Tensor in_place = gradient_in_place(grad_outputs); in_place.defined()) return {in_place};
     Tensor grad_input = empty(input_sizes_, {.dtype = first_grad->dtype(), .device = first_grad->device()});
     const KernelTable& device_kernels = kernels(grad_input.device());
     int64_t start = 0;
@@ -45,6 +50,28 @@ class SplitBackward final : public Node {
   }
 
  private:
+  // The input-shaped gradient when every piece's gradient is defined and they share one
+  // storage, each with the strides of a contiguous input (where its size exceeds 1) at its
+  // piece's offset in it, measured from the first piece's; else an undefined tensor.
+  Tensor gradient_in_place(const std::vector<Tensor>& grad_outputs) const {
+    if (input_sizes_.numel() == 0) return {};
+    const Shape strides = contiguous_strides(input_sizes_);
+    const Tensor& first = grad_outputs[0];
+    int64_t start = 0;
+    for (size_t i = 0; i < lengths_.size(); ++i) {
+      const Tensor& grad = grad_outputs[i];
+      if (!grad.defined() || grad.storage() != first.storage() || grad.dtype() != first.dtype() ||
+          grad.storage_offset() != first.storage_offset() + start * strides[dim_]) {
+        return {};
+      }
+      for (int d = 0; d < grad.dim(); ++d) {
+        if (grad.sizes()[d] > 1 && grad.strides()[d] != strides[d]) return {};
+      }
+      start += lengths_[i];
+    }
+    return make_view(first, input_sizes_, strides, first.storage_offset());
+  }
+
   Shape input_sizes_;
   int dim_;
   std::vector<int64_t> lengths_;

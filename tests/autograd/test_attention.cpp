@@ -1,11 +1,15 @@
 // tests/autograd/test_attention.cpp — scaled_dot_product_attention on the CPU: gradients of
 // both paths against finite differences in float64, the fused path against the math path
 // (forward, the three gradients, dropout drawn from one seed), strided views of a packed
-// projection, 3-D inputs, 16-bit dtypes and autocast, the choice of path, and the errors.
+// projection, 3-D inputs, 16-bit dtypes and autocast, the choice of path, and the errors;
+// last, the GPT's packed q, k, v, whose gradients the fused backward writes as one packed
+// gradient (values, the bytes the copies no longer take, gradcheck).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -14,6 +18,7 @@
 #include "autograd/elementwise.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "autograd/op_test_support.h"
 #include "autograd/reduce.h"
 #include "autograd/shape.h"
 #include "autograd/tensor_checks.h"
@@ -352,4 +357,97 @@ TEST_CASE("attention's errors name the rule and the shapes", "[attention]") {
   // The math path takes what the fused one refuses.
   CHECK(scaled_dot_product_attention(strided, strided, strided).sizes() == Shape{2, 3, 4, 8});
   CHECK(scaled_dot_product_attention(five_d, five_d, five_d).sizes() == Shape{1, 2, 3, 4, 8});
+}
+
+// ---- the packed projection's gradient, born whole ----
+
+namespace {
+
+// q, k and v as the GPT makes them (nn/attention.cpp): split(qkv, C, 2), each (B, T, C)
+// piece viewed (B, T, H, D) and transposed to (B, H, T, D), strided views of `packed`.
+// `order` names the piece each of q, k and v takes.
+std::vector<Tensor> gpt_heads(const Tensor& packed, int64_t heads, std::array<int, 3> order = {0, 1, 2}) {
+  const int64_t batch = packed.sizes()[0], seq = packed.sizes()[1], channels = packed.sizes()[2] / 3;
+  const std::vector<Tensor> pieces = split(packed, channels, 2);
+  std::vector<Tensor> qkv;
+  for (int which : order) qkv.push_back(pieces[which].view({batch, seq, heads, channels / heads}).transpose(1, 2));
+  return qkv;
+}
+
+// Bytes the CPU allocator has handed out so far, freed or not (rounded to its 512 B).
+int64_t cpu_bytes_handed_out() { return allocator_for(Device::cpu()).stats().allocated_bytes.allocated; }
+
+}  // namespace
+
+TEST_CASE("the fused backward writes a packed projection's gradient whole, with no copies", "[attention]") {
+  const std::array<int, 3> order = GENERATE(std::array<int, 3>{0, 1, 2}, std::array<int, 3>{2, 0, 1});
+  INFO("q, k, v take pieces " << order[0] << ", " << order[1] << ", " << order[2]);
+  const int64_t batch = 2, seq = 8, heads = 2, head_dim = 8, channels = heads * head_dim;
+  const Tensor projection = normal_values({batch, seq, 3 * channels}, 100);
+  const Tensor grad_output = normal_values({batch, heads, seq, head_dim}, 101);
+  AttentionOptions options = with_backend(AttentionBackend::Fused);
+  options.is_causal = true;
+
+  // The packed leaf's gradient and the bytes its backward handed out, with q, k and v the
+  // packed views themselves or contiguous copies of them (the separate-allocation case).
+  auto run = [&](bool copied) {
+    Tensor packed = contiguous_copy(projection).requires_grad_();
+    std::vector<Tensor> qkv = gpt_heads(packed, heads, order);
+    if (copied) {
+      for (Tensor& x : qkv) x = contiguous(x);
+    }
+    Tensor output = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], options);
+    const int64_t before = cpu_bytes_handed_out();
+    output.backward(grad_output);
+    return std::pair{packed.grad(), cpu_bytes_handed_out() - before};
+  };
+  const auto [packed_grad, packed_bytes] = run(false);
+  const auto [copied_grad, copied_bytes] = run(true);
+  CHECK(max_abs_difference(packed_grad, copied_grad) < 1e-12);
+
+  // One (B, T, 3C) float64 gradient is 2 * 8 * 48 * 8 = 6144 B, a (B, H, T, D) one 2048 B.
+  // Packed: the fused backward's one buffer, whose views transpose and view hand back and
+  // split returns whole, which the leaf then keeps: 6144 B. Separate: three (B, H, T, D)
+  // gradients (6144), the copy each non-contiguous (B, T, H, D) transpose of them needs to
+  // become (B, T, C) (6144), and split's (B, T, 3C) gradient (6144): 18432 B. The packing
+  // saves two packed gradients' bytes, and the four passes that wrote and read them.
+  const int64_t packed_gradient_bytes = batch * seq * 3 * channels * 8;
+  CHECK(packed_bytes == packed_gradient_bytes);
+  CHECK(copied_bytes == 3 * packed_gradient_bytes);
+  CHECK(copied_bytes - packed_bytes == 2 * packed_gradient_bytes);
+}
+
+TEST_CASE("q, k, v that do not tile one region get separate gradients, still right", "[attention]") {
+  const int64_t batch = 2, seq = 5, heads = 2, head_dim = 4, channels = heads * head_dim;
+  const Tensor projection = normal_values({batch, seq, 4 * channels}, 102);
+  const Tensor grad_output = normal_values({batch, heads, seq, head_dim}, 103);
+  const AttentionOptions options = with_backend(AttentionBackend::Fused);
+  // Pieces 0, 1 and 3 of four: one storage, but a gap where piece 2 sits.
+  Tensor packed = contiguous_copy(projection).requires_grad_();
+  const std::vector<Tensor> pieces = split(packed, channels, 2);
+  auto head = [&](int which) { return pieces[which].view({batch, seq, heads, head_dim}).transpose(1, 2); };
+  scaled_dot_product_attention(head(0), head(1), head(3), options).backward(grad_output);
+  const Run contiguous = run_attention(head(0).detach(), head(1).detach(), head(3).detach(), grad_output, options);
+  auto grad_of = [&](int which) { return packed.grad().narrow(2, which * channels, channels); };
+  CHECK(max_abs_difference(grad_of(0).view({batch, seq, heads, head_dim}).transpose(1, 2), contiguous.grad_q) < 1e-12);
+  CHECK(max_abs_difference(grad_of(1).view({batch, seq, heads, head_dim}).transpose(1, 2), contiguous.grad_k) < 1e-12);
+  CHECK(max_abs_difference(grad_of(3).view({batch, seq, heads, head_dim}).transpose(1, 2), contiguous.grad_v) < 1e-12);
+  CHECK(max_abs_difference(grad_of(2), zeros({batch, seq, channels}, {.dtype = DType::Float64})) == 0.0);
+}
+
+TEST_CASE("the fused path's gradients on a packed projection's views match finite differences", "[attention]") {
+  const bool causal = GENERATE(false, true);
+  INFO("causal " << causal);
+  AttentionOptions options = with_backend(AttentionBackend::Fused);
+  options.is_causal = causal;
+  const std::vector<Tensor> probe = gpt_heads(normal_values({2, 4, 3 * 8}, 104), 2);
+  REQUIRE(attention_backend_for(probe[0], probe[1], probe[2], options) == AttentionBackend::Fused);
+  GradcheckResult result = gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        const std::vector<Tensor> qkv = gpt_heads(in[0], 2);
+        return scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], options);
+      },
+      {normal_leaf({2, 4, 3 * 8}, 105)});
+  INFO(result.message);
+  CHECK(result.passed);
 }

@@ -1,7 +1,8 @@
 // tests/autograd/test_transformer_shapes.cpp — the shape ops a transformer needs:
 // masked_fill, tril/triu, split/chunk, and checks of the existing views, cat, batched
-// matmul, arange and argmax as attention uses them. Values against hand-computed numbers,
-// gradcheck in float64, and one test per error.
+// matmul, arange and argmax as attention uses them; that a packed (B, T, 3C) gradient goes
+// back through the heads' views and split without a copy. Values against hand-computed
+// numbers, gradcheck in float64, and one test per error.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -223,4 +224,72 @@ TEST_CASE("arange and argmax along the last dim give what sampling and causal ma
   CHECK(argmax(logits.view({1, 3, 3}), -1, true).sizes() == Shape{1, 3, 1});
   // Ties: the first maximum, as torch.
   CHECK(argmax(from_vector<float>({2.0f, 7.0f, 7.0f}, {1, 3}), -1).to_vector<int64_t>() == std::vector<int64_t>{1});
+}
+
+// ---- the packed gradient: split's backward and the head views' backwards copy nothing ----
+
+TEST_CASE("split's backward returns the pieces' region itself when their gradients sit in place", "[split]") {
+  Tensor x = leaf({2, 3, 6}, 20);
+  std::vector<Tensor> pieces = split(x, 2, 2);  // three (2, 3, 2)
+  autograd::Node& node = *pieces[0].grad_fn();
+  const Tensor packed = counting({2, 3, 6});  // what a consumer wrote for the three, in place
+  auto piece_of = [](const Tensor& tensor, int64_t which) { return narrow(tensor, 2, 2 * which, 2); };
+
+  SECTION("in place: the consumer's storage, seen as the input, no bytes") {
+    int64_t before = cpu_allocated_bytes();
+    Tensor grad = node.apply({piece_of(packed, 0), piece_of(packed, 1), piece_of(packed, 2)}).at(0);
+    CHECK(cpu_allocated_bytes() == before);
+    CHECK(grad.storage() == packed.storage());
+    CHECK(grad.sizes() == Shape{2, 3, 6});
+    CHECK(grad.strides() == Shape{18, 6, 1});
+    CHECK(values(grad) == values(packed));
+  }
+  SECTION("in place at an offset into a larger storage") {
+    const Tensor larger = counting({40});
+    const Tensor inner = larger.narrow(0, 4, 36).view({2, 3, 6});
+    Tensor grad = node.apply({piece_of(inner, 0), piece_of(inner, 1), piece_of(inner, 2)}).at(0);
+    CHECK(grad.storage() == larger.storage());
+    CHECK(grad.storage_offset() == 4);
+    CHECK(values(grad) == values(inner));
+  }
+  SECTION("from unrelated tensors: one new gradient holding each") {
+    Tensor grad = node.apply({contiguous_copy(piece_of(packed, 0)), contiguous_copy(piece_of(packed, 1)),
+                              contiguous_copy(piece_of(packed, 2))}).at(0);
+    CHECK(grad.storage() != packed.storage());
+    CHECK(values(grad) == values(packed));
+  }
+  SECTION("one storage, but the pieces swapped: copied into place") {
+    Tensor grad = node.apply({piece_of(packed, 1), piece_of(packed, 0), piece_of(packed, 2)}).at(0);
+    CHECK(grad.storage() != packed.storage());
+    CHECK(values(piece_of(grad, 0)) == values(piece_of(packed, 1)));
+    CHECK(values(piece_of(grad, 1)) == values(piece_of(packed, 0)));
+    CHECK(values(piece_of(grad, 2)) == values(piece_of(packed, 2)));
+  }
+  SECTION("a missing piece: zeros there, the rest copied") {
+    Tensor grad = node.apply({piece_of(packed, 0), Tensor(), piece_of(packed, 2)}).at(0);
+    CHECK(grad.storage() != packed.storage());
+    CHECK(values(piece_of(grad, 0)) == values(piece_of(packed, 0)));
+    CHECK(values(piece_of(grad, 1)) == std::vector<double>(12, 0.0));
+    CHECK(values(piece_of(grad, 2)) == values(piece_of(packed, 2)));
+  }
+}
+
+TEST_CASE("a head's (B, H, T, D) gradient in the packed layout goes back through transpose and view as a view",
+          "[transformer_shapes]") {
+  const int64_t batch = 2, seq = 3, heads = 2, head_dim = 4, channels = heads * head_dim;
+  Tensor piece = split(leaf({batch, seq, 3 * channels}, 21), channels, 2)[1];  // k's (B, T, C)
+  Tensor head = piece.view({batch, seq, heads, head_dim}).transpose(1, 2);     // (B, H, T, D)
+  // The fused backward's gradient for it: k's own strides and offset in a packed buffer.
+  const Tensor buffer = counting({batch, seq, 3 * channels});
+  const Tensor grad_head = make_view(buffer, head.sizes(), head.strides(), head.storage_offset());
+  autograd::Node& transpose_node = *head.grad_fn();
+  autograd::Node& view_node = *transpose_node.next_edges()[0].function;
+  int64_t before = cpu_allocated_bytes();
+  Tensor grad_piece = view_node.apply(transpose_node.apply({grad_head})).at(0);
+  CHECK(cpu_allocated_bytes() == before);
+  CHECK(grad_piece.storage() == buffer.storage());
+  CHECK(grad_piece.sizes() == Shape{batch, seq, channels});
+  CHECK(grad_piece.strides() == Shape{seq * 3 * channels, 3 * channels, 1});
+  CHECK(grad_piece.storage_offset() == channels);
+  CHECK(values(grad_piece) == values(buffer.narrow(2, channels, channels)));
 }
