@@ -151,6 +151,24 @@ void write_prediction_summary(const std::string& path, const MemoryPrediction& p
   std::printf("summary written to %s\n", path.c_str());
 }
 
+void print_bench_prediction(mg::Device target, int64_t batch_size, std::optional<int64_t> fit_capacity,
+                            const StepsOnDevice& steps, const std::string& summary_json,
+                            const std::function<void(mg::JsonWriter&, int64_t batch_size)>& write_config) {
+  if (!summary_json.empty()) check_writable(summary_json, "--summary-json");
+  const MemoryPrediction prediction =
+      fit_capacity ? fit_batch(target, *fit_capacity, steps) : predict_memory(target, batch_size, steps);
+  print_prediction(stderr, prediction, fit_capacity);
+  mg::JsonWriter json;
+  json.begin_object();
+  write_config(json, prediction.batch_size);
+  write_prediction_json(json, prediction, fit_capacity);
+  json.end_object();
+  const std::string line = json.str();
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (!summary_json.empty()) write_file_atomically(summary_json, line);
+}
+
 std::string prediction_usage() {
   return R"(  --predict-memory         do not train: run the same steps (model, optimizer, batch and
                            every other setting given) on the simulated device, which runs

@@ -177,26 +177,16 @@ int run_bench(const Args& args) {
 
 int predict_bench_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
     Args at_batch = args;
     at_batch.batch_size = batch_size;
     return bench_step_memory(at_batch, device);
   };
-  const examples::MemoryPrediction prediction = args.fit_batch
-                                                    ? examples::fit_batch(args.device, *args.fit_batch, steps)
-                                                    : examples::predict_memory(args.device, args.batch_size, steps);
-  // As run_bench: people read stderr, bench/summarize.py the JSON line on stdout.
-  examples::print_prediction(stderr, prediction, args.fit_batch);
-  mg::JsonWriter json;
-  json.begin_object();
-  write_bench_config(json, args, prediction.batch_size);
-  json.key("warmup").value(args.warmup);
-  examples::write_prediction_json(json, prediction, args.fit_batch);
-  json.end_object();
-  const std::string line = json.str();
-  std::cout << line << std::endl;
-  if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
+  examples::print_bench_prediction(args.device, args.batch_size, args.fit_batch, steps, args.summary_json,
+                                   [&](mg::JsonWriter& json, int64_t batch_size) {
+                                     write_bench_config(json, args, batch_size);
+                                     json.key("warmup").value(args.warmup);
+                                   });
   return 0;
 }
 
