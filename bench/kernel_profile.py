@@ -20,6 +20,26 @@ import re
 import subprocess
 import sys
 
+# Kernel families for the summary by category, first match wins (names as ncu prints them,
+# memgrad's and PyTorch's both): what a reader compares across frameworks.
+CATEGORIES = [
+    ("attention", r"flash|attention|fmha|sdpa|cudnn_generated"),
+    ("gemm", r"gemm|xmma|cutlass|nvjet|cublas|matmul|wgmma"),
+    ("layer norm", r"layer_?norm"),
+    ("softmax / cross-entropy", r"softmax|cross_?entropy|nll|log_?sum"),
+    ("optimizer", r"adam|multi_?tensor|sgd|optimizer|clip|foreach|norm_?scale"),
+    ("embedding", r"embedding|index_?select|gather|scatter"),
+    ("reduction", r"reduce|sum|norm"),
+    ("copy / cast", r"copy|cast|convert|transpose|contiguous|fill|memset"),
+]
+
+
+def category(name):
+    for label, pattern in CATEGORIES:
+        if re.search(pattern, name, re.IGNORECASE):
+            return label
+    return "elementwise / other"
+
 
 def short_name(name):
     """A kernel's name without template arguments and parameter lists, so that instances
@@ -67,6 +87,13 @@ def main(argv):
         count[name] += 1
     overall = sum(total_ns.values())
     print(f"{args.label}: {sum(count.values())} kernels, {overall / 1e6:.3f} ms of kernel time")
+    by_category = collections.Counter()
+    for name, ns in total_ns.items():
+        by_category[category(name)] += ns
+    print("  by category:")
+    for label, ns in by_category.most_common():
+        print(f"  {ns / 1e6:9.3f} ms {100 * ns / overall:5.1f}%  {label}")
+    print("  by kernel:")
     for name, ns in total_ns.most_common(args.top):
         print(f"  {ns / 1e6:9.3f} ms {100 * ns / overall:5.1f}%  x{count[name]:<5d} {name}")
     return 0
