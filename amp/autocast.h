@@ -15,8 +15,9 @@
 //   lower precision (inputs cast to the autocast dtype): matmul, linear, conv2d,
 //                                                         scaled_dot_product_attention
 //   float32 (16-bit inputs cast up, result float32):     softmax, log_softmax,
-//                                                         cross_entropy, nll_loss, sum, mean,
-//                                                         layer_norm
+//                                                         nll_loss, sum, mean, layer_norm
+//   float32 result computed in float32 from the 16-bit   cross_entropy (its gradient keeps
+//   inputs as they are (no float32 copy):                the logits' dtype)
 //   unchanged: everything else; binary elementwise ops promote to the widest input
 //   dtype anyway, and batch_norm keeps float32 statistics for 16-bit inputs.
 // Only float32/float16/bfloat16 tensors are cast (float64 and integer ones never), and only

@@ -113,8 +113,11 @@ Tensor reduce_losses(const Tensor& losses, Reduction reduction) {
   MG_ASSERT(false, "unknown reduction ", static_cast<int>(reduction));
 }
 
-// cross_entropy in the logits' own dtype, after check_class_targets.
-Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+// cross_entropy after check_class_targets, its loss in `loss_dtype`: the logits' own, or
+// float32 for 16-bit logits under autocast (the kernels then read the 16-bit logits as they
+// are and compute in float32; the gradient keeps the logits' dtype).
+Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options,
+                             DType loss_dtype) {
   double smoothing = options.label_smoothing;
   MG_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            smoothing);
@@ -123,7 +126,7 @@ Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const C
   Tensor scores = contiguous_or_copy(logits);  // (N, C)
   Tensor labels = contiguous_or_copy(target);
   int64_t batch = scores.sizes()[0];
-  Tensor losses = autograd::new_output({batch}, scores.dtype(), scores);  // (N)
+  Tensor losses = autograd::new_output({batch}, loss_dtype, scores);  // (N)
   // One float per row; float64 logits keep float64.
   DType lse_dtype = scores.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   Tensor log_sum_exp = autograd::new_output({batch}, lse_dtype, scores);  // (N)
@@ -139,7 +142,7 @@ Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const C
             const autograd::Node&, const Tensor& grad, const Tensor& saved_logits, const Tensor& saved_log_sum_exp,
             const Tensor& saved_target, const Tensor& saved_count) {
           Tensor grad_losses = per_sample_grad(grad, reduction, saved_count, saved_logits.sizes()[0]);
-          Tensor grad_logits = autograd::new_output(saved_logits.sizes(), grad.dtype(), grad);
+          Tensor grad_logits = autograd::new_output(saved_logits.sizes(), saved_logits.dtype(), grad);
           kernels(grad.device())
               .cross_entropy_backward(grad_losses, saved_logits, saved_log_sum_exp, saved_target, ignore_index,
                                       smoothing, grad_logits);
@@ -163,8 +166,12 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   check_class_targets("cross_entropy", logits, target);
-  if (amp::is_autocast_on_for(logits)) return cross_entropy_checked(amp::cast_to_float32(logits), target, options);
-  return cross_entropy_checked(logits, target, options);
+  // Under autocast the loss is float32, as in PyTorch. NOTE: 16-bit logits are not cast up
+  // first: a float32 copy (N x 50304 for GPT-2) would cost twice their bytes, saved for the
+  // backward, and two more passes over them; the kernels compute in float32 anyway.
+  const bool sixteen_bit = logits.dtype() == DType::Float16 || logits.dtype() == DType::BFloat16;
+  const bool float32_loss = sixteen_bit && amp::is_autocast_on_for(logits);
+  return cross_entropy_checked(logits, target, options, float32_loss ? DType::Float32 : logits.dtype());
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

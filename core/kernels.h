@@ -126,12 +126,14 @@ struct KernelTable {
   // Cross entropy of logits (N, C) contiguous against target (N) int64 with label smoothing
   // s, in one pass: log_sum_exp[n] = log sum_c exp(logits[n, c]) (float32; float64 for
   // float64 logits) and loss[n] = log_sum_exp[n] - (1 - s) logits[n, target[n]]
-  // - s mean_c logits[n, c], 0 where target == ignore_index.
+  // - s mean_c logits[n, c], 0 where target == ignore_index. loss (N) has the logits' dtype,
+  // or float32 for float16/bfloat16 logits (autocast's float32 loss, computed from the
+  // 16-bit logits as they are: no float32 copy of an (N, C) matrix).
   void (*cross_entropy_forward)(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                                 double label_smoothing, const Tensor& loss, const Tensor& log_sum_exp);
   // grad_logits[n, c] = grad_loss[n] (softmax(logits)[n, c] - (1 - s) [c == target[n]] - s / C)
   // from the forward's log_sum_exp; rows where target == ignore_index are 0. grad_loss (N)
-  // contiguous.
+  // contiguous, in the forward's loss dtype; grad_logits in the logits' dtype.
   void (*cross_entropy_backward)(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
                                  const Tensor& target, int64_t ignore_index, double label_smoothing,
                                  const Tensor& grad_logits);
@@ -162,11 +164,14 @@ struct KernelTable {
                        std::span<const Tensor> state_sums, std::span<const Tensor> steps,
                        const AdagradHyper& hyper);
   // Mixed-precision loss scaling (amp/grad_scaler.h), as torch's
-  // _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_. found_inf, inv_scale
-  // and scale are 0-d float32, growth_tracker 0-d int32, all on the tensors' device.
-  // non_finite_check_and_unscale multiplies every gradient of `grads` (one device and dtype,
-  // each dense) by *inv_scale and sets *found_inf = 1 if any element was inf or NaN; it
-  // never clears found_inf (the caller zeroes it first).
+  // _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_. found_inf and scale
+  // are 0-d float32, growth_tracker 0-d int32, all on the tensors' device.
+  // non_finite_check_and_unscale multiplies every gradient of `grads` (one device, each
+  // dense, any floating dtypes, mixed) in place by *inv_scale (0-d float32, or float64),
+  // computing in the gradient's compute type (float32 for 16-bit ones), and sets
+  // *found_inf = 1 if any element was inf or NaN before scaling; it never clears found_inf
+  // (the caller zeroes it first). With found_inf undefined it only scales, as torch's
+  // _foreach_mul_ by a tensor: clip_grad_norm_'s coefficient.
   void (*non_finite_check_and_unscale)(std::span<const Tensor> grads, const Tensor& found_inf,
                                        const Tensor& inv_scale);
   // After an overflow (*found_inf != 0): scale *= backoff_factor, growth_tracker = 0. Else
@@ -174,6 +179,16 @@ struct KernelTable {
   // that would overflow float32) and growth_tracker = 0.
   void (*update_scale)(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                        double growth_factor, double backoff_factor, int64_t growth_interval);
+  // The total p-norm of a list of tensors before its root (clip_grad_norm_; torch's
+  // _foreach_norm, summed over the list): result (0-d) = the sum over every element x of
+  // `tensors` of |x|^p, or max |x| for p = inf; NaN propagates. p > 0. tensors: one device,
+  // each dense, any floating dtypes (mixed), empty ones allowed. result and partials are
+  // float32, float64 when any tensor is float64. partials (1-D, any length >= 1) is scratch
+  // the caller allocates, so that every device allocates alike: the CUDA kernel runs at
+  // most that many blocks, each keeping one partial there, and combines them in a fixed
+  // order without atomics, so the same list gives the same bits every run.
+  void (*total_norm_power)(std::span<const Tensor> tensors, double p, const Tensor& partials,
+                           const Tensor& result);
   // 2-D convolution: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) contiguous or
   // undefined, output (N, K, P, Q). Each 4-D tensor is dense in NCHW or in channels_last,
   // independently of the others (autograd/conv.cpp allocates results in the layout PyTorch
@@ -259,7 +274,9 @@ struct KernelTable {
   // packed projection are read in place); log_sum_exp (B, H, Tq) contiguous, float32
   // (float64 for a float64 input): log sum_j exp(scale * q_i . k_j) over the keys row i
   // attends to (before dropout).
-  // On CUDA: float16 / bfloat16, D <= 128 and a multiple of 8; on the CPU: any floating type.
+  // On CUDA: float16 / bfloat16 with D <= 128 and a multiple of 8 (tensor cores), float32
+  // with any D <= 128 (FP32 FMA: no TF32, as PyTorch's float32 default); on the CPU: any
+  // floating type.
   void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                             const Tensor& output, const Tensor& log_sum_exp);
   // The three gradients from the forward's output and log_sum_exp (the (Tq, Tk) matrix is

@@ -112,6 +112,15 @@ void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_
   });
 }
 
+// Calls fn.template operator()<L>() with L the type of cross entropy's loss (and its
+// gradient): the logits' own T, or C (float32) where the caller asked for float32 losses
+// of 16-bit logits (autocast).
+template <class T, class C, class Fn>
+void with_loss_type(DType loss_dtype, Fn&& fn) {
+  if (loss_dtype == dtype_of<T>) fn.template operator()<T>();
+  else fn.template operator()<C>();
+}
+
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
                            const Tensor& loss, const Tensor& log_sum_exp) {
   int64_t batch = logits.sizes()[0], classes = logits.sizes()[1];
@@ -119,33 +128,35 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
   check_targets("cross_entropy", labels, batch, classes, ignore_index);
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
     using C = line_compute_t<T>;
-    const T* in = logits.data_ptr<T>();
-    T* out = loss.data_ptr<T>();
-    C* lse = log_sum_exp.data_ptr<C>();
-    const C smoothing = static_cast<C>(label_smoothing), kept = 1 - smoothing;
+    with_loss_type<T, C>(loss.dtype(), [&]<class L>() {
+      const T* in = logits.data_ptr<T>();
+      L* out = loss.data_ptr<L>();
+      C* lse = log_sum_exp.data_ptr<C>();
+      const C smoothing = static_cast<C>(label_smoothing), kept = 1 - smoothing;
 #pragma omp parallel for schedule(static) if (logits.numel() >= kParallelGrain)
-    for (int64_t n = 0; n < batch; ++n) {
-      const T* row = in + n * classes;
-      C max_value = -std::numeric_limits<C>::infinity();
-      for (int64_t c = 0; c < classes; ++c) max_value = std::max(max_value, static_cast<C>(row[c]));
-      C shift = std::isinf(max_value) ? C(0) : max_value;
-      C total = 0, shifted_sum = 0;
-      for (int64_t c = 0; c < classes; ++c) {
-        C shifted = static_cast<C>(row[c]) - shift;
-        total += std::exp(shifted);
-        shifted_sum += shifted;
+      for (int64_t n = 0; n < batch; ++n) {
+        const T* row = in + n * classes;
+        C max_value = -std::numeric_limits<C>::infinity();
+        for (int64_t c = 0; c < classes; ++c) max_value = std::max(max_value, static_cast<C>(row[c]));
+        C shift = std::isinf(max_value) ? C(0) : max_value;
+        C total = 0, shifted_sum = 0;
+        for (int64_t c = 0; c < classes; ++c) {
+          C shifted = static_cast<C>(row[c]) - shift;
+          total += std::exp(shifted);
+          shifted_sum += shifted;
+        }
+        C log_total = std::log(total);
+        lse[n] = shift + log_total;
+        if (labels[n] == ignore_index) {
+          out[n] = L(0);
+          continue;
+        }
+        // -(1 - s) log_p[target] - s mean_c log_p[c], with log_p = shifted - log_total.
+        C target_term = log_total - (static_cast<C>(row[labels[n]]) - shift);
+        C value = smoothing == 0 ? target_term : kept * target_term + smoothing * (log_total - shifted_sum / classes);
+        out[n] = static_cast<L>(value);
       }
-      C log_total = std::log(total);
-      lse[n] = shift + log_total;
-      if (labels[n] == ignore_index) {
-        out[n] = T(0);
-        continue;
-      }
-      // -(1 - s) log_p[target] - s mean_c log_p[c], with log_p = shifted - log_total.
-      C target_term = log_total - (static_cast<C>(row[labels[n]]) - shift);
-      C value = smoothing == 0 ? target_term : kept * target_term + smoothing * (log_total - shifted_sum / classes);
-      out[n] = static_cast<T>(value);
-    }
+    });
   });
 }
 
@@ -156,26 +167,28 @@ void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const
   const int64_t* labels = target.data_ptr<int64_t>();
   dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<class T>() {
     using C = line_compute_t<T>;
-    const T* grad = grad_loss.data_ptr<T>();
-    const T* in = logits.data_ptr<T>();
-    const C* lse = log_sum_exp.data_ptr<C>();
-    T* result = grad_logits.data_ptr<T>();
-    const C smoothing = static_cast<C>(label_smoothing), kept = 1 - smoothing, uniform = smoothing / classes;
+    with_loss_type<T, C>(grad_loss.dtype(), [&]<class L>() {
+      const L* grad = grad_loss.data_ptr<L>();
+      const T* in = logits.data_ptr<T>();
+      const C* lse = log_sum_exp.data_ptr<C>();
+      T* result = grad_logits.data_ptr<T>();
+      const C smoothing = static_cast<C>(label_smoothing), kept = 1 - smoothing, uniform = smoothing / classes;
 #pragma omp parallel for schedule(static) if (logits.numel() >= kParallelGrain)
-    for (int64_t n = 0; n < batch; ++n) {
-      T* row_result = result + n * classes;
-      int64_t label = labels[n];
-      if (label == ignore_index) {
-        std::fill(row_result, row_result + classes, T(0));
-        continue;
+      for (int64_t n = 0; n < batch; ++n) {
+        T* row_result = result + n * classes;
+        int64_t label = labels[n];
+        if (label == ignore_index) {
+          std::fill(row_result, row_result + classes, T(0));
+          continue;
+        }
+        C g = static_cast<C>(grad[n]);
+        for (int64_t c = 0; c < classes; ++c) {
+          C probability = std::exp(static_cast<C>(in[n * classes + c]) - lse[n]);
+          C target_weight = (c == label ? kept : C(0)) + uniform;
+          row_result[c] = static_cast<T>(g * (probability - target_weight));
+        }
       }
-      C g = static_cast<C>(grad[n]);
-      for (int64_t c = 0; c < classes; ++c) {
-        C probability = std::exp(static_cast<C>(in[n * classes + c]) - lse[n]);
-        C target_weight = (c == label ? kept : C(0)) + uniform;
-        row_result[c] = static_cast<T>(g * (probability - target_weight));
-      }
-    }
+    });
   });
 }
 

@@ -13,15 +13,17 @@
 //   inner > 1: blocks of 32 lines x 8 threads; the 32 lines are consecutive in memory
 //     (coalesced), and the 8 threads of a line split its extent.
 //
-// Cross entropy's forward is the row kernel of softmax with the loss in place of the
-// outputs: the row's maximum, its sums of exponentials and of shifted logits, then one
-// thread writes the row's log-sum-exp and loss. Its backward writes each gradient element
-// once, exp(logit - log_sum_exp) minus the smoothed one-hot target, times the row's grad.
+// Cross entropy's forward reads each row once (an online maximum and sum of exponentials,
+// 16-byte loads), then one thread writes the row's log-sum-exp and loss. Its backward
+// writes each gradient element once, exp(logit - log_sum_exp) minus the smoothed one-hot
+// target, times the row's grad. 16-bit logits under autocast stay 16-bit: the arithmetic
+// is float32 and the loss float32, but no float32 copy of the (N, C) logits is made.
 //
 // nll_forward and cross_entropy_forward never synchronise to validate targets: a target
 // that is neither ignore_index nor in [0, C) gives a NaN loss (the CPU kernels throw
 // instead), so a bad label shows up as a NaN loss rather than as silent garbage.
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
@@ -347,25 +349,73 @@ void nll_backward(const Tensor& grad_loss, const Tensor& target, int64_t ignore_
 
 namespace {
 
-// One row (or a warp's rows) per block as softmax_rows_kernel; see the top.
-template <class T, class C>
+// A row's running statistics, read once: its maximum so far (std::max's rule), the sum of
+// exp(x - maximum) over the elements seen, and their plain sum (for label smoothing).
+template <class C>
+struct RowStats {
+  C max_value, total, sum;
+};
+template <class C>
+__device__ __forceinline__ RowStats<C> shuffle_xor(RowStats<C> stats, int lane_mask) {
+  // NOTE: qualified, as this overload hides row_reduce.cuh's from unqualified lookup here.
+  return {mg::cuda::shuffle_xor(stats.max_value, lane_mask), mg::cuda::shuffle_xor(stats.total, lane_mask),
+          mg::cuda::shuffle_xor(stats.sum, lane_mask)};
+}
+// stats.total as if taken relative to `max_value` (>= stats.max_value).
+template <class C>
+__device__ __forceinline__ C total_relative_to(const RowStats<C>& stats, C max_value) {
+  // NOTE: equal maxima (an all -inf part included) need no factor, and exp(-inf - -inf)
+  // would be NaN.
+  return stats.max_value == max_value ? stats.total : stats.total * exp_of(stats.max_value - max_value);
+}
+struct CombineRowStats {
+  template <class C>
+  __device__ __forceinline__ RowStats<C> operator()(const RowStats<C>& a, const RowStats<C>& b) const {
+    C max_value = MaxOf{}(a.max_value, b.max_value);
+    return {max_value, total_relative_to(a, max_value) + total_relative_to(b, max_value), a.sum + b.sum};
+  }
+};
+
+// One row (or a warp's rows) per block as softmax_rows_kernel, but the row is read once:
+// each thread keeps RowStats over V-element vectors, rescaling its total when its maximum
+// grows, and the threads' stats are combined. Only a row whose maximum is infinite is read
+// again, to sum exp(x) with a shift of 0 as the CPU does. L is the loss's type: T, or C for
+// 16-bit logits under autocast.
+template <class T, class C, class L, int V>
 __global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* target, int64_t rows, int64_t classes,
-                                          int64_t ignore_index, C smoothing, T* loss, C* log_sum_exp) {
+                                          int64_t ignore_index, C smoothing, L* loss, C* log_sum_exp) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (row >= rows) return;  // a whole warp (several rows per block only with 32-thread rows)
   const T* in = logits + row * classes;
-  C max_value = -std::numeric_limits<C>::infinity();
-  for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) max_value = MaxOf{}(max_value, to_compute<C>(in[k]));
-  max_value = reduce_across_row(max_value, MaxOf{});
-  C shift = isinf(max_value) ? C(0) : max_value;
-  C total = 0, shifted_sum = 0;
-  for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) {
-    C shifted = to_compute<C>(in[k]) - shift;
-    total += exp_of(shifted);
-    shifted_sum += shifted;
+  constexpr C kMinusInfinity = -std::numeric_limits<C>::infinity();
+  RowStats<C> stats{kMinusInfinity, C(0), C(0)};
+  for (int64_t k = static_cast<int64_t>(threadIdx.x) * V; k < classes; k += static_cast<int64_t>(blockDim.x) * V) {
+    AlignedVector<T, V> pack = *reinterpret_cast<const AlignedVector<T, V>*>(in + k);
+    C x[V];
+    C pack_max = kMinusInfinity;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      x[i] = to_compute<C>(pack.value[i]);
+      pack_max = MaxOf{}(pack_max, x[i]);
+    }
+    if (pack_max > stats.max_value) {
+      stats.total *= exp_of(stats.max_value - pack_max);
+      stats.max_value = pack_max;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      stats.total += x[i] == kMinusInfinity ? C(0) : exp_of(x[i] - stats.max_value);
+      stats.sum += x[i];
+    }
   }
-  total = reduce_across_row(total, SumOf{});
-  shifted_sum = reduce_across_row(shifted_sum, SumOf{});
+  stats = reduce_across_row(stats, CombineRowStats{});
+  C shift = stats.max_value, total = stats.total;
+  if (isinf(shift)) {  // the same for every thread of the row
+    shift = C(0);
+    total = C(0);
+    for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) total += exp_of(to_compute<C>(in[k]));
+    total = reduce_across_row(total, SumOf{});
+  }
   if (threadIdx.x != 0) return;
   C log_total = log_of(total);
   log_sum_exp[row] = shift + log_total;
@@ -378,29 +428,55 @@ __global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* target
   } else {
     // -(1 - s) log_p[target] - s mean_c log_p[c], with log_p = shifted - log_total.
     C target_term = log_total - (to_compute<C>(in[label]) - shift);
+    C shifted_sum = stats.sum - shift * static_cast<C>(classes);
     value = smoothing == C(0) ? target_term
                               : (C(1) - smoothing) * target_term + smoothing * (log_total - shifted_sum / classes);
   }
-  loss[row] = from_compute<T>(value);
+  loss[row] = from_compute<L>(value);
 }
 
-// Each thread writes one element of grad_logits (N, C); see the top.
-template <class T, class C>
-__global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* logits, const C* log_sum_exp,
-                                              const int64_t* target, int64_t batch, int64_t classes,
+// Rows laid out as the forward's; each thread writes V consecutive elements of
+// grad_logits at a time: exp(logit - log_sum_exp) minus the smoothed one-hot target,
+// times the row's grad.
+template <class T, class C, class L, int V>
+__global__ void cross_entropy_backward_kernel(const L* grad_loss, const T* logits, const C* log_sum_exp,
+                                              const int64_t* target, int64_t rows, int64_t classes,
                                               int64_t ignore_index, C kept, C uniform, T* grad_logits) {
-  int64_t total = batch * classes;
-  for (int64_t index = global_thread_index(); index < total; index += grid_stride()) {
-    int64_t n = index / classes, c = index - n * classes;
-    int64_t label = target[n];
-    C value = C(0);
-    if (label != ignore_index) {
-      C probability = exp_of(to_compute<C>(logits[index]) - log_sum_exp[n]);
-      C target_weight = (c == label ? kept : C(0)) + uniform;
-      value = to_compute<C>(grad_loss[n]) * (probability - target_weight);
+  int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  const int64_t label = target[row];
+  const bool ignored = label == ignore_index;
+  const C grad = ignored ? C(0) : to_compute<C>(grad_loss[row]);
+  const C row_log_sum_exp = log_sum_exp[row];
+  const T* in = logits + row * classes;
+  T* out = grad_logits + row * classes;
+  for (int64_t k = static_cast<int64_t>(threadIdx.x) * V; k < classes; k += static_cast<int64_t>(blockDim.x) * V) {
+    AlignedVector<T, V> pack = *reinterpret_cast<const AlignedVector<T, V>*>(in + k);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      C target_weight = (k + i == label ? kept : C(0)) + uniform;
+      C probability = exp_of(to_compute<C>(pack.value[i]) - row_log_sum_exp);
+      pack.value[i] = from_compute<T>(ignored ? C(0) : grad * (probability - target_weight));
     }
-    grad_logits[index] = from_compute<T>(value);
+    *reinterpret_cast<AlignedVector<T, V>*>(out + k) = pack;
   }
+}
+
+// Calls fn.template operator()<L, V>(): L the loss's type (T, or C where the caller asked
+// for float32 losses of 16-bit logits), V the elements per access (16 bytes when every row
+// starts aligned, else 1).
+template <class T, class C, class Fn>
+void with_loss_type_and_width(DType logits_dtype, DType loss_dtype, int64_t classes,
+                              std::initializer_list<const void*> rows_base, Fn&& fn) {
+  constexpr int kWidth = vector_width_v<T>;
+  bool vectorized = classes % kWidth == 0;
+  for (const void* base : rows_base) vectorized = vectorized && is_aligned(base, sizeof(T) * kWidth);
+  auto with_width = [&]<class L>() {
+    if (vectorized) fn.template operator()<L, kWidth>();
+    else fn.template operator()<L, 1>();
+  };
+  if (loss_dtype == logits_dtype) with_width.template operator()<T>();
+  else with_width.template operator()<C>();
 }
 
 }  // namespace
@@ -416,11 +492,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
     using T = device_t<Element>;
     using C = line_compute_t<Element>;
     RowLaunch launch = row_launch("cross_entropy", batch, classes);
-    cross_entropy_rows_kernel<T, C><<<launch.grid, launch.block, 0, stream>>>(
-        static_cast<const T*>(logits.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch, classes,
-        ignore_index, static_cast<C>(label_smoothing), static_cast<T*>(loss.raw_data()),
-        static_cast<C*>(log_sum_exp.raw_data()));
-    MG_CUDA_CHECK_LAUNCH();
+    with_loss_type_and_width<T, C>(logits.dtype(), loss.dtype(), classes, {logits.raw_data()},
+                                   [&]<class L, int V>() {
+      cross_entropy_rows_kernel<T, C, L, V><<<launch.grid, launch.block, 0, stream>>>(
+          static_cast<const T*>(logits.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch, classes,
+          ignore_index, static_cast<C>(label_smoothing), static_cast<L*>(loss.raw_data()),
+          static_cast<C*>(log_sum_exp.raw_data()));
+      MG_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -437,12 +516,15 @@ void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const
     using C = line_compute_t<Element>;
     // In C, as the CPU computes them.
     const C smoothing = static_cast<C>(label_smoothing), kept = C(1) - smoothing, uniform = smoothing / classes;
-    LaunchConfig config = launch_config(batch * classes);  // grid-stride loop
-    cross_entropy_backward_kernel<T, C><<<config.blocks, config.threads, 0, stream>>>(
-        static_cast<const T*>(grad_loss.raw_data()), static_cast<const T*>(logits.raw_data()),
-        static_cast<const C*>(log_sum_exp.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch,
-        classes, ignore_index, kept, uniform, static_cast<T*>(grad_logits.raw_data()));
-    MG_CUDA_CHECK_LAUNCH();
+    RowLaunch launch = row_launch("cross_entropy backward", batch, classes);
+    with_loss_type_and_width<T, C>(logits.dtype(), grad_loss.dtype(), classes,
+                                   {logits.raw_data(), grad_logits.raw_data()}, [&]<class L, int V>() {
+      cross_entropy_backward_kernel<T, C, L, V><<<launch.grid, launch.block, 0, stream>>>(
+          static_cast<const L*>(grad_loss.raw_data()), static_cast<const T*>(logits.raw_data()),
+          static_cast<const C*>(log_sum_exp.raw_data()), static_cast<const int64_t*>(target.raw_data()), batch,
+          classes, ignore_index, kept, uniform, static_cast<T*>(grad_logits.raw_data()));
+      MG_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

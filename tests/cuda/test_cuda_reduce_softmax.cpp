@@ -409,6 +409,51 @@ TEST_CASE("cuda fused cross_entropy kernels match the CPU's for every dtype, row
   }
 }
 
+TEST_CASE("cuda cross_entropy of 16-bit logits with float32 losses (autocast) matches the CPU: long rows, "
+          "16-byte and unaligned rows, infinite and NaN logits", "[cuda]") {
+  // 50304 classes: GPT-2's padded vocabulary, read 8 elements at a time; 1001 (odd) and an
+  // offset of one element take the one-element path.
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    for (const Shape& sizes : {Shape{12, 50304}, Shape{40, 1001}, Shape{16, 64}}) {
+      for (int64_t offset : {0, 1}) {
+        const int64_t batch = sizes[0], classes = sizes[1];
+        Generator generator(141 + classes);
+        std::vector<int64_t> labels =
+            randint(0, classes, {batch}, {.dtype = DType::Int64}, &generator).to_vector<int64_t>();
+        labels[2] = -100;
+        Tensor target = from_vector(labels);
+        std::vector<float> values = mul(normal({batch * classes + offset}, DType::Float32, 142), 4.0).to_vector<float>();
+        values[offset + 3 * classes + 5] = static_cast<float>(kInf);     // row 3: +inf, shift 0
+        for (int64_t c = 0; c < classes; ++c) values[offset + 4 * classes + c] = static_cast<float>(-kInf);  // row 4
+        values[offset + 5 * classes + 1] = static_cast<float>(kNaN);     // row 5: NaN
+        Tensor storage = converted_copy(from_vector(values), dtype, Device::cpu());
+        Tensor logits = make_view(storage, sizes, {classes, 1}, offset);
+        Tensor logits_gpu = make_view(on_cuda(storage), sizes, {classes, 1}, offset);
+        Tensor grad_loss = normal({batch}, DType::Float32, 143);
+        for (double smoothing : {0.0, 0.1}) {
+          INFO(dtype << " sizes " << sizes << " offset " << offset << " smoothing " << smoothing);
+          Tensor loss_cpu = empty({batch}), lse_cpu = empty({batch});
+          Tensor loss_gpu = empty({batch}, {.device = Device::cuda()}), lse_gpu = empty({batch}, {.device = Device::cuda()});
+          kernels(Device::cpu()).cross_entropy_forward(logits, target, -100, smoothing, loss_cpu, lse_cpu);
+          kernels(Device::cuda())
+              .cross_entropy_forward(logits_gpu, on_cuda(target), -100, smoothing, loss_gpu, lse_gpu);
+          // float32 sums of 50304 terms in another order: relative 1e-5.
+          check_matches(loss_gpu, loss_cpu, 1e-5);
+          check_matches(lse_gpu, lse_cpu, 1e-5);
+
+          Tensor grad_cpu = empty(sizes, {.dtype = dtype});
+          Tensor grad_gpu = empty(sizes, {.dtype = dtype, .device = Device::cuda()});
+          kernels(Device::cpu()).cross_entropy_backward(grad_loss, logits, lse_cpu, target, -100, smoothing, grad_cpu);
+          kernels(Device::cuda())
+              .cross_entropy_backward(on_cuda(grad_loss), logits_gpu, lse_gpu, on_cuda(target), -100, smoothing,
+                                      grad_gpu);
+          check_matches(grad_gpu, grad_cpu);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda cross_entropy of float16, bfloat16 and transposed logits matches the CPU", "[cuda]") {
   Tensor target = from_vector(std::vector<int64_t>{3, 0, -100, 6, 6, 1, 2, 5});
   for (DType dtype : {DType::Float16, DType::BFloat16, DType::Float32}) {
