@@ -45,6 +45,7 @@ KernelTable no_scratch_kernel_table() {
       .adagrad_step = ignore<&KernelTable::adagrad_step>,
       .non_finite_check_and_unscale = ignore<&KernelTable::non_finite_check_and_unscale>,
       .update_scale = ignore<&KernelTable::update_scale>,
+      .total_norm_power = ignore<&KernelTable::total_norm_power>,
       .conv2d = ignore<&KernelTable::conv2d>,
       .conv2d_backward_input = ignore<&KernelTable::conv2d_backward_input>,
       .conv2d_backward_weight = ignore<&KernelTable::conv2d_backward_weight>,

@@ -32,6 +32,7 @@ const KernelTable& kernel_table() {
       .adagrad_step = adagrad_step,
       .non_finite_check_and_unscale = non_finite_check_and_unscale,
       .update_scale = update_scale,
+      .total_norm_power = total_norm_power,
       .conv2d = conv2d,
       .conv2d_backward_input = conv2d_backward_input,
       .conv2d_backward_weight = conv2d_backward_weight,

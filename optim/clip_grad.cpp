@@ -1,18 +1,27 @@
-// optim/clip_grad.cpp — gradient clipping composed from mg ops (no dedicated kernels: the
-// reductions are one pass per gradient, and the scaling is one in-place multiply each).
+// optim/clip_grad.cpp — gradient clipping. clip_grad_norm_ runs on two multi-tensor kernels,
+// as torch's _foreach_norm and _foreach_mul_ do: core/kernels.h's total_norm_power, then
+// GradScaler's unscale without its inf check (a plain multiply by a device scalar), so a
+// whole model costs a few launches and no temporary the size of a gradient; only the
+// 0-d norm and coefficient between them are mg ops. clip_grad_value_ is composed of mg ops.
 #include "optim/clip_grad.h"
 
 #include <cmath>
 
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
-#include "autograd/reduce.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/kernels.h"
+#include "core/memory_format.h"
 
 namespace mg::optim {
 
 namespace {
+
+// Slots of total_norm_power's partials, one per CUDA block: 1,024 blocks of 256 threads are
+// a full wave on an H200 (132 SMs x 8). 4 KiB (8 in float64), allocated here rather than
+// inside the CUDA kernel so that every device, the simulated one included, allocates alike.
+constexpr int64_t kNormPartials = 1024;
 
 // The defined, non-empty gradients of `parameters`, checked to share one device.
 std::vector<Tensor> gradients_of(const char* op, const std::vector<Tensor>& parameters) {
@@ -50,39 +59,47 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     return scalar_tensor(0.0, {.device = device});
   }
 
-  // One 0-d partial per gradient, combined on the device.
-  Tensor total;
+  const Device device = grads.front().device();
+
+  // The kernels read a gradient as one flat array: a non-dense one (a view set as .grad) is
+  // clipped through a dense copy, written back at the end.
+  std::vector<Tensor> dense;
+  DType result_dtype = grads.front().dtype();
   for (const Tensor& grad : grads) {
-    Tensor partial;
-    if (is_inf) {
-      partial = max(abs(grad));
-    } else if (norm_type == 2.0) {
-      partial = sum(grad.pow(2.0));
-    } else if (norm_type == 1.0) {
-      partial = sum(abs(grad));
-    } else {
-      partial = sum(pow(abs(grad), norm_type));
-    }
-    if (!total.defined()) {
-      total = partial;
-    } else {
-      total = is_inf ? maximum(total, partial) : add(total, partial);
-    }
+    dense.push_back(is_contiguous_in(grad, suggest_memory_format(grad)) ? grad : contiguous_copy(grad));
+    result_dtype = promote_types(result_dtype, grad.dtype());
   }
-  if (!is_inf) {
-    if (norm_type == 2.0) {
-      total = sqrt(total);
-    } else if (norm_type != 1.0) {
-      total = pow(total, 1.0 / norm_type);
-    }
+  // The norm and the coefficient are float32 (float64 if any gradient is) whatever the
+  // gradients' dtypes; the norm returned has their promoted dtype, as torch's.
+  const TensorOptions accumulate{.dtype = result_dtype == DType::Float64 ? DType::Float64 : DType::Float32,
+                                 .device = device};
+
+  Tensor total = empty({}, accumulate);
+  {
+    TensorOptions workspace = accumulate;
+    workspace.category = MemoryCategory::Workspace;
+    const Tensor partials = empty({kNormPartials}, workspace);
+    kernels(device).total_norm_power(dense, norm_type, partials, total);
+  }
+  if (!is_inf && norm_type == 2.0) {
+    total = sqrt(total);
+  } else if (!is_inf && norm_type != 1.0) {
+    total = pow(total, 1.0 / norm_type);
   }
 
   // coefficient = min(1, max_norm / (total + 1e-6)), as PyTorch: the epsilon keeps a zero
   // norm finite. Multiplying by a coefficient of exactly 1 is the price of not syncing.
   Tensor coefficient = rdiv(max_norm, add(total, 1e-6));
-  coefficient = minimum(coefficient, scalar_tensor(1.0, {.dtype = coefficient.dtype(), .device = coefficient.device()}));
-  for (const Tensor& grad : grads) grad.mul_(coefficient);
-  return total;
+  coefficient = minimum(coefficient, scalar_tensor(1.0, accumulate));
+  kernels(device).non_finite_check_and_unscale(dense, /*found_inf=*/Tensor(), coefficient);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (dense[i].is_same(grads[i])) {
+      grads[i].bump_version();
+    } else {
+      grads[i].copy_(dense[i]);
+    }
+  }
+  return total.dtype() == result_dtype ? total : total.to(result_dtype);
 }
 
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {

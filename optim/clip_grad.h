@@ -15,8 +15,10 @@ namespace mg::optim {
 // Scales the gradients of `parameters` in place so that their total norm (the norm of
 // all gradients concatenated) is at most `max_norm`, and returns that total norm before
 // clipping as a 0-d tensor on the gradients' device. norm_type is p (> 0) or
-// std::numeric_limits<double>::infinity() for the max-abs norm. Parameters without a
-// gradient are skipped; with none, returns a zero and changes nothing.
+// std::numeric_limits<double>::infinity() for the max-abs norm. The norm accumulates in
+// float32 (float64 if a gradient is float64) and is returned in the gradients' promoted
+// dtype. Parameters without a gradient are skipped; with none, returns a zero and changes
+// nothing.
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0);
 
 // Clamps every gradient of `parameters` in place to [-clip_value, clip_value].

@@ -1,5 +1,6 @@
 // core/cpu/amp_kernels.cpp — the CPU side of loss scaling (amp/grad_scaler.h): unscaling
-// gradients while looking for inf/NaN, and the scale's update after a step.
+// gradients while looking for inf/NaN (without found_inf, a plain multiply by a scalar
+// tensor: clip_grad_norm_'s coefficient), and the scale's update after a step.
 //
 // Both follow PyTorch's CUDA kernels (_amp_foreach_non_finite_check_and_unscale_,
 // _amp_update_scale_) term by term, so a CPU run and a CUDA run scale alike.
@@ -13,11 +14,13 @@
 namespace mg::cpu {
 
 void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& found_inf, const Tensor& inv_scale) {
-  const float inverse = *inv_scale.data_ptr<float>();
+  const double inverse =
+      inv_scale.dtype() == DType::Float64 ? *inv_scale.data_ptr<double>() : *inv_scale.data_ptr<float>();
   bool any_non_finite = false;
   for (const Tensor& grad : grads) {
     dispatch_floating(grad.dtype(), "non_finite_check_and_unscale", [&]<class T>() {
       using C = compute_t<T>;
+      const C factor = static_cast<C>(inverse);
       T* g = static_cast<T*>(grad.raw_data());
       const int64_t count = grad.numel();
       bool non_finite = false;
@@ -27,12 +30,12 @@ void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& f
         // NOTE: the check reads the value before scaling, as PyTorch does: a huge finite
         // gradient stays finite after multiplying by 1/scale <= 1 anyway.
         non_finite = non_finite || !std::isfinite(value);
-        g[i] = static_cast<T>(inverse == 1.0f ? value : value * static_cast<C>(inverse));
+        g[i] = static_cast<T>(factor == C(1) ? value : value * factor);
       }
       any_non_finite = any_non_finite || non_finite;
     });
   }
-  if (any_non_finite) *found_inf.data_ptr<float>() = 1.0f;
+  if (any_non_finite && found_inf.defined()) *found_inf.data_ptr<float>() = 1.0f;
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

@@ -57,6 +57,9 @@ void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& f
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                   double backoff_factor, int64_t growth_interval);
 
+// total_norm.cpp
+void total_norm_power(std::span<const Tensor> tensors, double p, const Tensor& partials, const Tensor& result);
+
 // conv.cpp / conv.cu
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
             const Tensor& output);

@@ -36,11 +36,16 @@ void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                   std::span<const Tensor> steps, const AdagradHyper& hyper);
 
 // amp.cu
-// Unscaling is multi-tensor like the optimizers (one launch per 48 gradients); the scale's
-// update is one thread.
+// Unscaling is multi-tensor like the optimizers (a launch per dtype and 1,160 gradients);
+// the scale's update is one thread.
 void non_finite_check_and_unscale(std::span<const Tensor> grads, const Tensor& found_inf, const Tensor& inv_scale);
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                   double backoff_factor, int64_t growth_interval);
+
+// total_norm.cu
+// Multi-tensor too: a launch per dtype and 1,160 tensors into fixed per-block partials, then
+// one block combines them.
+void total_norm_power(std::span<const Tensor> tensors, double p, const Tensor& partials, const Tensor& result);
 
 // reduce.cu
 void reduce(ReduceOp op, const Tensor& input, const Tensor& output);

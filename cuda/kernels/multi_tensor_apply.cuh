@@ -1,11 +1,13 @@
 // cuda/kernels/multi_tensor_apply.cuh — many tensors per launch, in the manner of PyTorch's
-// multi_tensor_apply: the plumbing shared by the fused optimizers (optimizer.cu) and the
-// GradScaler's unscale (amp.cu), which add only their per-element work and their kernel.
+// multi_tensor_apply: the plumbing shared by the fused optimizers (optimizer.cu), the
+// GradScaler's unscale (amp.cu) and the total norm of clip_grad_norm_ (total_norm.cu), which
+// add only their per-element work and their kernel.
 //
 // Work layout: a launch covers up to kTensorsPerLaunch<kLists> tensors, each cut into
-// chunks of kChunk elements, one block per chunk. The tensors' pointers, sizes and first
-// blocks travel in the kernel's argument (a struct of arrays); a block finds its tensor by
-// a binary search of first_block (block_work).
+// chunks of kChunk elements, one block per chunk (or, in a capped grid, each block loops
+// over several). The tensors' pointers, sizes and first blocks travel in the kernel's
+// argument (a struct of arrays); a block finds its tensor by a binary search of
+// first_block (block_work, chunk_work).
 //
 // NOTE: since CUDA 12.1, kernels built for Volta (sm_70) or later take up to 32,764 bytes
 // of arguments (4,096 before), so one launch holds some 540 tensors of Adam's five lists
@@ -20,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/memory_format.h"
 #include "cuda/kernels/strided_indexer.cuh"
@@ -62,9 +65,10 @@ struct BlockWork {
   int64_t end;
 };
 
+// The tensor and element range of chunk `block` of a launch: a kernel whose blocks each
+// loop over several chunks (a capped grid) asks for each in turn.
 template <int kLists>
-__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
-  auto block = static_cast<int32_t>(blockIdx.x);
+__device__ __forceinline__ BlockWork chunk_work(const TensorLists<kLists>& lists, int32_t block) {
   // The last tensor whose first block is at most this one. first_block rises strictly
   // (empty tensors are left out) and first_block[0] is 0, so the answer is in [low, high].
   int low = 0;
@@ -79,6 +83,24 @@ __device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists
   }
   int64_t begin = static_cast<int64_t>(block - lists.first_block[low]) * kChunk;
   return {low, begin, std::min(begin + kChunk, lists.numel[low])};
+}
+
+template <int kLists>
+__device__ __forceinline__ BlockWork block_work(const TensorLists<kLists>& lists) {
+  return chunk_work(lists, static_cast<int32_t>(blockIdx.x));
+}
+
+// `tensors` split by dtype (groups in order of first appearance, each in the list's
+// order): a launch serves one dtype, so an entry taking mixed lists launches per group.
+inline std::vector<std::vector<Tensor>> group_by_dtype(std::span<const Tensor> tensors) {
+  std::vector<std::vector<Tensor>> groups;
+  for (const Tensor& tensor : tensors) {
+    auto same_dtype = [&](const std::vector<Tensor>& group) { return group[0].dtype() == tensor.dtype(); };
+    auto group = std::find_if(groups.begin(), groups.end(), same_dtype);
+    if (group == groups.end()) group = groups.emplace(groups.end());
+    group->push_back(tensor);
+  }
+  return groups;
 }
 
 // Checks the lists of one call: lists[0] holds the leading tensors (an optimizer's

@@ -1,11 +1,9 @@
 // tests/optim/test_schedulers.cpp — StepLR, CosineAnnealingLR and OneCycleLR against
 // hand-written transcriptions of PyTorch's formulas (every epoch, not just a few),
-// WarmupCosineLR against values computed by hand, their validation errors, and
-// clip_grad_norm_ / clip_grad_value_ against norms computed by hand.
+// WarmupCosineLR against values computed by hand, and their validation errors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -26,10 +24,6 @@ Tensor make_param(const Values& values) {
                              {.category = MemoryCategory::Parameter});
   param.requires_grad_();
   return param;
-}
-
-void set_grad(const Tensor& param, const Values& values) {
-  param.set_grad(from_vector(values, param.sizes(), {.category = MemoryCategory::Gradient}));
 }
 
 // The lr after construction (epoch 0), then after each of `steps` steps.
@@ -183,80 +177,6 @@ TEST_CASE("schedulers refuse invalid settings with the value", "[scheduler]") {
   REQUIRE_THROWS_WITH(optim::OneCycleLR(sgd, 0.1, 10, 0.0), Contains("pct_start must be in (0, 1)"));
   REQUIRE_THROWS_WITH(optim::OneCycleLR(sgd, 0.1, 10, 1.0), Contains("pct_start must be in (0, 1)"));
   REQUIRE(sgd.lr() == 1.0);  // a refused scheduler changes nothing
-}
-
-// ---- gradient clipping ----
-
-TEST_CASE("clip_grad_norm_ scales gradients above max_norm and returns the total norm", "[scheduler][clip_grad]") {
-  Tensor first = make_param({0, 0, 0});
-  Tensor second = make_param({0, 0});
-  Tensor no_grad = make_param({0});  // skipped
-  const Values first_grad = {3.0, -4.0, 1.0};
-  const Values second_grad = {-2.0, 0.5};
-  set_grad(first, first_grad);
-  set_grad(second, second_grad);
-  const double l2 = std::sqrt(9 + 16 + 1 + 4 + 0.25);
-  std::vector<Tensor> params = {first, no_grad, second};
-
-  SECTION("above max_norm: scaled so the norm is max_norm") {
-    uint64_t version = first.grad().version();
-    Tensor total = optim::clip_grad_norm_(params, 1.0);
-    REQUIRE(total.dim() == 0);
-    REQUIRE(total.device() == first.device());
-    REQUIRE_THAT(total.item<float>(), WithinRel(l2, 1e-6));
-    REQUIRE(first.grad().version() > version);
-    double coefficient = 1.0 / (l2 + 1e-6);
-    Values scaled_first = first.grad().to_vector<double>();
-    Values scaled_second = second.grad().to_vector<double>();
-    double norm_sq = 0;
-    for (size_t i = 0; i < 3; ++i) {
-      REQUIRE_THAT(scaled_first[i], WithinAbs(first_grad[i] * coefficient, 1e-6));
-      norm_sq += scaled_first[i] * scaled_first[i];
-    }
-    for (size_t i = 0; i < 2; ++i) {
-      REQUIRE_THAT(scaled_second[i], WithinAbs(second_grad[i] * coefficient, 1e-6));
-      norm_sq += scaled_second[i] * scaled_second[i];
-    }
-    REQUIRE_THAT(std::sqrt(norm_sq), WithinAbs(1.0, 1e-5));
-    REQUIRE_FALSE(no_grad.grad().defined());
-  }
-  SECTION("below max_norm: unchanged") {
-    Tensor total = optim::clip_grad_norm_(params, 100.0);
-    REQUIRE_THAT(total.item<float>(), WithinRel(l2, 1e-6));
-    REQUIRE(first.grad().to_vector<double>() == first_grad);
-    REQUIRE(second.grad().to_vector<double>() == second_grad);
-  }
-  SECTION("infinity norm: the largest absolute value") {
-    Tensor total = optim::clip_grad_norm_(params, 2.0, std::numeric_limits<double>::infinity());
-    REQUIRE_THAT(total.item<float>(), WithinRel(4.0, 1e-6));
-    Values scaled = first.grad().to_vector<double>();
-    REQUIRE_THAT(scaled[1], WithinAbs(-4.0 * 2.0 / (4.0 + 1e-6), 1e-6));
-  }
-  SECTION("p = 1 and p = 3") {
-    Tensor one = optim::clip_grad_norm_(params, 100.0, 1.0);
-    REQUIRE_THAT(one.item<float>(), WithinRel(3 + 4 + 1 + 2 + 0.5, 1e-6));
-    Tensor three = optim::clip_grad_norm_(params, 100.0, 3.0);
-    REQUIRE_THAT(three.item<float>(), WithinRel(std::cbrt(27 + 64 + 1 + 8 + 0.125), 1e-5));
-  }
-  SECTION("no gradients at all: zero, nothing changed") {
-    Tensor total = optim::clip_grad_norm_({no_grad}, 1.0);
-    REQUIRE(total.dim() == 0);
-    REQUIRE(total.item<float>() == 0.0f);
-  }
-  SECTION("invalid norm_type") {
-    REQUIRE_THROWS_WITH(optim::clip_grad_norm_(params, 1.0, 0.0), Contains("norm_type must be > 0"));
-  }
-}
-
-TEST_CASE("clip_grad_value_ clamps every gradient", "[scheduler][clip_grad]") {
-  Tensor param = make_param({0, 0, 0, 0});
-  Tensor no_grad = make_param({0});
-  set_grad(param, {3.0, -4.0, 0.25, -0.5});
-  uint64_t version = param.grad().version();
-  optim::clip_grad_value_({param, no_grad}, 0.5);
-  REQUIRE(param.grad().to_vector<double>() == Values{0.5, -0.5, 0.25, -0.5});
-  REQUIRE(param.grad().version() > version);
-  REQUIRE_FALSE(no_grad.grad().defined());
 }
 
 // ---- WarmupCosineLR: values computed by hand from the closed form ----
