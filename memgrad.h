@@ -13,6 +13,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/layer_norm.h"
+#include "autograd/linear_cross_entropy.h"
 #include "autograd/loss.h"
 #include "autograd/matmul.h"
 #include "autograd/reduce.h"

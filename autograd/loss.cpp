@@ -11,6 +11,7 @@
 // logits, which the caller usually still holds; the backward, softmax minus the smoothed
 // one-hot target, is one kernel too.
 #include "autograd/loss.h"
+#include "autograd/loss_reduction.h"
 
 #include "amp/autocast.h"
 #include "autograd/elementwise.h"
@@ -32,6 +33,8 @@ Tensor counted_targets(const Tensor& target, int64_t ignore_index, DType dtype) 
   return weights;
 }
 
+Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
 // Checks (N, C) scores against (N) int64 class indices; `op` names the user's call.
 void check_class_targets(const char* op, const Tensor& scores, const Tensor& target) {
   autograd::check_defined(op, scores);
@@ -46,11 +49,10 @@ void check_class_targets(const char* op, const Tensor& scores, const Tensor& tar
            "] (one class index per row)");
 }
 
-Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+}  // namespace
 
-// Per-sample losses (N) reduced: themselves, their sum, or their mean over the counted
-// targets (labels other than ignore_index). For the mean, `count` becomes the (1) device
-// tensor of counted targets that the backward divides by.
+namespace autograd {
+
 Tensor reduce_per_sample(const Tensor& losses, const Tensor& labels, Reduction reduction, int64_t ignore_index,
                          Tensor& count) {
   if (reduction == Reduction::None) return losses;
@@ -66,6 +68,10 @@ Tensor reduce_per_sample(const Tensor& losses, const Tensor& labels, Reduction r
   }
   return out;
 }
+
+}  // namespace autograd
+
+namespace {
 
 // The gradient of each sample's loss, (N) contiguous, from the gradient of the reduced loss:
 // grad itself, or the scalar grad spread over the batch (divided by the count for the mean).
@@ -87,7 +93,7 @@ Tensor nll_loss_checked(const Tensor& log_probs, const Tensor& target, Reduction
   Tensor losses = autograd::new_output({batch}, log_p.dtype(), log_p);  // (N)
   kernels(log_p.device()).nll_forward(log_p, labels, ignore_index, losses);
   Tensor count;
-  Tensor out = reduce_per_sample(losses, labels, reduction, ignore_index, count);
+  Tensor out = autograd::reduce_per_sample(losses, labels, reduction, ignore_index, count);
 
   if (autograd::needs_grad(log_probs)) {
     autograd::record(
@@ -133,7 +139,7 @@ Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const C
   int64_t ignore_index = options.ignore_index;
   kernels(scores.device()).cross_entropy_forward(scores, labels, ignore_index, smoothing, losses, log_sum_exp);
   Tensor count;
-  Tensor out = reduce_per_sample(losses, labels, options.reduction, ignore_index, count);
+  Tensor out = autograd::reduce_per_sample(losses, labels, options.reduction, ignore_index, count);
 
   if (autograd::needs_grad(logits)) {
     autograd::record(

@@ -107,6 +107,10 @@ struct KernelTable {
   void (*argmax)(const Tensor& input, int dim, const Tensor& output);
   // output (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; output contiguous.
   void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& output);
+  // output (B, M, N) += a @ b when `accumulate`, else = a @ b; output contiguous and either
+  // a's dtype or float32 for 16-bit a and b (the float32 sum a product accumulates in,
+  // kept unrounded: linear_cross_entropy sums a weight's gradient over chunks so).
+  void (*matmul_into)(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate);
   // output (rows, out) = input (rows, in) @ weight (out, in)^T + bias (out): a linear layer's
   // forward in one call (on CUDA the bias is added in cuBLASLt's GEMM epilogue, not by a
   // second pass over the output); all contiguous.

@@ -29,6 +29,7 @@ KernelTable no_scratch_kernel_table() {
       .reduce = ignore<&KernelTable::reduce>,
       .argmax = ignore<&KernelTable::argmax>,
       .matmul = ignore<&KernelTable::matmul>,
+      .matmul_into = ignore<&KernelTable::matmul_into>,
       .linear_forward = ignore<&KernelTable::linear_forward>,
       .softmax = ignore<&KernelTable::softmax>,
       .softmax_backward = ignore<&KernelTable::softmax_backward>,

@@ -66,7 +66,11 @@ int as_blas_int(int64_t value, const char* what) {
 
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
+namespace {
+
+// output = a @ b + beta * output, the product in a's dtype's compute type (blas_types.h),
+// output in a's dtype or, for 16-bit operands, float32.
+void gemm(const Tensor& a, const Tensor& b, const Tensor& output, float beta) {
   MG_ASSERT(output.is_contiguous(), "matmul output must be contiguous");
   int64_t batches = output.sizes()[0], m = output.sizes()[1], n = output.sizes()[2], k = a.sizes()[2];
   if (batches == 0 || m == 0 || n == 0) return;
@@ -74,8 +78,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
   if (k == 0) {
-    // An empty sum: zeros (all-zero bits are 0.0 in every floating type).
-    MG_CUDA_CHECK(cudaMemsetAsync(output.raw_data(), 0, output.nbytes(), stream));
+    // An empty sum: zeros (all-zero bits are 0.0 in every floating type), or output as is.
+    if (beta == 0.0f) MG_CUDA_CHECK(cudaMemsetAsync(output.raw_data(), 0, output.nbytes(), stream));
     return;
   }
   Tensor lhs = readable(a), rhs = readable(b);
@@ -83,14 +87,14 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
   BlasOperand first = *blas_operand(k, n, rhs.strides()[1], rhs.strides()[2]);
   BlasOperand second = *blas_operand(m, k, lhs.strides()[1], lhs.strides()[2]);
 
-  DType dtype = output.dtype();
-  cudaDataType_t type = blas_type(dtype);
+  DType dtype = a.dtype();
+  cudaDataType_t type = blas_type(dtype), output_type = blas_type(output.dtype());
   cublasComputeType_t compute = blas_compute_type(dtype);
   // Scalars in the compute precision, read from the host.
-  const double alpha_double = 1.0, beta_double = 0.0;
-  const float alpha_float = 1.0f, beta_float = 0.0f;
+  const double alpha_double = 1.0, beta_double = beta;
+  const float alpha_float = 1.0f, beta_float = beta;
   const void* alpha = dtype == DType::Float64 ? static_cast<const void*>(&alpha_double) : &alpha_float;
-  const void* beta = dtype == DType::Float64 ? static_cast<const void*>(&beta_double) : &beta_float;
+  const void* beta_scalar = dtype == DType::Float64 ? static_cast<const void*>(&beta_double) : &beta_float;
 
   int blas_m = as_blas_int(n, "N"), blas_n = as_blas_int(m, "M"), blas_k = as_blas_int(k, "K");
   int lda = as_blas_int(first.leading_dimension, "a leading dimension");
@@ -99,15 +103,23 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
   cublasHandle_t handle = blas_handle(device, stream);
   if (batches == 1) {
     MG_CUBLAS_CHECK(cublasGemmEx(handle, first.op, second.op, blas_m, blas_n, blas_k, alpha, rhs.raw_data(), type, lda,
-                                 lhs.raw_data(), type, ldb, beta, output.raw_data(), type, ldc, compute,
+                                 lhs.raw_data(), type, ldb, beta_scalar, output.raw_data(), output_type, ldc, compute,
                                  CUBLAS_GEMM_DEFAULT));
   } else {
     MG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         handle, first.op, second.op, blas_m, blas_n, blas_k, alpha, rhs.raw_data(), type, lda,
         static_cast<long long>(rhs.strides()[0]), lhs.raw_data(), type, ldb, static_cast<long long>(lhs.strides()[0]),
-        beta, output.raw_data(), type, ldc, static_cast<long long>(m * n), as_blas_int(batches, "the batch count"),
-        compute, CUBLAS_GEMM_DEFAULT));
+        beta_scalar, output.raw_data(), output_type, ldc, static_cast<long long>(m * n),
+        as_blas_int(batches, "the batch count"), compute, CUBLAS_GEMM_DEFAULT));
   }
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& output) { gemm(a, b, output, 0.0f); }
+
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate) {
+  gemm(a, b, output, accumulate ? 1.0f : 0.0f);
 }
 
 }  // namespace mg::cuda

@@ -7,6 +7,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/elementwise.h"
+#include "autograd/linear_cross_entropy.h"
 #include "autograd/matmul.h"
 #include "autograd/shape.h"
 #include "core/factory.h"
@@ -135,6 +136,14 @@ GPT::GPT(GPTOptions options, Generator* generator) : Module("GPT"), options_(opt
 }
 
 Tensor GPT::forward(const Tensor& tokens) { return (*lm_head)((*transformer)(tokens)); }
+
+Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropyOptions& options) {
+  MG_CHECK(targets.defined() && tokens.defined() && targets.sizes() == tokens.sizes(), "GPT::loss: targets of shape ",
+           targets.defined() ? targets.sizes() : Shape{}, " do not match tokens of shape ",
+           tokens.defined() ? tokens.sizes() : Shape{}, "; expected one target token per input token");
+  const Tensor hidden = (*transformer)(tokens);  // (B, T, n_embd)
+  return linear_cross_entropy(hidden.view({-1, hidden.size(-1)}), lm_head->weight, targets.view({-1}), options);
+}
 
 int64_t GPT::num_parameters(bool exclude_position_embeddings) const {
   int64_t count = Module::num_parameters();

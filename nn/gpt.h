@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "autograd/loss.h"
 #include "core/random.h"
 #include "nn/activation.h"
 #include "nn/container.h"
@@ -80,6 +81,12 @@ class GPT : public Module {
 
   // (B, T) int64 or int32 token ids, T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& tokens) override;
+  // The cross-entropy of the logits forward() would give against `targets` (B, T) int64,
+  // as cross_entropy(forward(tokens).view({-1, V}), targets.view({-1}), options), but through
+  // linear_cross_entropy (autograd/linear_cross_entropy.h): the (B*T, V) logits are never
+  // made whole, so neither they nor their gradient take memory (1.6 GB each for GPT-2 at
+  // batch 16 in bfloat16).
+  Tensor loss(const Tensor& tokens, const Tensor& targets, const CrossEntropyOptions& options = {});
 
   const GPTOptions& options() const { return options_; }
   // Elements in all parameters, the tied table counted once; without the position table

@@ -13,6 +13,7 @@ const KernelTable& kernel_table() {
       .reduce = reduce,
       .argmax = argmax,
       .matmul = matmul,
+      .matmul_into = matmul_into,
       .linear_forward = linear_forward,
       .softmax = softmax,
       .softmax_backward = softmax_backward,

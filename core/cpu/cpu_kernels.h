@@ -26,6 +26,7 @@ void argmax(const Tensor& input, int dim, const Tensor& output);
 
 // matmul.cpp
 void matmul(const Tensor& a, const Tensor& b, const Tensor& output);
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate);
 void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output);
 
 // softmax_loss.cpp

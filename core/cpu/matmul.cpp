@@ -108,6 +108,21 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& output) {
   });
 }
 
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate) {
+  // The reference, plainly: the product in output's dtype (operands converted to it, exactly),
+  // then added. Only linear_cross_entropy's chunked weight gradient comes here.
+  auto as_output_dtype = [&](const Tensor& t) {
+    return t.dtype() == output.dtype() ? t : converted_copy(t, output.dtype(), t.device());
+  };
+  if (!accumulate) {
+    matmul(as_output_dtype(a), as_output_dtype(b), output);
+    return;
+  }
+  Tensor product = empty(output.sizes(), {.dtype = output.dtype()});
+  matmul(as_output_dtype(a), as_output_dtype(b), product);
+  binary(BinaryOp::Add, output, product, output);
+}
+
 void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output) {
   // NOTE: an empty tensor may report is_contiguous() false ((8, 0) with strides (1, 1));
   // its layout never matters.

@@ -53,6 +53,7 @@ void argmax(const Tensor& input, int dim, const Tensor& output);
 
 // matmul.cpp (cuBLAS)
 void matmul(const Tensor& a, const Tensor& b, const Tensor& output);
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate);
 
 // softmax_loss.cu
 void softmax(const Tensor& input, int dim, bool log, const Tensor& output);

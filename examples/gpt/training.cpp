@@ -3,7 +3,6 @@
 
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
-#include "autograd/loss.h"
 #include "core/factory.h"
 #include "core/memory_context.h"
 #include "examples/common/accumulation.h"
@@ -16,8 +15,7 @@ namespace {
 
 // The cross-entropy of every position's prediction of the next byte.
 mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch) {
-  const mg::Tensor logits = model(batch.inputs);  // (B, T, 256)
-  return mg::cross_entropy(logits.view({-1, logits.size(-1)}), batch.targets.view({-1}));
+  return model.loss(batch.inputs, batch.targets);
 }
 
 }  // namespace

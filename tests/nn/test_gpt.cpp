@@ -161,6 +161,30 @@ TEST_CASE("the tied head's gradient flows into the token table", "[gpt]") {
   CHECK(max_abs_difference(tied->transformer->wte->weight.grad(), add(embedding_grad, head_grad)) < 1e-6);
 }
 
+TEST_CASE("GPT::loss equals the cross entropy of forward's logits, with the same gradients, tied or not",
+          "[gpt]") {
+  for (bool tied : {true, false}) {
+    INFO("tied " << tied);
+    auto fused = make_gpt(tiny_options(tied), 6);
+    auto plain = make_gpt(tiny_options(tied), 6);
+    Tensor tokens = random_tokens({2, 8}, 50, 7), targets = random_tokens({2, 8}, 50, 8);
+    Tensor loss = fused->loss(tokens, targets);
+    Tensor expected = language_model_loss((*plain)(tokens), targets);
+    CHECK(loss.item<double>() == Approx(expected.item<double>()).epsilon(1e-6));
+    loss.backward();
+    expected.backward();
+    std::vector<Tensor> fused_parameters = fused->parameters(), plain_parameters = plain->parameters();
+    REQUIRE(fused_parameters.size() == plain_parameters.size());
+    for (size_t i = 0; i < fused_parameters.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(max_abs_difference(fused_parameters[i].grad(), plain_parameters[i].grad()) < 1e-6);
+    }
+  }
+  auto model = make_gpt(tiny_options(), 6);
+  CHECK(contains(error_message([&] { model->loss(random_tokens({2, 8}, 50, 7), random_tokens({2, 7}, 50, 8)); }),
+                 "do not match tokens of shape [2, 8]"));
+}
+
 TEST_CASE("a GPT's state_dict goes through safetensors into a fresh model with identical logits", "[gpt]") {
   const std::string path = gpt_test::temp_safetensors_path("mg_gpt");
   Tensor tokens = random_tokens({3, 7}, 50, 6);
