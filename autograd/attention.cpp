@@ -114,10 +114,14 @@ std::string fused_rule_broken(const Tensor& q, const Tensor& k, const Tensor& v,
     return detail::str_cat("fused attention needs v's head_dim equal to q's, got ", v.sizes().back(), " and ",
                            head_dim);
   }
+  // CUDA's kernels: float16 / bfloat16 on tensor cores (rows of 8 elements), float32 on the
+  // FP32 FMA units (any head_dim); both keep a query tile's head dims in shared memory.
   const bool sixteen_bit = dtype == DType::Float16 || dtype == DType::BFloat16;
-  if (runs_as_cuda(q.device()) && (!sixteen_bit || head_dim > 128 || head_dim % 8 != 0)) {
-    return detail::str_cat("fused attention on CUDA needs float16 or bfloat16 and head_dim <= 128 and a multiple "
-                           "of 8, got ", dtype, " head_dim ", head_dim);
+  const bool cuda_takes = head_dim >= 1 && head_dim <= 128 &&
+                          ((sixteen_bit && head_dim % 8 == 0) || dtype == DType::Float32);
+  if (runs_as_cuda(q.device()) && !cuda_takes) {
+    return detail::str_cat("fused attention on CUDA needs float32 with head_dim <= 128, or float16 or bfloat16 with "
+                           "head_dim <= 128 and a multiple of 8, got ", dtype, " head_dim ", head_dim);
   }
   return {};
 }

@@ -15,8 +15,10 @@
 //                      and cuDNN are present it is asked for the exact bytes
 //                      (cuda/cudnn/workspace_query.cpp); elsewhere the workspace is
 //                      ESTIMATED as the larger of the call's input and output.
-//   fused attention    backward, per call: B x H x Tq x (D + 1) float32 as WORKSPACE, the
-//                      dQ accumulator and D = rowsum(dO o O) (cuda/kernels/attention_backward.cu)
+//   fused attention    backward, per call, as WORKSPACE: float16 / bfloat16, B x H x Tq x
+//                      (D + 1) float32, the dQ accumulator and D = rowsum(dO o O)
+//                      (cuda/kernels/attention_backward.cu); float32, B x H x Tq float32, D
+//                      alone (cuda/kernels/attention_simt.cu adds dQ into grad_q itself)
 // Not modelled (each small or absent in the examples' training steps): reduce.cu's
 // partial sums for long reductions (outputs x chunks floats), copies cuBLAS needs for
 // operands without a unit stride, copies into non-contiguous destinations, and the
@@ -127,7 +129,8 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
                         const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
   const int64_t rows = q.sizes()[0] * q.sizes()[1] * q.sizes()[2], head_dim = q.sizes()[3];
   if (rows == 0 || k.sizes()[2] == 0) return;
-  const Tensor workspace = empty({rows * (head_dim + 1)},
+  const bool accumulates_in_grad_q = q.dtype() == DType::Float32;
+  const Tensor workspace = empty({accumulates_in_grad_q ? rows : rows * (head_dim + 1)},
                                  {.dtype = DType::Float32, .device = q.device(), .category = MemoryCategory::Workspace});
 }
 

@@ -298,8 +298,8 @@ __global__ void __launch_bounds__(BackwardTiles<kHeadDim, kDropout>::kThreads)
           float grad_prob = grad_probs[kt][t][e];
           float dropped_prob = prob;
           if constexpr (kDropout) {
-            const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
-            const bool keep = uniform_from_bits(philox_block(args.rng, index)[0]) >= args.dropout_p;
+            const bool keep = !weight_dropped(args.rng, args.dropout_p, batch_head, query, key, args.query_len,
+                                              args.key_len);
             grad_prob = keep ? grad_prob * args.dropout_factor : 0.0f;
             dropped_prob = keep ? prob * args.dropout_factor : 0.0f;
           }
@@ -425,22 +425,13 @@ void launch_backward(const BackwardArgs<T>& args, int64_t batch_heads, cudaStrea
 
 }  // namespace
 
-void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
-                        const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
-  check_attention_operands("scaled_dot_product_attention backward", q, k, v);
+void attention::tensor_core_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                                     const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
   const int64_t batch = q.sizes()[0], heads = q.sizes()[1], query_len = q.sizes()[2], head_dim = q.sizes()[3];
   const int64_t key_len = k.sizes()[2];
   const int64_t rows = batch * heads * query_len;
-  if (batch * heads == 0) return;
   Device device = q.device();
-  DeviceGuard guard(device);
-  if (query_len == 0 || key_len == 0) {  // nothing attends or nothing is attended to
-    if (grad_q.numel() > 0) fill(grad_q, 0.0);
-    if (grad_k.numel() > 0) fill(grad_k, 0.0);
-    if (grad_v.numel() > 0) fill(grad_v, 0.0);
-    return;
-  }
   cudaStream_t stream = current_stream(device);
   const Tensor q_in = aligned_operand(q), k_in = aligned_operand(k), v_in = aligned_operand(v);
   const Tensor grad_output_in = aligned_operand(grad_output), output_in = aligned_operand(output);

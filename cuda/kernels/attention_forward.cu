@@ -231,8 +231,9 @@ __global__ void __launch_bounds__(ForwardTiles<kHeadDim, kDropout>::kThreads,
         for (int e = 0; e < 4; ++e) {
           const int64_t key = n0 + 8 * t + 2 * quad + (e & 1);
           const int64_t query = row_base + 8 * (e >> 1);
-          const uint64_t index = (static_cast<uint64_t>(batch_head) * args.query_len + query) * args.key_len + key;
-          if (uniform_from_bits(philox_block(args.rng, index)[0]) < args.dropout_p) scores[t][e] = 0.0f;
+          if (weight_dropped(args.rng, args.dropout_p, batch_head, query, key, args.query_len, args.key_len)) {
+            scores[t][e] = 0.0f;
+          }
         }
       }
     }
@@ -302,20 +303,11 @@ void launch_forward(const ForwardArgs<T>& args, int64_t batch_heads, cudaStream_
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
-                       const Tensor& output, const Tensor& log_sum_exp) {
-  check_attention_operands("scaled_dot_product_attention", q, k, v);
+void attention::tensor_core_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                                    const Tensor& output, const Tensor& log_sum_exp) {
   const int64_t batch = q.sizes()[0], heads = q.sizes()[1], query_len = q.sizes()[2], head_dim = q.sizes()[3];
   const int64_t key_len = k.sizes()[2];
-  if (batch * heads * query_len == 0) return;
-  Device device = q.device();
-  DeviceGuard guard(device);
-  if (key_len == 0) {  // no key to attend to: the empty sum
-    fill(output, 0.0);
-    fill(log_sum_exp, -std::numeric_limits<double>::infinity());
-    return;
-  }
-  cudaStream_t stream = current_stream(device);
+  cudaStream_t stream = current_stream(q.device());
   const Tensor q_in = aligned_operand(q), k_in = aligned_operand(k), v_in = aligned_operand(v);
   const Tensor result = aligned_result(output);
   const bool dropout = params.dropout_p > 0.0;

@@ -1,7 +1,8 @@
 // cuda/kernels/attention_tiles.cuh — what the fused attention kernels share
-// (attention_forward.cu, attention_backward.cu): tensor-core and shared-memory instructions
-// as inline PTX, the swizzled layout of a tile in shared memory, the asynchronous copy of a
-// tile from global memory, and the host's view of the (B, H, T, D) operands.
+// (attention_forward.cu, attention_backward.cu on tensor cores; attention_simt.cu on FP32
+// FMA): tensor-core and shared-memory instructions as inline PTX, the swizzled layout of a
+// tile in shared memory, the asynchronous copy of a tile from global memory, the dropout
+// rule, the block order, and the host's view of the (B, H, T, D) operands.
 //
 // The matrix products are mma.sync m16n8k16 (float16 or bfloat16 inputs, float32
 // accumulators). A warp's operand fragments come from shared memory through ldmatrix, in one
@@ -28,6 +29,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/kernels.h"
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace mg::cuda::attention {
@@ -69,11 +72,15 @@ __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
 
 // ---- asynchronous copies (cp.async) ----
 
-// 16 bytes from global to shared memory, or 16 zero bytes when !valid (`source` is then
-// not read but must still be a valid address).
-__device__ __forceinline__ void copy_async_16(uint32_t destination, const void* source, bool valid) {
+// The first `source_bytes` (0 to 16) of 16 bytes from global to shared memory, the rest
+// zeros (`source`, 16-byte aligned, is not read past them but must be a valid address).
+__device__ __forceinline__ void copy_async_16_prefix(uint32_t destination, const void* source, int source_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
-               "r"(valid ? 16 : 0));
+               "r"(source_bytes));
+}
+// 16 bytes, or 16 zero bytes when !valid.
+__device__ __forceinline__ void copy_async_16(uint32_t destination, const void* source, bool valid) {
+  copy_async_16_prefix(destination, source, valid ? 16 : 0);
 }
 // 4 bytes, or 4 zero bytes when !valid.
 __device__ __forceinline__ void copy_async_4(uint32_t destination, const void* source, bool valid) {
@@ -189,6 +196,17 @@ __device__ __forceinline__ float quad_max(float value) {
   return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
 }
 
+// ---- dropout ----
+
+// AttentionParams' rule (core/kernels.h): weight (query, key) of (batch x head) `batch_head`
+// is dropped when the Philox block at its index in the contiguous (B, H, Tq, Tk) weights
+// gives a uniform below p.
+__device__ __forceinline__ bool weight_dropped(const PhiloxState& rng, float dropout_p, int64_t batch_head,
+                                               int64_t query, int64_t key, int query_len, int key_len) {
+  const uint64_t index = (static_cast<uint64_t>(batch_head) * query_len + query) * key_len + key;
+  return uniform_from_bits(philox_block(rng, index)[0]) < dropout_p;
+}
+
 // ---- block order ----
 
 // The tile and (batch x head) a block of a 1-D grid of tiles x batch_heads blocks runs: the
@@ -205,6 +223,22 @@ __device__ __forceinline__ BlockTile block_tile(int batch_heads) {
 
 // ---- host side ----
 
+// The kernels of each dtype, behind the table's attention_forward and attention_backward
+// (attention.cu), which have checked the operands, made their device current and handled
+// empty sizes (no query, no key) already. Arguments as in core/kernels.h.
+// attention_forward.cu, attention_backward.cu: float16 and bfloat16, on tensor cores.
+void tensor_core_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                         const Tensor& output, const Tensor& log_sum_exp);
+void tensor_core_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                          const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
+// attention_simt.cu: float32, on the FP32 FMA units.
+void simt_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                  const Tensor& output, const Tensor& log_sum_exp);
+void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                   const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
+
 // Whether 16-byte accesses to every row of a (B, H, T, D) operand are aligned.
 bool rows_aligned_16(const Tensor& tensor);
 // A dense copy (WORKSPACE) of an operand whose rows are not 16-byte aligned, else itself.
@@ -215,8 +249,6 @@ Tensor aligned_result(const Tensor& destination);
 void finish_aligned_result(const Tensor& written, const Tensor& destination);
 
 HeadStrides head_strides(const Tensor& tensor);
-// The user-facing checks shared by forward and backward (dtype, head dim, strides, sizes).
-void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
 // The 1-D grid of tiles x batch_heads blocks that block_tile walks.
 dim3 attention_grid(int64_t tiles, int64_t batch_heads);
 // Sets a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB.

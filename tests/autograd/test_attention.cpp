@@ -292,17 +292,24 @@ TEST_CASE("Auto takes the math path on the CPU and the fused one where CUDA's ru
     AttentionOptions masked;
     masked.attn_mask = empty({16, 16}, {.dtype = DType::Bool, .device = simulated});
     CHECK(attention_backend_for(half, half, half, masked) == AttentionBackend::Math);
+    // float32 runs on the FP32 kernels with any head_dim up to 128, 16-bit types on tensor
+    // cores with multiples of 8; float64 and wider heads take the math path.
     const Tensor float32 = simulated_tensor(DType::Float32, 64);
-    CHECK(attention_backend_for(float32, float32, float32) == AttentionBackend::Math);
+    CHECK(attention_backend_for(float32, float32, float32) == AttentionBackend::Fused);
     {
       amp::AutocastGuard autocast(DType::BFloat16, DeviceType::Simulated);  // casts float32 to bfloat16
       CHECK(attention_backend_for(float32, float32, float32) == AttentionBackend::Fused);
     }
-    const Tensor wide = simulated_tensor(DType::Float32, 72);
-    CHECK(error_message([&] { attention_backend_for(wide, wide, wide, with_backend(AttentionBackend::Fused)); }) ==
+    const Tensor odd_float32 = simulated_tensor(DType::Float32, 13);
+    CHECK(attention_backend_for(odd_float32, odd_float32, odd_float32) == AttentionBackend::Fused);
+    const Tensor wide_float32 = simulated_tensor(DType::Float32, 136);
+    CHECK(attention_backend_for(wide_float32, wide_float32, wide_float32) == AttentionBackend::Math);
+    const Tensor float64 = simulated_tensor(DType::Float64, 64);
+    const AttentionOptions fused = with_backend(AttentionBackend::Fused);
+    CHECK(error_message([&] { attention_backend_for(float64, float64, float64, fused); }) ==
           "scaled_dot_product_attention: the fused path was asked for but does not apply: fused attention on CUDA "
-          "needs float16 or bfloat16 and head_dim <= 128 and a multiple of 8, got float32 head_dim 72. Hint: use "
-          "AttentionBackend::Auto (or Math) to fall back to the math path.");
+          "needs float32 with head_dim <= 128, or float16 or bfloat16 with head_dim <= 128 and a multiple of 8, got "
+          "float64 head_dim 64. Hint: use AttentionBackend::Auto (or Math) to fall back to the math path.");
     const Tensor odd = simulated_tensor(DType::Float16, 12);
     CHECK(attention_backend_for(odd, odd, odd) == AttentionBackend::Math);
   }
