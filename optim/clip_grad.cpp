@@ -19,8 +19,9 @@ namespace mg::optim {
 namespace {
 
 // Slots of total_norm_power's partials, one per CUDA block: 1,024 blocks of 256 threads are
-// a full wave on an H200 (132 SMs x 8). 4 KiB (8 in float64), allocated here rather than
-// inside the CUDA kernel so that every device, the simulated one included, allocates alike.
+// about one full wave on an H200 (132 SMs x 8). 4 KiB (8 in float64), allocated here rather
+// than inside the CUDA kernel so that every device, the simulated one included, allocates
+// alike.
 constexpr int64_t kNormPartials = 1024;
 
 // The defined, non-empty gradients of `parameters`, checked to share one device.

@@ -6,8 +6,9 @@
 // over a grid capped at the caller's partials: block b walks chunks b, b + grid, ... of its
 // launch, each thread accumulating its elements, and the block's total joins partials[b].
 // One block then combines the partials into the result. Everything accumulates in the
-// result's dtype (float32; float64 when a tensor is float64): a thread sums at most a few
-// hundred terms before the block's tree, so float32 stays accurate on billions of elements.
+// result's dtype (float32; float64 when a tensor is float64): a thread sums numel / (blocks
+// x 256) terms in a row (some 500 for GPT-2's 124M gradients), the rest is added pairwise
+// or nearly so, which keeps float32 within about 1e-6 of the exact sum.
 //
 // NOTE: deterministic without atomics. The first launch to reach slot b writes it and later
 // ones (same stream, so in order) add to it; the combine reads the slots in a fixed order.

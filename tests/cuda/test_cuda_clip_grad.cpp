@@ -2,6 +2,9 @@
 // total norm and the clipped gradients equal the CPU's on fresh random gradients of several
 // parameters (float32 and bfloat16; norms 2, 1, 3 and inf; clipping and not), the norm
 // agrees with one computed on the host in float64, and a clip never waits for the device.
+// Its two kernels against the CPU's: total_norm_power on mixed-dtype lists (more tensors
+// than a launch holds, any number of partials, past 2^24 elements, NaN), the same bits on
+// every run; the unscale kernel as a plain scale of a mixed list.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels.h"
 #include "cuda/kernel_checks.h"
 #include "cuda/runtime.h"
 #include "cuda/stream_hold.h"
@@ -154,6 +158,145 @@ TEST_CASE("CUDA clip_grad_norm_ never waits for the device", "[cuda][clip_grad]"
   for (size_t i = 0; i < params.cuda.size(); ++i) {
     if (params.cuda[i].grad().defined()) {
       check_close(params.cuda[i].grad(), reference.cpu[i].grad(), 1e-5, "gradient " + std::to_string(i));
+    }
+  }
+}
+
+namespace {
+
+// Fresh random tensors of the given dtypes, in turn, with the given sizes, on the CPU.
+std::vector<Tensor> random_list(const std::vector<Shape>& sizes, const std::vector<DType>& dtypes, uint64_t seed) {
+  std::vector<Tensor> list;
+  for (size_t i = 0; i < sizes.size(); ++i) list.push_back(random_values(sizes[i], dtypes[i % dtypes.size()], seed + i));
+  return list;
+}
+
+std::vector<Tensor> on_cuda(const std::vector<Tensor>& list) {
+  std::vector<Tensor> copies;
+  for (const Tensor& tensor : list) copies.push_back(tensor.to(kCuda));
+  return copies;
+}
+
+// total_norm_power of `list` on `device` (copied there) with `slots` partials.
+Tensor norm_power(const std::vector<Tensor>& list, Device device, double p, int64_t slots) {
+  bool any_float64 = false;
+  for (const Tensor& tensor : list) any_float64 = any_float64 || tensor.dtype() == DType::Float64;
+  const TensorOptions options{.dtype = any_float64 ? DType::Float64 : DType::Float32, .device = device};
+  const Tensor partials = empty({slots}, options);
+  const Tensor result = empty({}, options);
+  kernels(device).total_norm_power(device.is_cpu() ? list : on_cuda(list), p, partials, result);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA total_norm_power matches the CPU kernel on mixed lists, the same bits every run", "[cuda][clip_grad]") {
+  // Sizes around the chunk (4096 elements) and empty ones; then 3000 small tensors, which
+  // take three launches of 1160 (multi_tensor_apply.cuh) per dtype.
+  std::vector<Shape> around_chunk = {{1}, {4095}, {0}, {4096}, {4097}, {70001}, {37, 53}, {2, 0}};
+  std::vector<Shape> many;
+  for (int i = 0; i < 3000; ++i) many.push_back({i % 7 + 1, 3});
+  const std::vector<DType> mixed16 = {DType::Float32, DType::BFloat16, DType::Float16};
+  const std::vector<DType> with64 = {DType::Float32, DType::Float64, DType::BFloat16};
+  struct Case {
+    const char* name;
+    const std::vector<Shape>& sizes;
+    const std::vector<DType>& dtypes;
+  };
+  uint64_t seed = 15000;
+  for (const Case& list_case : {Case{"around a chunk, 16-bit mixed", around_chunk, mixed16},
+                                Case{"around a chunk, with float64", around_chunk, with64},
+                                Case{"3000 tensors, 16-bit mixed", many, mixed16}}) {
+    const std::vector<Tensor> list = random_list(list_case.sizes, list_case.dtypes, seed += 5000);
+    const bool float64 = &list_case.dtypes == &with64;
+    for (double p : {1.0, 2.0, 3.0, kInf}) {
+      // One partial (every block's work in one slot), a few, and clip_grad_norm_'s 1024.
+      for (int64_t slots : {1, 7, 1024}) {
+        INFO(list_case.name << ", p " << p << ", " << slots << " partials");
+        const Tensor expected = norm_power(list, Device::cpu(), p, slots);
+        const Tensor first = norm_power(list, kCuda, p, slots);
+        check_close(first, expected, float64 ? 1e-12 : 1e-5, "total norm power");
+        check_equal(norm_power(list, kCuda, p, slots), first, "a second run");
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA total_norm_power past float32's exact integers, and with NaN", "[cuda][clip_grad]") {
+  const int64_t count = (int64_t{1} << 24) + 4099;
+  const std::vector<Tensor> ones_list = {ones({count}), ones({5}, {.dtype = DType::BFloat16})};
+  for (double p : {1.0, 2.0, kInf}) {
+    INFO("ones, p " << p);
+    const double expected = p == kInf ? 1.0 : static_cast<double>(count + 5);
+    CHECK(host_values(norm_power(ones_list, kCuda, p, 1024))[0] == static_cast<double>(static_cast<float>(expected)));
+  }
+  const std::vector<Tensor> large = {random_values({count}, DType::Float32, 16000),
+                                     random_values({3}, DType::BFloat16, 16001)};
+  for (double p : {1.0, 2.0, 3.0, kInf}) {
+    INFO("random, p " << p);
+    check_close(norm_power(large, kCuda, p, 1024), norm_power(large, Device::cpu(), p, 1024), 1e-5, "total");
+  }
+  std::vector<Tensor> with_nan = random_list({{5000}, {3}, {9000}}, {DType::Float32, DType::BFloat16}, 16100);
+  with_nan[2].view({-1}).narrow(0, 4321, 1).fill_(std::nan(""));
+  for (double p : {1.0, 2.0, 3.0, kInf}) {
+    INFO("NaN, p " << p);
+    CHECK(std::isnan(host_values(norm_power(with_nan, kCuda, p, 1024))[0]));
+  }
+}
+
+TEST_CASE("CUDA unscale without found_inf scales a mixed list as the CPU does", "[cuda][clip_grad]") {
+  std::vector<Shape> sizes = {{1}, {4097}, {0}, {70001}, {37, 53}};
+  for (int i = 0; i < 1500; ++i) sizes.push_back({i % 5 + 1});
+  for (DType factor_dtype : {DType::Float32, DType::Float64}) {
+    INFO("factor " << dtype_name(factor_dtype));
+    const std::vector<Tensor> cpu =
+        random_list(sizes, {DType::Float32, DType::BFloat16, DType::Float64, DType::Float16}, 17000);
+    const std::vector<Tensor> cuda = on_cuda(cpu);
+    const Tensor factor_cpu = full({}, 0.3, {.dtype = factor_dtype});
+    kernels(Device::cpu()).non_finite_check_and_unscale(cpu, Tensor(), factor_cpu);
+    kernels(kCuda).non_finite_check_and_unscale(cuda, Tensor(), factor_cpu.to(kCuda));
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      // The same product in the same compute type, rounded once.
+      check_close(cuda[i], cpu[i], 1e-15, "tensor " + std::to_string(i) + " " + dtype_name(cpu[i].dtype()));
+    }
+  }
+}
+
+TEST_CASE("CUDA clip_grad_norm_ over mixed dtypes, many tensors and a non-dense gradient matches the CPU",
+          "[cuda][clip_grad]") {
+  const std::vector<DType> dtypes = {DType::Float32, DType::BFloat16, DType::Float16};
+  std::vector<Shape> sizes = {{4097}, {70001}, {0}, {37, 53}};
+  for (int i = 0; i < 1500; ++i) sizes.push_back({i % 5 + 1});
+  for (double norm_type : {1.0, 2.0, 3.0, kInf}) {
+    INFO("norm_type " << norm_type);
+    const std::vector<Tensor> grads = random_list(sizes, dtypes, 18000);
+    Params params;
+    for (const Tensor& grad : grads) {
+      Tensor param_cpu = zeros_like(grad);
+      Tensor param_cuda = param_cpu.to(kCuda);
+      param_cpu.requires_grad_();
+      param_cuda.requires_grad_();
+      param_cpu.set_grad(contiguous_copy(grad));
+      param_cuda.set_grad(grad.to(kCuda));
+      params.cpu.push_back(param_cpu);
+      params.cuda.push_back(param_cuda);
+    }
+    // A transposed gradient: clipped through a dense copy written back.
+    const Tensor base = random_values({53, 37}, DType::Float32, 18500);
+    params.cpu[3].set_grad(contiguous_copy(base).t());
+    params.cuda[3].set_grad(base.to(kCuda).t());
+    const Tensor transposed = params.cuda[3].grad();
+
+    const double max_norm = 0.25 * host_norm(params.cpu, norm_type);
+    const Tensor norm_cpu = optim::clip_grad_norm_(params.cpu, max_norm, norm_type);
+    const Tensor norm_cuda = optim::clip_grad_norm_(params.cuda, max_norm, norm_type);
+    CHECK(norm_cuda.dtype() == DType::Float32);
+    check_close(norm_cuda, norm_cpu, 1e-5, "total norm");
+    CHECK(params.cuda[3].grad().is_same(transposed));
+    for (size_t i = 0; i < params.cuda.size(); ++i) {
+      const Tensor& grad = params.cuda[i].grad();
+      // The coefficients may differ in float32's last place: a gradient's last place at most.
+      check_close(grad, params.cpu[i].grad(), tolerance(grad.dtype()), "gradient " + std::to_string(i));
     }
   }
 }
