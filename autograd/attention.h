@@ -47,7 +47,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The path scaled_dot_product_attention takes for these arguments (Math or Fused), or an
 // mg::Error when options.backend forces one that does not apply. Fused applies without an
 // attn_mask, to 3-D or 4-D (B, H, T, D) tensors with unit stride in the last dim and
-// Dv == D; on CUDA also only to float16 / bfloat16 with D <= 128 and a multiple of 8. Auto
+// Dv == D; on CUDA also only to float16 / bfloat16 with D <= 128 and a multiple of 8 (tensor
+// cores), or float32 with D <= 128 (FP32 arithmetic; float64 takes the math path). Auto
 // takes it on CUDA only (the simulated device chooses as the device it stands in for); on
 // the CPU the math path is faster, and Fused saves the memory.
 AttentionBackend attention_backend_for(const Tensor& q, const Tensor& k, const Tensor& v,
