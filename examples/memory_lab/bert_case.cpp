@@ -20,6 +20,7 @@
 #include <string>
 
 #include "autograd/reduce.h"
+#include "core/allocator/registry.h"
 #include "core/memory.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/memory_lab/experiment.h"
@@ -81,6 +82,9 @@ struct StepPeaks {
 // The model built, then examples::kPredictedSteps AdamW steps (the first creates the
 // state, the next are the steady state), peaks from before the model.
 StepPeaks training_peaks(const Setting& setting, mg::Device device) {
+  // Each setting's reserved bytes from an empty cache: otherwise a later, smaller step fits
+  // in the segments the float32 step left cached and reserves nothing new.
+  mg::allocator_for(device).empty_cache();
   MemoryProbe probe(device);
   mg::nn::GPTOptions options = mg::nn::GPTOptions::gpt2();
   options.checkpoint = setting.checkpoint;
