@@ -41,10 +41,16 @@ def category(name):
     return "elementwise / other"
 
 
+# Generic elementwise kernels, which say what they compute only in their template arguments
+# (memgrad's map kernels name their functor there, as PyTorch's elementwise kernels do).
+GENERIC_KERNELS = re.compile(r"map\d|elementwise_kernel")
+
+
 def short_name(name):
-    """A kernel's name without template arguments and parameter lists, so that instances
-    of one kernel group together."""
-    name = re.sub(r"\(.*\)$", "", name)
+    """A kernel's name without parameter lists, and without template arguments except for a
+    generic elementwise kernel's, so that instances of one kernel group together while the
+    elementwise ones stay apart by what they compute."""
+    name = re.sub(r"\(.*\)$", "", name).replace("void ", "").strip()
     depth, kept = 0, []
     for char in name:
         if char == "<":
@@ -53,7 +59,12 @@ def short_name(name):
             depth -= 1
         elif depth == 0:
             kept.append(char)
-    return "".join(kept).replace("void ", "").strip()[:90]
+    base = "".join(kept).strip()
+    if GENERIC_KERNELS.search(base) and "<" in name:
+        arguments = name[name.index("<"):]
+        arguments = re.sub(r"\(anonymous namespace\)::|at::native::|mg::cuda::|mg::", "", arguments)
+        return (base + arguments)[:140]
+    return base[:90]
 
 
 def main(argv):
