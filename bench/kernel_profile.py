@@ -35,6 +35,7 @@ CATEGORIES = [
 
 
 def category(name):
+    name = family(name)  # a map kernel's functor does not decide its category
     for label, pattern in CATEGORIES:
         if re.search(pattern, name, re.IGNORECASE):
             return label
@@ -50,7 +51,17 @@ def short_name(name):
     """A kernel's name without parameter lists, and without template arguments except for a
     generic elementwise kernel's, so that instances of one kernel group together while the
     elementwise ones stay apart by what they compute."""
+    name = re.sub(r"\(anonymous namespace\)::|<unnamed>::", "", name)
     name = re.sub(r"\(.*\)$", "", name).replace("void ", "").strip()
+    base = family(name)
+    if GENERIC_KERNELS.search(base) and "<" in name:
+        arguments = re.sub(r"at::native::|mg::cuda::|mg::", "", name[name.index("<"):])
+        return (base + arguments)[:140]
+    return base[:90]
+
+
+def family(name):
+    """A kernel's name without its template arguments."""
     depth, kept = 0, []
     for char in name:
         if char == "<":
@@ -59,12 +70,29 @@ def short_name(name):
             depth -= 1
         elif depth == 0:
             kept.append(char)
-    base = "".join(kept).strip()
-    if GENERIC_KERNELS.search(base) and "<" in name:
-        arguments = name[name.index("<"):]
-        arguments = re.sub(r"\(anonymous namespace\)::|at::native::|mg::cuda::|mg::", "", arguments)
-        return (base + arguments)[:140]
-    return base[:90]
+    return "".join(kept).strip()
+
+
+# Kernel families for the summary by category, first match wins (names as ncu prints them,
+# memgrad's and PyTorch's both): what a reader compares across frameworks.
+CATEGORIES = [
+    ("attention", r"flash|attention|fmha|sdpa|cudnn_generated"),
+    ("gemm", r"gemm|xmma|cutlass|nvjet|cublas|matmul|wgmma"),
+    ("layer norm", r"layer_?norm"),
+    ("softmax / cross-entropy", r"softmax|cross_?entropy|nll|log_?sum"),
+    ("optimizer", r"adam|multi_?tensor|sgd|optimizer|clip|foreach|norm_?scale"),
+    ("embedding", r"embedding|index_?select|gather|scatter"),
+    ("reduction", r"reduce|sum|norm"),
+    ("copy / cast", r"copy|cast|convert|transpose|contiguous|fill|memset"),
+]
+
+
+def category(name):
+    name = family(name)  # a map kernel's functor does not decide its category
+    for label, pattern in CATEGORIES:
+        if re.search(pattern, name, re.IGNORECASE):
+            return label
+    return "elementwise / other"
 
 
 def main(argv):
