@@ -83,7 +83,7 @@ class Parser {
       }
       expect(':', "':' after a key");
       JsonValue member = parse_value(depth + 1);
-      value.members.emplace_back(std::move(key), std::move(member));
+      value.members.push_back({std::move(key), std::move(member)});
       char next = peek("',' or '}'");
       ++position_;
       if (next == '}') return value;

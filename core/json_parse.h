@@ -10,19 +10,27 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace mg {
+
+struct JsonMember;
 
 struct JsonValue {
   enum class Kind { Object, Array, String, Integer };
 
   Kind kind = Kind::Object;
-  std::string string;                                      // Kind::String
-  int64_t integer = 0;                                     // Kind::Integer
-  std::vector<JsonValue> elements;                         // Kind::Array
-  std::vector<std::pair<std::string, JsonValue>> members;  // Kind::Object, in text order
+  std::string string;               // Kind::String
+  int64_t integer = 0;              // Kind::Integer
+  std::vector<JsonValue> elements;  // Kind::Array
+  // Kind::Object, in text order. NOTE: a struct of its own, not std::pair<std::string,
+  // JsonValue>: clang 14 with libstdc++ 12 rejects a pair of the still incomplete JsonValue.
+  std::vector<JsonMember> members;
+};
+
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 // "an object", "an array", ...: for error messages.

@@ -10,17 +10,25 @@
 namespace mg::optim {
 
 // Adam's and AdamW's options differ only in weight decay's default, as in PyTorch.
-template <double kDefaultWeightDecay>
+// NOTE: the default comes from a type, not from a `double` template argument, which
+// clang 14 (scripts/test-sanitizers' compiler) does not support.
+template <class Defaults>
 struct AdamFamilyOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = kDefaultWeightDecay;
+  double weight_decay = Defaults::kWeightDecay;
   bool amsgrad = false;
 };
-using AdamOptions = AdamFamilyOptions<0.0>;
-using AdamWOptions = AdamFamilyOptions<1e-2>;
+struct AdamDefaults {
+  static constexpr double kWeightDecay = 0.0;
+};
+struct AdamWDefaults {
+  static constexpr double kWeightDecay = 1e-2;
+};
+using AdamOptions = AdamFamilyOptions<AdamDefaults>;
+using AdamWOptions = AdamFamilyOptions<AdamWDefaults>;
 
 class Adam : public Optimizer {
  public:

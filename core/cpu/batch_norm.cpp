@@ -159,13 +159,16 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     const T* grad = grad_output.data_ptr<T>();
     T* result = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
     auto value = [](T x) { return static_cast<double>(static_cast<compute_t<T>>(x)); };
+    // NOTE: a copy local to this lambda: clang 14 rejects a lambda in the parallel loop
+    // that names the enclosing function's parameter ("reference to local variable").
+    const bool masked = relu;
 
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
     for (int64_t c = 0; c < channels; ++c) {
       const ChannelAffine affine(mean[c], invstd[c], scale[c], shift[c]);
       // The gradient reaching the normalisation: through the ReLU's mask when fused.
       auto grad_at = [&](int64_t index) {
-        return relu && !(affine(value(in[index])) > 0) ? 0.0 : value(grad[index]);
+        return masked && !(affine(value(in[index])) > 0) ? 0.0 : value(grad[index]);
       };
       double total = 0, dot = 0;
       for (int64_t n = 0; n < layout.batch; ++n) {

@@ -44,6 +44,9 @@ void topk(const Tensor& input, int64_t k, bool largest, const Tensor& values, co
     const T* in = input.data_ptr<T>();
     T* top_values = values.data_ptr<T>();
     int64_t* top_indices = indices.data_ptr<int64_t>();
+    // NOTE: a copy local to this lambda: clang 14 rejects a lambda in the parallel region
+    // that names the enclosing function's parameter ("reference to local variable").
+    const bool larger_first = largest;
 #pragma omp parallel if (rows * n >= kParallelGrain)
     {
       std::vector<int64_t> positions(static_cast<size_t>(n));
@@ -52,7 +55,7 @@ void topk(const Tensor& input, int64_t k, bool largest, const Tensor& values, co
         const T* row_values = in + row * n;
         std::iota(positions.begin(), positions.end(), int64_t{0});
         std::partial_sort(positions.begin(), positions.begin() + k, positions.end(), [&](int64_t a, int64_t b) {
-          return comes_first(static_cast<C>(row_values[a]), a, static_cast<C>(row_values[b]), b, largest);
+          return comes_first(static_cast<C>(row_values[a]), a, static_cast<C>(row_values[b]), b, larger_first);
         });
         for (int64_t j = 0; j < k; ++j) {
           top_values[row * k + j] = row_values[positions[j]];
