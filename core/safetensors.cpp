@@ -135,6 +135,10 @@ TensorEntry parse_entry(const std::string& name, const JsonValue& info, const st
   // numel may not overflow: it is compared with a byte range that fits in the file.
   uint64_t numel = 1;
   bool overflow = false, has_zero_dim = false;
+  // NOTE: the non-zero sizes must multiply within int64 even when a zero size leaves the
+  // tensor empty: its strides (and Shape::numel on its way to the zero) are their products.
+  int64_t nonzero_product = 1;
+  bool nonzero_overflow = false;
   for (const JsonValue& size : shape.elements) {
     MG_CHECK(size.kind == JsonValue::Kind::Integer && size.integer >= 0, where,
              ": shape entries must be non-negative integers");
@@ -144,8 +148,13 @@ TensorEntry parse_entry(const std::string& name, const JsonValue& info, const st
     uint64_t product = 0;
     overflow = overflow || __builtin_mul_overflow(numel, dim, &product);
     numel = product;
+    nonzero_overflow = nonzero_overflow ||
+                       __builtin_mul_overflow(nonzero_product, std::max<int64_t>(size.integer, 1), &nonzero_product);
   }
   if (has_zero_dim) {  // zero elements, however large the other sizes
+    MG_CHECK(!nonzero_overflow, where, ": shape ", entry.sizes, " has no elements, but its other sizes "
+             "multiply to more than 2^63 - 1, beyond what a tensor's strides can hold. Hint: the file is "
+             "corrupt; an empty tensor's sizes are small numbers and a 0");
     overflow = false;
     numel = 0;
   }

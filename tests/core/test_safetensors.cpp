@@ -330,6 +330,23 @@ TEST_CASE("safetensors rejects headers that do not describe the data", "[safeten
                              data8),
                    "at most");
   }
+  SECTION("an empty tensor whose other sizes overflow its strides") {
+    // Found for tests/fuzz/fuzz_safetensors.cpp: these reached Shape::numel and
+    // contiguous_strides, whose int64 products overflowed (undefined behaviour).
+    check_rejected(dir,
+                   make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", ""),
+                   "has no elements");
+    check_rejected(dir,
+                   make_file(R"({"a":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+                   "has no elements");
+    // Large sizes beside a zero are fine while they multiply within int64.
+    std::string path = dir.file("empty.safetensors");
+    write_bytes(path, make_file(R"({"a":{"dtype":"F32","shape":[0,4294967296,2147483647],"data_offsets":[0,0]}})", ""));
+    NamedTensors loaded = mg::load_safetensors(path);
+    REQUIRE(loaded.size() == 1);
+    CHECK(loaded[0].second.sizes() == mg::Shape{0, 4294967296, 2147483647});
+    CHECK(loaded[0].second.numel() == 0);
+  }
   SECTION("booleans other than 0 and 1") {
     check_rejected(dir, make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"),
                    "BOOL");
