@@ -3,6 +3,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "autograd/anomaly_mode.h"
 #include "autograd/attention.h"
 #include "autograd/checkpoint.h"
 #include "autograd/copy.h"

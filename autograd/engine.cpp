@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "amp/autocast.h"
+#include "autograd/anomaly_mode.h"
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -101,6 +102,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
     }
   }
 
+  const bool detect_anomaly = is_anomaly_enabled();  // read once: one branch per node below
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
@@ -111,6 +113,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
     grad_outputs.resize(node->num_outputs());
     node->run_output_hooks(grad_outputs);
     std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));
+    if (detect_anomaly) check_gradients(*node, grad_inputs);
     if (!retain_graph) node->release_saved();
     const std::vector<Edge>& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -13,7 +13,8 @@ namespace mg::autograd {
 // Nodes run in dependency order, found by counting each node's incoming edges first (an
 // iterative walk: a graph 10,000 ops deep does not touch the call stack). Among ready
 // nodes the most recently created runs first. Each node's saved tensors are released as
-// soon as it has run unless `retain_graph`.
+// soon as it has run unless `retain_graph`. Under anomaly mode (anomaly_mode.h) each node's
+// gradients are checked for NaN and Inf as soon as it returns them.
 //
 // The vectors are taken by value: a caller that moves them in (checkpoint's nested
 // backward) lets each root's data and seed go as soon as the first node has consumed them,

@@ -1,9 +1,11 @@
-// autograd/node.cpp — node bookkeeping: sequence numbers, hooks, gradient edges.
+// autograd/node.cpp — node bookkeeping: sequence numbers, hooks, gradient edges, and the
+// forward origin anomaly mode keeps.
 #include "autograd/node.h"
 
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/anomaly_mode.h"
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
 #include "core/print.h"
@@ -17,6 +19,7 @@ std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node(const char* name, uint32_t num_outputs)
     : name_(name), num_outputs_(num_outputs), sequence_nr_(next_sequence_nr.fetch_add(1)) {
   register_grad_fn_namer([](const Node& node) { return node.name(); });  // for Tensor::str()
+  if (is_anomaly_enabled()) forward_origin_ = std::make_unique<const ForwardOrigin>(current_forward_origin());
 }
 
 Node::~Node() {

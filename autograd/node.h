@@ -17,6 +17,7 @@
 namespace mg::autograd {
 
 class Node;
+struct ForwardOrigin;  // autograd/anomaly_mode.h
 
 struct Edge {
   std::shared_ptr<Node> function;  // null: this input needs no gradient
@@ -56,6 +57,10 @@ class Node {
   // Runs hooks and fills retained .grad for the gradients of this node's outputs.
   void run_output_hooks(std::vector<Tensor>& grad_outputs);
 
+  // Where in forward this node was recorded, for anomaly mode's errors; null unless anomaly
+  // mode was on when it was.
+  const ForwardOrigin* forward_origin() const { return forward_origin_.get(); }
+
  protected:
   // Marks this node as having a larger sequence number than any other (AccumulateGrad
   // runs as soon as it is ready, releasing gradient buffers early).
@@ -68,6 +73,7 @@ class Node {
   std::vector<Edge> next_edges_;
   std::vector<std::pair<uint32_t, TensorHook>> output_hooks_;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_outputs_;
+  std::unique_ptr<const ForwardOrigin> forward_origin_;
 };
 
 // The edge along which gradient reaches `tensor` (its grad_fn, or its leaf's

@@ -22,6 +22,7 @@ const char* phase_name(Phase phase) {
 namespace detail {
 
 std::atomic<int> running_recorders{0};
+std::atomic<int> context_readers{0};
 
 namespace {
 
@@ -62,10 +63,10 @@ Context& current_context() {
 
 }  // namespace detail
 
-Phase current_phase() { return detail::recording() ? detail::current_context().phase : Phase::Other; }
+Phase current_phase() { return detail::tracking() ? detail::current_context().phase : Phase::Other; }
 
 OpScope::OpScope(std::string_view op_name) {
-  if (!detail::recording()) return;
+  if (!detail::tracking()) return;
   engaged_ = true;
   previous_ = detail::current_context().op;
   detail::current_context().op = detail::intern_label(op_name);
@@ -76,7 +77,7 @@ OpScope::~OpScope() {
 }
 
 ModuleScope::ModuleScope(std::string_view name) {
-  if (!detail::recording()) return;
+  if (!detail::tracking()) return;
   engaged_ = true;
   detail::Context& context = detail::current_context();
   previous_ = context.module;
@@ -94,7 +95,7 @@ ModuleScope::~ModuleScope() {
 }
 
 NodeScope::NodeScope(const void* node, const char* node_name) {
-  if (!detail::recording()) return;
+  if (!detail::tracking()) return;
   engaged_ = true;
   detail::Context& context = detail::current_context();
   previous_ = context;
@@ -106,10 +107,10 @@ NodeScope::~NodeScope() {
   if (engaged_) detail::current_context() = previous_;
 }
 
-detail::Context saved_context() { return detail::recording() ? detail::current_context() : detail::Context{}; }
+detail::Context saved_context() { return detail::tracking() ? detail::current_context() : detail::Context{}; }
 
 ContextScope::ContextScope(const detail::Context& context) {
-  if (!detail::recording()) return;
+  if (!detail::tracking()) return;
   engaged_ = true;
   detail::Context& current = detail::current_context();
   previous_ = current;
@@ -122,7 +123,7 @@ ContextScope::~ContextScope() {
 }
 
 PhaseScope::PhaseScope(Phase phase) {
-  if (!detail::recording()) return;
+  if (!detail::tracking()) return;
   engaged_ = true;
   previous_ = detail::current_context().phase;
   detail::current_context().phase = phase;

@@ -5,8 +5,10 @@
 //   { mg::memory::PhaseScope phase(mg::memory::Phase::Optimizer); optimizer.step(); }
 //
 // Module::operator(), the autograd engine and Optimizer set these scopes themselves; a user
-// only needs them to name their own regions. NOTE: every scope costs one relaxed atomic
-// read unless a Recorder is running, so they may sit on hot paths.
+// only needs them to name their own regions. The context is kept while someone reads it: a
+// running Recorder, or autograd's anomaly mode (which tells each backward node the op and
+// module that recorded it). NOTE: otherwise every scope costs one relaxed atomic read, so
+// they may sit on hot paths.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,11 @@ namespace detail {
 extern std::atomic<int> running_recorders;
 inline bool recording() { return running_recorders.load(std::memory_order_relaxed) != 0; }
 
+// Readers of the context (a running Recorder, anomaly mode); the scopes below keep it only
+// while there is one.
+extern std::atomic<int> context_readers;
+inline bool tracking() { return context_readers.load(std::memory_order_relaxed) != 0; }
+
 // Labels (op names, module paths) are interned: an event stores a 32-bit id, never a
 // string, so recording an event allocates nothing. Id 0 is the empty label.
 uint32_t intern_label(std::string_view text);
@@ -46,7 +53,8 @@ Context& current_context();
 
 }  // namespace detail
 
-// The calling thread's phase (Other outside any PhaseScope, and whenever nothing records).
+// The calling thread's phase (Other outside any PhaseScope, and whenever nothing reads the
+// context).
 Phase current_phase();
 
 // Names the op that allocates inside it (the engine names each backward node this way).

@@ -215,6 +215,7 @@ void Recorder::start() {
   state_->recording = ++recordings_started;
   running_state = state_.get();
   detail::running_recorders.fetch_add(1, std::memory_order_relaxed);
+  detail::context_readers.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Recorder::stop() {
@@ -223,6 +224,7 @@ void Recorder::stop() {
   state_->running = false;
   running_state = nullptr;
   detail::running_recorders.fetch_sub(1, std::memory_order_relaxed);
+  detail::context_readers.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool Recorder::running() const {
@@ -483,6 +485,12 @@ uint32_t module_of_node(const void* node) {
 void close_forward_op_window() {
   std::lock_guard<std::mutex> lock(recorder_mutex());
   if (running_state != nullptr) forward_op_window() = {running_state->recording, running_state->total};
+}
+
+std::optional<int64_t> recording_step() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return std::nullopt;
+  return running_state->step;
 }
 
 }  // namespace detail

@@ -172,6 +172,8 @@ void label_forward_op(const void* node, const char* node_name);
 uint32_t module_of_node(const void* node);
 // Starts a new forward-op window for the calling thread (module and phase boundaries).
 void close_forward_op_window();
+// The running Recorder's step (its next_step() count); nullopt when none runs.
+std::optional<int64_t> recording_step();
 
 }  // namespace detail
 

@@ -69,7 +69,7 @@ struct Module::NamedCall::Scopes {
 };
 
 Module::NamedCall::NamedCall(const Module& module) {
-  if (!memory::detail::recording()) return;
+  if (!memory::detail::tracking()) return;
   scopes_ = std::make_unique<Scopes>();
   // The name this module has in its caller; a module called from outside any module (the
   // model itself) adds nothing, and one its caller does not own is named by its type.

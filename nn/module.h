@@ -36,10 +36,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation. The default throws: modules that take other inputs (losses take
   // (input, target)) or none declare their own.
   virtual Tensor forward(const Tensor& input);
-  // forward(), named for a running memory::Recorder: the module path gains this module's
-  // name in its caller's children ("layer1" then "layer1.0.conv1"), and a call outside any
-  // phase is the forward phase. Layers call their children this way, not through
-  // forward(), so that paths nest.
+  // forward(), named for a running memory::Recorder and for anomaly mode: the module path
+  // gains this module's name in its caller's children ("layer1" then "layer1.0.conv1"), and
+  // a call outside any phase is the forward phase. Layers call their children this way, not
+  // through forward(), so that paths nest.
   Tensor operator()(const Tensor& input) {
     NamedCall call(*this);
     return forward(input);
@@ -105,7 +105,7 @@ class Module : public std::enable_shared_from_this<Module> {
  protected:
   // While alive, this module's call is named as operator() names forward(); a layer's other
   // entry points (BatchNorm2d::forward_relu) open one too. Costs nothing unless a
-  // memory::Recorder runs.
+  // memory::Recorder runs or anomaly mode is on (core/memory_context.h).
   class NamedCall {
    public:
     explicit NamedCall(const Module& module);
@@ -115,7 +115,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
    private:
     struct Scopes;
-    std::unique_ptr<Scopes> scopes_;  // null when nothing records
+    std::unique_ptr<Scopes> scopes_;  // null when nothing reads the context
   };
 
   // Makes `tensor` a parameter named `name` (no '.', not yet used by a parameter, buffer or

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "examples/common/cli.h"
+#include "examples/common/detect_anomaly.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -115,10 +116,12 @@ Args parse_args(int argc, char** argv) {
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--bench", [&] { args.bench = true; }},
+      {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   examples::check_amp_device(args.amp, args.device);
+  if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   const mg::nn::GPTOptions options = model_options(args);
   if (options.n_embd % options.n_head != 0) {
     throw UsageError("the width (--embd " + std::to_string(options.n_embd) + ") must be a multiple of the heads (--heads " +
@@ -171,7 +174,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
                 [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda] [--memory-timeline FILE.html]
-                [--predict-memory | --fit-batch BYTES]
+                [--detect-anomaly | --predict-memory | --fit-batch BYTES]
 
 Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
 tokenizer) on UTF-8 text: by default the fortune cookies of Debian's `fortunes` package.
@@ -216,7 +219,7 @@ Training:
   --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
-
+)" + examples::detect_anomaly_usage() + R"(
 Files:
   --save FILE              at every estimate and at the end, write the model, the
                            optimizer and the run's position (one safetensors file,

@@ -43,6 +43,7 @@ struct Args {
   std::string memory_timeline;
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
+  bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode
   std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
   std::string dump_windows;  // write the first --steps steps' training windows and exit
   // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/shape.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -312,6 +313,7 @@ int main(int argc, char** argv) {
         return !args.help;
       },
       gpt::usage, [&] {
+        const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? gpt::predict_bench_memory(args) : gpt::run_bench(args);
         if (!args.dump_windows.empty()) return dump_windows(args);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "examples/common/cli.h"
+#include "examples/common/detect_anomaly.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -74,9 +75,11 @@ Args parse_args(int argc, char** argv) {
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
                                              {"--checkpoint", [&] { args.checkpoint = true; }},
-                                             {"--predict-memory", [&] { args.predict_memory = true; }}};
+                                             {"--predict-memory", [&] { args.predict_memory = true; }},
+                                             {"--detect-anomaly", [&] { args.detect_anomaly = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
   examples::check_amp_device(args.amp, args.device);
+  if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   // NOTE: the MLP saves two ReLU outputs (768 floats per image) for backward; a checkpoint
   // would keep its input instead, the 784-pixel image, and save nothing.
   if (args.checkpoint && args.model != "cnn") {
@@ -130,7 +133,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --memory-timeline FILE   record every allocation and free of the first 3 optimizer
                            steps and write FILE, an HTML chart of bytes by category
                            over time (opens offline)
-  --help                   show this text
+)" + examples::detect_anomaly_usage() + R"(  --help                   show this text
 
 Predicting memory (--device names the target, no GPU needed):
 )" + examples::prediction_usage();

@@ -29,6 +29,7 @@ struct Args {
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
+  bool detect_anomaly = false;       // --detect-anomaly: train under autograd's anomaly mode
   bool help = false;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/json.h"
@@ -296,5 +297,8 @@ int main(int argc, char** argv) {
         args = mnist::parse_args(count, values);
         return !args.help;
       },
-      mnist::usage, [&] { return args.predict_memory || args.fit_batch ? predict(args) : run(args); });
+      mnist::usage, [&] {
+        const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
+        return args.predict_memory || args.fit_batch ? predict(args) : run(args);
+      });
 }

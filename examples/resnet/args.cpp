@@ -2,6 +2,7 @@
 #include "examples/resnet/args.h"
 
 #include "examples/common/cli.h"
+#include "examples/common/detect_anomaly.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -51,9 +52,11 @@ Args parse_args(int argc, char** argv) {
       {"--channels-last", [&] { args.channels_last = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
+      {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   examples::check_amp_device(args.amp, args.device);
+  if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   if (!args.bench && model_given && args.model != "resnet18") {
     throw UsageError("training uses resnet18; --model " + args.model + " is for --bench");
   }
@@ -73,7 +76,7 @@ std::string usage(const std::string& program) {
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--memory-timeline FILE.html]
-                [--predict-memory | --fit-batch BYTES]
+                [--detect-anomaly | --predict-memory | --fit-batch BYTES]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay
@@ -123,7 +126,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            micro-batches and one optimizer step; prints the median step
                            time, samples/s and the peak memory of one step, and one JSON
                            line on stdout with bench_train_step's fields
-  --help                   show this text
+)" + examples::detect_anomaly_usage() + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):
 )" + examples::prediction_usage();

@@ -34,6 +34,7 @@ struct Args {
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
+  bool detect_anomaly = false;       // --detect-anomaly: train (or --bench) under autograd's anomaly mode
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/memory.h"
@@ -345,6 +346,7 @@ int main(int argc, char** argv) {
         return !args.help;
       },
       resnet::usage, [&] {
+        const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);
