@@ -58,7 +58,8 @@ TEST_CASE("gpt trains under --detect-anomaly to the same checkpoint", "[examples
   mg_test::check_same_checkpoint(dir.file("plain.safetensors"), dir.file("checked.safetensors"));
 }
 
-TEST_CASE("--detect-anomaly is in the usage, and refused with --amp fp16 and with memory predictions",
+TEST_CASE("the examples list --detect-anomaly in their usage and refuse it with --amp fp16 and with memory "
+          "predictions",
           "[examples][anomaly]") {
   TempDir dir("anomaly-cli");
   for (const char* program : {"mnist", "resnet", "gpt"}) {
