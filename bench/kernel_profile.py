@@ -73,28 +73,6 @@ def family(name):
     return "".join(kept).strip()
 
 
-# Kernel families for the summary by category, first match wins (names as ncu prints them,
-# memgrad's and PyTorch's both): what a reader compares across frameworks.
-CATEGORIES = [
-    ("attention", r"flash|attention|fmha|sdpa|cudnn_generated"),
-    ("gemm", r"gemm|xmma|cutlass|nvjet|cublas|matmul|wgmma"),
-    ("layer norm", r"layer_?norm"),
-    ("softmax / cross-entropy", r"softmax|cross_?entropy|nll|log_?sum"),
-    ("optimizer", r"adam|multi_?tensor|sgd|optimizer|clip|foreach|norm_?scale"),
-    ("embedding", r"embedding|index_?select|gather|scatter"),
-    ("reduction", r"reduce|sum|norm"),
-    ("copy / cast", r"copy|cast|convert|transpose|contiguous|fill|memset"),
-]
-
-
-def category(name):
-    name = family(name)  # a map kernel's functor does not decide its category
-    for label, pattern in CATEGORIES:
-        if re.search(pattern, name, re.IGNORECASE):
-            return label
-    return "elementwise / other"
-
-
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", default="program")
