@@ -1,0 +1,100 @@
+// docs/guide/04_checkpoints.cpp — saving a run and resuming it, and loading weights that
+// PyTorch saved (docs/guide.md, "Saving and resuming"). Fails (exit 1) unless a run stopped
+// after one epoch and resumed ends with exactly the weights of a run that never stopped,
+// and a state_dict file in safetensors.torch.save_file's format loads into a Net that then
+// computes what the saved one did.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <memgrad/io/safetensors.h>
+#include <memgrad/memgrad.h>
+
+#include "checks.h"
+#include "data.h"
+#include "device.h"
+#include "net.h"
+#include "training.h"
+
+namespace {
+
+// One run of a training program that saves after every epoch: starts afresh or resumes from
+// the files the last run saved, and trains until `until_epoch` epochs are done.
+std::shared_ptr<Net> run(mg::Device device, int until_epoch, bool resume) {
+  mg::manual_seed(0);
+  Data data(device);
+  auto model = std::make_shared<Net>();
+  model->to(device);
+  mg::optim::Adam optimizer(model->parameters(), {.lr = 1e-3});
+  // [guide: resume]
+  int start_epoch = 0;
+  if (resume) {
+    mg::nn::load(*model, "guide_model.safetensors");
+    mg::optim::load(optimizer, "guide_optimizer.safetensors");  // into an optimizer built as before
+    for (const auto& [key, value] : mg::read_safetensors_metadata("guide_optimizer.safetensors")) {
+      if (key == "epoch") start_epoch = std::stoi(value);
+    }
+    // The loader shuffles epoch e with seed + e: move it to the epoch the run stopped at.
+    for (int epoch = 0; epoch < start_epoch; ++epoch) data.train_loader.reset();
+  }
+  // [guide: end]
+  for (int epoch = start_epoch; epoch < until_epoch; ++epoch) {
+    const double loss = train_epoch(*model, optimizer, data.train_loader);
+    std::printf("  epoch %d: training loss %.6f\n", epoch + 1, loss);
+    // [guide: save]
+    mg::nn::save(*model, "guide_model.safetensors");  // the state_dict, tagged {"format": "pt"}
+    mg::optim::save(optimizer, "guide_optimizer.safetensors", {{"epoch", std::to_string(epoch + 1)}});
+    // [guide: end]
+  }
+  return model;
+}
+
+}  // namespace
+
+int main() {
+  const mg::Device device = pick_device();
+  std::printf("a run stopped after epoch 1:\n");
+  run(device, 1, /*resume=*/false);
+  std::printf("resumed:\n");
+  const std::shared_ptr<Net> resumed = run(device, 2, /*resume=*/true);
+  std::printf("a run that never stopped:\n");
+  const std::shared_ptr<Net> straight = run(device, 2, /*resume=*/false);
+  const double resume_difference = max_difference(resumed->parameters(), straight->parameters());
+  std::printf("largest difference between the resumed and the uninterrupted weights: %g\n", resume_difference);
+
+  // What safetensors.torch.save_file(net.state_dict(), path) writes: the tensors under their
+  // state_dict names, no metadata. (PyTorch is not needed here: the trained Net stands in.)
+  mg::save_safetensors("net_from_torch.safetensors", straight->state_dict());
+
+  // [guide: from-pytorch]
+  auto from_torch = std::make_shared<Net>();
+  mg::nn::load(*from_torch, "net_from_torch.safetensors");  // strict: every name and shape must match
+  from_torch->to(device);
+  // [guide: end]
+
+  // A file that does not fit the model is refused with the reason, and changes nothing.
+  try {
+    Net narrower(NetOptions{.hidden = 64});
+    mg::nn::load(narrower, "net_from_torch.safetensors");
+  } catch (const mg::Error& error) {
+    std::printf("loading into a Net with hidden = 64: %s\n", error.what());
+  }
+
+  Data data(device);
+  mg::data::Batch batch;
+  data.test_loader.next(batch);
+  mg::NoGradGuard no_grad;
+  straight->eval();
+  from_torch->eval();
+  const double logits_difference =
+      ((*from_torch)(batch.inputs) - (*straight)(batch.inputs)).abs().max().item();
+  std::printf("largest difference between the logits of the loaded and the saved model: %g\n", logits_difference);
+
+  if (resume_difference != 0 || logits_difference != 0) {
+    std::fprintf(stderr, "FAILED: expected the resumed run to end with the uninterrupted run's weights and the "
+                 "loaded model to compute the saved one's logits, exactly\n");
+    return 1;
+  }
+  return 0;
+}
