@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tensor.h"
+#include "memgrad/core/tensor.h"
 
 namespace mg_test {
 

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "amp/grad_scaler.h"
-#include "autograd/elementwise.h"
-#include "core/factory.h"
-#include "core/random.h"
-#include "core/tensor.h"
-#include "optim/optim.h"
+#include "memgrad/amp/grad_scaler.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/core/tensor.h"
+#include "memgrad/optim/optim.h"
 
 namespace mg_test {
 

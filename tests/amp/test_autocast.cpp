@@ -11,9 +11,9 @@
 #include <functional>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "memgrad/amp/autocast.h"
 #include "amp/autocast_checks.h"
-#include "memgrad.h"
+#include "memgrad/memgrad.h"
 
 using namespace mg;
 using amp::AutocastGuard;

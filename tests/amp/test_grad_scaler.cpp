@@ -12,13 +12,13 @@
 #include <tuple>
 #include <vector>
 
-#include "amp/grad_scaler.h"
+#include "memgrad/amp/grad_scaler.h"
 #include "amp/grad_scaler_checks.h"
-#include "autograd/grad_mode.h"
-#include "core/error.h"
-#include "core/factory.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
 #include "data/mnist_test_files.h"
-#include "optim/optim.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

@@ -9,13 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
-#include "autograd/grad_mode.h"
-#include "autograd/reduce.h"
+#include "memgrad/autograd/anomaly_mode.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "nn/linear.h"
-#include "nn/sequential.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/sequential.h"
 
 namespace mg_test {
 

@@ -9,10 +9,10 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
-#include "core/random.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
 
 namespace mg_test {
 

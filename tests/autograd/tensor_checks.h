@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/tensor.h"
 
 namespace mg_test {
 

@@ -14,16 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
+#include "memgrad/autograd/anomaly_mode.h"
 #include "autograd/anomaly_models.h"
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
-#include "core/memory_context.h"
-#include "core/memory_recorder.h"
-#include "nn/activation.h"
-#include "nn/linear.h"
-#include "nn/sequential.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/context.h"
+#include "memgrad/memory/recorder.h"
+#include "memgrad/nn/activation.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/sequential.h"
 
 using namespace mg;
 using autograd::DetectAnomalyGuard;

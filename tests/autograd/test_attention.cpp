@@ -12,18 +12,18 @@
 #include <utility>
 #include <vector>
 
-#include "amp/autocast.h"
-#include "autograd/attention.h"
-#include "autograd/copy.h"
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/node.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/attention.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/node.h"
 #include "autograd/op_test_support.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/simulated_target.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/simulated_target.h"
 
 using namespace mg;
 

@@ -10,17 +10,17 @@
 #include <functional>
 #include <string>
 
-#include "autograd/checkpoint.h"
-#include "autograd/dropout.h"
-#include "autograd/elementwise.h"
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/matmul.h"
-#include "autograd/node.h"
-#include "autograd/reduce.h"
+#include "memgrad/autograd/checkpoint.h"
+#include "memgrad/autograd/dropout.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/engine.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/memory.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
 
 using namespace mg;
 

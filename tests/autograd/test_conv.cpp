@@ -9,13 +9,13 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/conv.h"
-#include "autograd/gradcheck.h"
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
-#include "core/memory_format.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
 
 using namespace mg;
 

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/copy.h"
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/node.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

@@ -6,15 +6,15 @@
 #include <cmath>
 #include <string>
 
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

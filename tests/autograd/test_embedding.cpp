@@ -6,14 +6,14 @@
 
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/embedding.h"
-#include "autograd/gradcheck.h"
-#include "autograd/node.h"
-#include "autograd/reduce.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/embedding.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 using mg_test::contains;

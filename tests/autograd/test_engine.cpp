@@ -2,14 +2,14 @@
 // saved tensors, retain_graph, hooks, grad mode, and what each costs in memory.
 #include <catch2/catch.hpp>
 
-#include "autograd/copy.h"
-#include "autograd/elementwise.h"
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/engine.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

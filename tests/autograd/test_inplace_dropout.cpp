@@ -6,14 +6,14 @@
 #include <cmath>
 #include <string>
 
-#include "autograd/dropout.h"
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/dropout.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

@@ -8,15 +8,15 @@
 #include <cmath>
 #include <vector>
 
-#include "amp/autocast.h"
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/layer_norm.h"
-#include "autograd/node.h"
-#include "autograd/reduce.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/layer_norm.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 using mg_test::contains;

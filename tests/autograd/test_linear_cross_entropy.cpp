@@ -7,16 +7,16 @@
 
 #include <vector>
 
-#include "amp/autocast.h"
-#include "autograd/copy.h"
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/linear_cross_entropy.h"
-#include "autograd/grad_mode.h"
-#include "autograd/matmul.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
-#include "core/memory.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/linear_cross_entropy.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
 
 using namespace mg;
 

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

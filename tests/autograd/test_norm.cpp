@@ -7,13 +7,13 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/copy.h"
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/node.h"
-#include "autograd/norm.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/norm.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

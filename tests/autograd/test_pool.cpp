@@ -10,12 +10,12 @@
 #include <numeric>
 #include <vector>
 
-#include "autograd/copy.h"
-#include "autograd/gradcheck.h"
-#include "autograd/pool.h"
-#include "autograd/reduce.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/pool.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/save_on_cpu.h"
-#include "autograd/saved_tensor_hooks.h"
-#include "autograd/softmax.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/save_on_cpu.h"
+#include "memgrad/autograd/saved_tensor_hooks.h"
+#include "memgrad/autograd/softmax.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 using mg::autograd::current_saved_tensor_hooks;

@@ -4,13 +4,13 @@
 
 #include <vector>
 
-#include "autograd/copy.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/node.h"
 #include "autograd/op_test_support.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 using Catch::Contains;

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "autograd/softmax.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/softmax.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 

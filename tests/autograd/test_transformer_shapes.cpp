@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/matmul.h"
-#include "autograd/node.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/node.h"
 #include "autograd/op_test_support.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
+#include "memgrad/core/factory.h"
 
 using namespace mg;
 using mg_test::contains;

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/allocator/simulated_backend.h"
-#include "core/error.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/allocator/simulated_backend.h"
+#include "memgrad/core/error.h"
 
 namespace allocator_test {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/allocator/host_backend.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/allocator/host_backend.h"
 #include "core/allocator_test_support.h"
-#include "core/error.h"
+#include "memgrad/core/error.h"
 
 using namespace allocator_test;
 

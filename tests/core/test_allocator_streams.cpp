@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/allocator/simulated_backend.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/tensor.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/allocator/simulated_backend.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/tensor.h"
 
 namespace {
 

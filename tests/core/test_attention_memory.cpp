@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <string>
 
-#include "autograd/attention.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "core/memory_recorder.h"
-#include "core/simulated_target.h"
+#include "memgrad/autograd/attention.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/memory/recorder.h"
+#include "memgrad/memory/simulated_target.h"
 
 namespace {
 

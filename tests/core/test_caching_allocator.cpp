@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/allocator/host_backend.h"
-#include "core/allocator/registry.h"
-#include "core/allocator/simulated_backend.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/allocator/host_backend.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/allocator/simulated_backend.h"
 #include "core/allocator_test_support.h"
-#include "core/error.h"
+#include "memgrad/core/error.h"
 
 using namespace allocator_test;
 

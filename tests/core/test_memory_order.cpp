@@ -4,8 +4,8 @@
 
 #include <array>
 
-#include "core/memory_format.h"
-#include "core/memory_order.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/core/memory_order.h"
 
 using namespace mg;
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/factory.h"
-#include "core/tensor.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/tensor.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "memgrad.h"
+#include "memgrad/memgrad.h"
 
 namespace cuda_checks {
 

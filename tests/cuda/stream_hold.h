@@ -14,8 +14,8 @@
 #include <chrono>
 #include <thread>
 
-#include "cuda/check.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/runtime.h"
 
 namespace mg_test {
 

@@ -11,17 +11,17 @@
 #include <optional>
 #include <thread>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/allocator/registry.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "core/tensor.h"
-#include "cuda/check.h"
-#include "cuda/cuda_allocator_backend.h"
-#include "cuda/nvml.h"
-#include "cuda/runtime.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/core/tensor.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/cuda_allocator_backend.h"
+#include "memgrad/cuda/nvml.h"
+#include "memgrad/cuda/runtime.h"
 #include "cuda/stream_hold.h"
-#include "cuda/transfer.h"
+#include "memgrad/cuda/transfer.h"
 
 namespace {
 

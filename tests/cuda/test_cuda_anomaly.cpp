@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
+#include "memgrad/autograd/anomaly_mode.h"
 #include "autograd/anomaly_models.h"
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
-#include "core/random.h"
-#include "nn/activation.h"
-#include "nn/linear.h"
-#include "nn/sequential.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/nn/activation.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/sequential.h"
 
 using namespace mg;
 using mg_test::anomaly_error;

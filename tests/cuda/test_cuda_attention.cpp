@@ -39,12 +39,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/attention.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
-#include "core/memory_recorder.h"
+#include "memgrad/autograd/attention.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/recorder.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

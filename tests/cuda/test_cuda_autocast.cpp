@@ -8,17 +8,17 @@
 #include <cmath>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "memgrad/amp/autocast.h"
 #include "amp/autocast_checks.h"
-#include "autograd/conv.h"
-#include "autograd/elementwise.h"
-#include "autograd/loss.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "autograd/softmax.h"
-#include "core/factory.h"
-#include "core/memory.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/softmax.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
 
 using namespace mg;
 using amp::AutocastGuard;

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels.h"
+#include "memgrad/core/kernels.h"
 #include "cuda/kernel_checks.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/runtime.h"
 #include "cuda/stream_hold.h"
-#include "optim/clip_grad.h"
+#include "memgrad/optim/clip_grad.h"
 
 using namespace mg;
 using namespace cuda_checks;

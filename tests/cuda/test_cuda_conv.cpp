@@ -14,18 +14,18 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/conv.h"
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "core/memory_format.h"
-#include "cuda/cudnn/settings.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/cuda/cudnn/settings.h"
 #include "cuda/kernel_checks.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/runtime.h"
 #if MG_WITH_CUDNN
-#include "cuda/cudnn/algorithm_cache.h"
+#include "memgrad/cuda/cudnn/algorithm_cache.h"
 #endif
 
 using namespace mg;

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/embedding.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/embedding.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/runtime.h"
 
 using namespace mg;
 

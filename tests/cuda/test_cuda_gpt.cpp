@@ -20,17 +20,17 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "memgrad/amp/autocast.h"
 #include "amp/autocast_checks.h"
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/memory.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
 #include "cuda/kernel_checks.h"
-#include "cuda/runtime.h"
-#include "nn/nn.h"
+#include "memgrad/cuda/runtime.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

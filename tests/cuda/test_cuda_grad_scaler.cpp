@@ -10,14 +10,14 @@
 #include <limits>
 #include <vector>
 
-#include "amp/grad_scaler.h"
+#include "memgrad/amp/grad_scaler.h"
 #include "amp/grad_scaler_checks.h"
-#include "core/factory.h"
-#include "core/kernels.h"
-#include "core/random.h"
-#include "cuda/runtime.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
+#include "memgrad/core/random.h"
+#include "memgrad/cuda/runtime.h"
 #include "cuda/stream_hold.h"
-#include "optim/optim.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using mg_test::host_values;

@@ -6,11 +6,11 @@
 // without weight and bias, at a misaligned offset, and under autocast.
 #include <catch2/catch.hpp>
 
-#include "amp/autocast.h"
-#include "autograd/elementwise.h"
-#include "autograd/layer_norm.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/layer_norm.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "amp/autocast.h"
-#include "autograd/linear_cross_entropy.h"
-#include "core/factory.h"
-#include "core/kernels.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/linear_cross_entropy.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

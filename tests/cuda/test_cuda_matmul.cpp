@@ -13,16 +13,16 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
-#include "core/kernels.h"
-#include "core/memory.h"
-#include "cuda/blas_handle.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/cuda/blas_handle.h"
 #include "cuda/kernel_checks.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/runtime.h"
 
 using namespace mg;
 

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/norm.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/autograd/norm.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cuda/kernel_checks.h"
-#include "cuda/kernels/cuda_kernels.h"
-#include "memgrad.h"
+#include "memgrad/cuda/kernels/cuda_kernels.h"
+#include "memgrad/memgrad.h"
 
 using namespace mg;
 using namespace cuda_checks;

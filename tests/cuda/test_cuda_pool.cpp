@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/pool.h"
-#include "core/factory.h"
-#include "core/kernels.h"
+#include "memgrad/autograd/pool.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
 
 using namespace mg;
 

@@ -11,14 +11,14 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "autograd/softmax.h"
-#include "core/factory.h"
-#include "core/kernels.h"
-#include "core/memory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/softmax.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
+#include "memgrad/memory/snapshot.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

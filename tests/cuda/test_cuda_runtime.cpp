@@ -10,16 +10,16 @@
 #include <thread>
 #include <vector>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/cuda_hooks.h"
-#include "core/factory.h"
-#include "core/kernels.h"
-#include "core/memory_format.h"
-#include "core/tensor.h"
-#include "cuda/check.h"
-#include "cuda/runtime.h"
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/cuda_hooks.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/core/tensor.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/runtime.h"
 #include "cuda/stream_hold.h"
-#include "cuda/transfer.h"
+#include "memgrad/cuda/transfer.h"
 
 namespace {
 

@@ -9,18 +9,18 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/conv.h"
-#include "autograd/elementwise.h"
-#include "autograd/loss.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/save_on_cpu.h"
-#include "autograd/shape.h"
-#include "core/allocator/registry.h"
-#include "core/cuda_hooks.h"
-#include "core/factory.h"
-#include "core/memory_format.h"
-#include "cuda/runtime.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/save_on_cpu.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/cuda_hooks.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/cuda/runtime.h"
 
 using namespace mg;
 

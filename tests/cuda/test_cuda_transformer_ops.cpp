@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "core/factory.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;

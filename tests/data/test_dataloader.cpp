@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/allocator/registry.h"
-#include "core/error.h"
-#include "data/dataloader.h"
-#include "data/dataset.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/error.h"
+#include "memgrad/data/dataloader.h"
+#include "memgrad/data/dataset.h"
 #include "data/mnist_test_files.h"
 
 using mg::DType;

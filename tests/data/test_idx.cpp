@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "data/idx.h"
+#include "memgrad/core/error.h"
+#include "memgrad/data/idx.h"
 
 namespace fs = std::filesystem;
 using mg::data::find_idx_file;

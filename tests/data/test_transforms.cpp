@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "data/transforms.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/data/transforms.h"
 
 using mg::Tensor;
 using mg::data::AugmentOptions;

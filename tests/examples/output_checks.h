@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "memgrad/io/safetensors.h"
 
 namespace mg_test {
 

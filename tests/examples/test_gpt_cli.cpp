@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/random.h"
-#include "core/safetensors.h"
+#include "memgrad/core/random.h"
+#include "memgrad/io/safetensors.h"
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
-#include "nn/gpt.h"
+#include "memgrad/nn/gpt.h"
 
 using Catch::Matchers::Contains;
 using mg_test::json_field;

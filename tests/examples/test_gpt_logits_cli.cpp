@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/factory.h"
-#include "core/random.h"
-#include "core/safetensors.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/io/safetensors.h"
 #include "examples/program_runner.h"
 
 using Catch::Matchers::Contains;

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "data/idx.h"
+#include "memgrad/data/idx.h"
 #include "fuzz_support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_json.cpp — libFuzzer target for parse_json (core/json_parse.h), the
+// tests/fuzz/fuzz_json.cpp — libFuzzer target for parse_json (io/json_parse.h), the
 // reader of safetensors headers: any text either parses or throws mg::Error naming the
 // context; what parses is written back with JsonWriter and must read back the same.
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/json.h"
-#include "core/json_parse.h"
+#include "memgrad/io/json.h"
+#include "memgrad/io/json_parse.h"
 #include "fuzz_support.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_safetensors.cpp — libFuzzer target for the safetensors reader
-// (core/safetensors.h): the header's length, its JSON, dtypes, shapes and data offsets
+// (io/safetensors.h): the header's length, its JSON, dtypes, shapes and data offsets
 // (overlapping, gapped, beyond the file), BOOL bytes. A file either loads, with tensors
 // that exactly fill its data section and the metadata read_safetensors_metadata reads, or
 // is refused with an error naming it.
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/safetensors.h"
+#include "memgrad/io/safetensors.h"
 #include "fuzz_support.h"
 
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.h"
+#include "memgrad/core/error.h"
 
 namespace fuzz {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/safetensors.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/io/json.h"
+#include "memgrad/io/safetensors.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/training.h"

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "nn/gpt_options.h"
+#include "memgrad/nn/gpt_options.h"
 
 namespace fuzz {
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "core/factory.h"
-#include "core/random.h"
-#include "nn/gpt.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/nn/gpt.h"
 
 namespace gpt_test {
 

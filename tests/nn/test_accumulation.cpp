@@ -9,12 +9,12 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/loss.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/loss.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "nn/nn.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "core/factory.h"
-#include "core/safetensors.h"
-#include "nn/nn.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/io/safetensors.h"
+#include "memgrad/nn/nn.h"
 
 namespace {
 

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <string>
 
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "nn/nn.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

@@ -10,17 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/gradcheck.h"
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/gradcheck.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "core/safetensors.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/io/safetensors.h"
 #include "nn/gpt_test_support.h"
-#include "nn/nn.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "core/safetensors.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/io/safetensors.h"
 #include "nn/gpt_test_support.h"
-#include "nn/nn.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

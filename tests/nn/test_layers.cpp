@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "nn/nn.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/nn/nn.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/reduce.h"
-#include "core/factory.h"
-#include "nn/nn.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/nn/nn.h"
 
 namespace {
 

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/layer_norm.h"
-#include "autograd/matmul.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "autograd/softmax.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/layer_norm.h"
+#include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/softmax.h"
 #include "autograd/tensor_checks.h"
-#include "core/factory.h"
-#include "nn/nn.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/nn/nn.h"
 
 using namespace mg;
 

@@ -9,10 +9,10 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/random.h"
-#include "optim/optim.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

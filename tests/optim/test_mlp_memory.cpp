@@ -2,7 +2,7 @@
 // MNIST MLP (784-512-256-10) trained one step with Adam.
 #include <catch2/catch.hpp>
 
-#include "memgrad.h"
+#include "memgrad/memgrad.h"
 
 using namespace mg;
 

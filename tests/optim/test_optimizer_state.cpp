@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/loss.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/memory_format.h"
-#include "core/random.h"
-#include "core/safetensors.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/core/random.h"
+#include "memgrad/io/safetensors.h"
 #include "data/mnist_test_files.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "memgrad/nn/nn.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

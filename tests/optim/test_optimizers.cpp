@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/allocator/registry.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "optim/optim.h"
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "nn/gpt.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "optim/adam.h"
-#include "optim/param_groups.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/nn/gpt.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/module.h"
+#include "memgrad/optim/adam.h"
+#include "memgrad/optim/param_groups.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

@@ -7,9 +7,9 @@
 #include <numbers>
 #include <vector>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "optim/optim.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/optim/optim.h"
 
 using namespace mg;
 using Catch::Matchers::Contains;

@@ -1,0 +1,84 @@
+// autograd/copy.cpp — clone, detach, contiguous and to(dtype / device), forward and
+// backward side by side.
+//
+// What each costs in memory is the point of this file: detach allocates nothing (a new
+// TensorImpl over the same storage); clone, contiguous (when it must copy) and to (when
+// something changes) allocate exactly one tensor's bytes; when nothing changes,
+// contiguous and to return the input itself.
+#include "memgrad/autograd/copy.h"
+
+#include "memgrad/autograd/function.h"
+#include "memgrad/autograd/op_support.h"
+#include "memgrad/core/memory_format.h"
+
+namespace mg {
+
+namespace {
+
+using autograd::Node;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+
+// A copy of x converted to dtype and device, in x's memory format (as PyTorch's .to keeps
+// a channels_last tensor channels_last: autocast's casts of channels_last weights and
+// batches must not hand cuDNN row-major copies); the gradient is converted back (waiting
+// for the transfer: the gradient's host side is never pinned). It flows only into a
+// floating dtype: an integer copy's values are not differentiable.
+Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
+  Tensor output = converted_copy(x, dtype, device, non_blocking, suggest_memory_format(x));
+  if (needs_grad(x) && is_floating(dtype)) {
+    record("ToCopyBackward", output, {x}, saved(),
+           [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
+             return std::vector<Tensor>{
+                 converted_copy(grad, input_dtype, input_device, false, suggest_memory_format(grad))};
+           });
+  }
+  return output;
+}
+
+}  // namespace
+
+Tensor clone(const Tensor& x) {
+  Tensor output = contiguous_copy(x);
+  if (needs_grad(x)) {
+    record("CloneBackward", output, {x}, saved(), [](const Node&, const Tensor& grad) {
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return output;
+}
+
+Tensor detach(const Tensor& x) { return make_view(x, x.sizes(), x.strides(), x.storage_offset()); }
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor contiguous(const Tensor& x, MemoryFormat format) {
+  if (is_contiguous_in(x, format)) return x;
+  Tensor output = contiguous_copy(x, format);
+  if (needs_grad(x)) {
+    record("ContiguousBackward", output, {x}, saved(), [](const Node&, const Tensor& grad) {
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return output;
+}
+
+Tensor to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : converted(x, dtype, x.device()); }
+
+// NOTE: non_blocking makes a copy from pinned host memory return before the transfer ends;
+// from pageable memory the copy waits regardless (the host bytes could change under it).
+Tensor to(const Tensor& x, Device device, bool non_blocking) {
+  return x.device() == device ? x : converted(x, x.dtype(), device, non_blocking);
+}
+
+// ---- Tensor methods ----
+
+Tensor Tensor::detach() const { return mg::detach(*this); }
+Tensor Tensor::clone() const { return mg::clone(*this); }
+Tensor Tensor::contiguous() const { return mg::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat format) const { return mg::contiguous(*this, format); }
+Tensor Tensor::to(DType dtype) const { return mg::to(*this, dtype); }
+Tensor Tensor::to(Device device, bool non_blocking) const { return mg::to(*this, device, non_blocking); }
+
+}  // namespace mg

@@ -1,0 +1,131 @@
+// autograd/engine.cpp — the backward pass.
+#include "memgrad/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/anomaly_mode.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/node.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/memory/context.h"
+
+namespace mg::autograd {
+
+namespace {
+
+struct PendingNode {
+  int dependencies = 0;                // edges into the node not yet delivered
+  std::vector<Tensor> grad_outputs;    // sums of the gradients delivered so far
+};
+
+struct ReadyOrder {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Counts, for every node reachable from the roots, how many edges lead into it.
+std::unordered_map<Node*, PendingNode> count_dependencies(const std::vector<Edge>& root_edges) {
+  std::unordered_map<Node*, PendingNode> pending;
+  std::vector<Node*> stack;
+  for (const Edge& edge : root_edges) {
+    if (!edge.function) continue;
+    auto [it, inserted] = pending.try_emplace(edge.function.get());
+    if (inserted) stack.push_back(edge.function.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->next_edges()) {
+      if (!edge.function) continue;
+      auto [it, inserted] = pending.try_emplace(edge.function.get());
+      ++it->second.dependencies;
+      if (inserted) stack.push_back(edge.function.get());
+    }
+  }
+  return pending;
+}
+
+void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tensor grad) {
+  if (target.grad_outputs.empty()) target.grad_outputs.resize(num_outputs);
+  Tensor& slot = target.grad_outputs[input_nr];
+  slot = slot.defined() ? add(slot, grad) : std::move(grad);
+}
+
+}  // namespace
+
+void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool retain_graph) {
+  MG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
+           " tensors but ", grad_roots.size(), " gradients");
+  NoGradGuard no_grad;
+  memory::PhaseScope backward_phase(memory::Phase::Backward);
+  // NOTE: no autocast in backward, even when called inside an autocast region: each
+  // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
+  // must not turn a bfloat16 input's gradient into float32).
+  amp::AutocastStateGuard no_autocast(amp::AutocastState{});
+  std::vector<Edge> root_edges;
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    MG_CHECK(root.defined() && root.requires_grad(), "backward: the tensor",
+             root.defined() ? " of shape " + root.sizes().str() : std::string(),
+             " does not require grad and has no grad_fn. Hint: did you create it under "
+             "NoGradGuard, or forget requires_grad_() on the inputs?");
+    Tensor seed = i < grad_roots.size() ? grad_roots[i] : Tensor();
+    if (!seed.defined()) {
+      MG_CHECK(root.numel() == 1, "backward: a gradient can be created implicitly only for "
+               "one-element outputs, but the output has shape ", root.sizes(),
+               ". Hint: reduce it (e.g. .sum()) or pass a gradient of the same shape.");
+      seed = ones_like(root);
+    }
+    MG_CHECK(seed.sizes() == root.sizes(), "backward: the gradient has shape ", seed.sizes(),
+             " but the output has shape ", root.sizes());
+    root_edges.push_back(gradient_edge(root));
+    root_grads.push_back(std::move(seed));
+  }
+  // The edges hold what backward needs of the roots; the seeds now live in root_grads only.
+  roots.clear();
+  grad_roots.clear();
+
+  std::unordered_map<Node*, PendingNode> pending = count_dependencies(root_edges);
+  std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    Node* node = root_edges[i].function.get();
+    deliver(pending[node], root_edges[i].input_nr, node->num_outputs(), std::move(root_grads[i]));
+  }
+  for (const Edge& edge : root_edges) {
+    PendingNode& state = pending[edge.function.get()];
+    if (state.dependencies == 0) {
+      state.dependencies = -1;  // queued once even if several roots share it
+      ready.push(edge.function.get());
+    }
+  }
+
+  const bool detect_anomaly = is_anomaly_enabled();  // read once: one branch per node below
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    // The node's gradients, the saved tensors it releases and the fan-in sums of what it
+    // delivers are all its memory, in the module that recorded it.
+    memory::NodeScope node_scope(node, node->name());
+    std::vector<Tensor> grad_outputs = std::move(pending[node].grad_outputs);
+    grad_outputs.resize(node->num_outputs());
+    node->run_output_hooks(grad_outputs);
+    std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));
+    if (detect_anomaly) check_gradients(*node, grad_inputs);
+    if (!retain_graph) node->release_saved();
+    const std::vector<Edge>& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& edge = edges[i];
+      if (!edge.function) continue;
+      PendingNode& target = pending[edge.function.get()];
+      if (i < grad_inputs.size() && grad_inputs[i].defined()) {
+        deliver(target, edge.input_nr, edge.function->num_outputs(), std::move(grad_inputs[i]));
+      }
+      if (--target.dependencies == 0) ready.push(edge.function.get());
+    }
+  }
+}
+
+}  // namespace mg::autograd

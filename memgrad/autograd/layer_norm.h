@@ -1,0 +1,19 @@
+// autograd/layer_norm.h — layer normalisation over the trailing dims, as
+// torch.nn.functional.layer_norm.
+#pragma once
+
+#include "memgrad/core/tensor.h"
+
+namespace mg {
+
+// Normalises x over its last normalized_shape.size() dims (which must equal
+// normalized_shape), then scales by weight and shifts by bias (each of normalized_shape,
+// or undefined; the input's dtype, or float32 with a 16-bit input). The result has x's
+// dtype; under autocast it runs in float32 like PyTorch's (16-bit inputs are cast up, the
+// result is float32). One node saves the input and, per normalised row, the mean and
+// 1/std in float32 (float64 for a float64 input): two values a row instead of a
+// normalised copy of the input.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+}  // namespace mg

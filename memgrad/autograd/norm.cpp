@@ -1,0 +1,154 @@
+// autograd/norm.cpp — batch_norm and batch_norm_relu, forward and backward.
+//
+// Inputs dense in NCHW or channels-last order go to the kernels as they are, and the
+// output and the input's gradient take the input's layout (as in PyTorch), so a
+// channels-last network stays channels-last without copies.
+//
+// Training: one kernel computes the batch statistics, normalises, and updates the running
+// statistics in place (they are buffers, never differentiated, so only their version is
+// bumped). One node, BatchNormBackward, saves the input, the weight and the two per-channel
+// statistics (mean, 1/std): 2 * C extra values instead of a normalised copy of the input.
+// batch_norm_relu's node (BatchNormReluBackward) saves the bias too: the kernels apply the
+// ReLU to the output and, in backward, rebuild its mask from the input with the forward's
+// own arithmetic, so the mask is exact and the ReLU's output is never saved.
+//
+// Evaluation: the statistics are constants, so y = (x - running_mean) * invstd * w + b is
+// an affine map per channel. Without gradients the kernel computes it directly (no
+// intermediates); with gradients it is built from mul/sub/add, whose backward is already
+// right, at the cost of the intermediates those ops save.
+#include "memgrad/autograd/norm.h"
+
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/function.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/op_support.h"
+#include "memgrad/autograd/shape.h"
+
+namespace mg {
+
+namespace {
+
+void check_per_channel(const char* op, const char* what, const Tensor& values, const Tensor& input,
+                       int64_t channels) {
+  if (!values.defined()) return;
+  MG_CHECK(values.dim() == 1 && values.numel() == channels, op, ": expected ", what, " of shape [", channels,
+           "] (one value per channel of the input of shape ", input.sizes(), "), got shape ", values.sizes(),
+           ". Hint: size it with the input's dim 1.");
+  autograd::check_floating(op, values);
+  autograd::check_same_device(op, input, values);
+  MG_CHECK(values.is_contiguous(), op, ": expected a contiguous ", what, ", got strides ", values.strides(),
+           ". Hint: call .contiguous() on it.");
+}
+
+bool is_16_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
+
+// (C) -> (1, C) or (1, C, 1, 1): broadcastable against the input.
+Tensor per_channel_view(const Tensor& values, int rank) {
+  Shape sizes = rank == 2 ? Shape{1, values.numel()} : Shape{1, values.numel(), 1, 1};
+  return reshape(values, sizes);
+}
+
+// Evaluation with gradients: differentiable composite of elementwise ops.
+Tensor batch_norm_eval_composite(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                                 const Tensor& weight, const Tensor& bias, double eps) {
+  Tensor invstd;
+  {
+    NoGradGuard no_grad;  // the running statistics are constants here
+    invstd = rdiv(1.0, sqrt(add(running_var.detach(), eps)));
+  }
+  int rank = input.dim();
+  Tensor out = mul(sub(input, per_channel_view(running_mean.detach(), rank)), per_channel_view(invstd, rank));
+  if (weight.defined()) out = mul(out, per_channel_view(weight, rank));
+  if (bias.defined()) out = add(out, per_channel_view(bias, rank));
+  // float32 statistics promote a 16-bit input's result; give the caller its own dtype back.
+  return out.dtype() == input.dtype() ? out : out.to(input.dtype());
+}
+
+Tensor normalise(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                 const Tensor& bias, bool training, double momentum, double eps, bool relu) {
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
+  autograd::check_defined(op, x);
+  autograd::check_floating(op, x);
+  MG_CHECK(x.dim() == 2 || x.dim() == 4, op, ": expected a 2-D (N, C) or 4-D (N, C, H, W) input, got shape ",
+           x.sizes(), ". Hint: reshape other layouts to (N, C, H, W).");
+  const int64_t channels = x.sizes()[1];
+  check_per_channel(op, "weight", weight, x, channels);
+  check_per_channel(op, "bias", bias, x, channels);
+  check_per_channel(op, "running_mean", running_mean, x, channels);
+  check_per_channel(op, "running_var", running_var, x, channels);
+  MG_CHECK(running_mean.defined() == running_var.defined(), op,
+           ": expected running_mean and running_var both given or both undefined. Hint: track both or neither.");
+  MG_CHECK(momentum >= 0 && momentum <= 1, op, ": expected momentum in [0, 1], got ", momentum);
+  MG_CHECK(eps >= 0, op, ": expected a non-negative eps, got ", eps);
+  const int64_t per_channel = channels > 0 ? x.numel() / channels : 0;
+  if (training) {
+    MG_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
+             x.sizes(), ". Hint: use a batch larger than 1, or evaluation mode.");
+  } else {
+    MG_CHECK(running_mean.defined(), op,
+             ": evaluation mode needs running_mean and running_var, got undefined ones for input of shape ",
+             x.sizes(), ". Hint: pass training=true, or track running statistics.");
+    if (autograd::needs_grad(x, weight, bias)) {
+      Tensor out = batch_norm_eval_composite(x, running_mean, running_var, weight, bias, eps);
+      return relu ? mg::relu(out) : out;
+    }
+  }
+
+  // NCHW and channels-last inputs are read in place; the output keeps the input's layout.
+  Tensor input = autograd::dense_layout(x);
+  Tensor out = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()}, suggest_memory_format(input));
+  // 16-bit inputs keep their statistics in float32, as PyTorch does.
+  DType stats_dtype = is_16_bit(x.dtype()) ? DType::Float32 : x.dtype();
+  Tensor save_mean, save_invstd;
+  if (training) {
+    save_mean = autograd::new_output({channels}, stats_dtype, x);
+    save_invstd = autograd::new_output({channels}, stats_dtype, x);
+  }
+  kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, relu, out,
+                                 save_mean, save_invstd);
+  if (training && running_mean.defined()) {
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
+  if (!training) return out;  // gradients were handled by the composite above
+
+  if (autograd::needs_grad(x, weight, bias)) {
+    DType bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
+    // The bias only serves the ReLU's mask.
+    autograd::record(
+        relu ? "BatchNormReluBackward" : "BatchNormBackward", out, {x, weight, bias},
+        autograd::saved(input, weight, relu ? bias : Tensor(), save_mean, save_invstd),
+        [bias_dtype, relu](const autograd::Node& node, const Tensor& grad, const Tensor& saved_input,
+                           const Tensor& saved_weight, const Tensor& saved_bias, const Tensor& saved_mean,
+                           const Tensor& saved_invstd) {
+          // The kernel indexes grad_output, the input and grad_input with the input's layout.
+          Tensor grad_output = autograd::in_format(grad, suggest_memory_format(saved_input));
+          int64_t channels = saved_input.sizes()[1];
+          Tensor grad_input, grad_weight, grad_bias;
+          if (node.needs_input_grad(0)) {
+            grad_input = empty(saved_input.sizes(), {.dtype = saved_input.dtype(), .device = grad.device()},
+                               suggest_memory_format(saved_input));
+          }
+          if (node.needs_input_grad(1)) grad_weight = autograd::new_output({channels}, saved_weight.dtype(), grad);
+          if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
+          kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_bias, saved_mean,
+                                                     saved_invstd, relu, grad_input, grad_weight, grad_bias);
+          return std::vector<Tensor>{grad_input, grad_weight, grad_bias};
+        });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return normalise(input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/false);
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+  return normalise(input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/true);
+}
+
+}  // namespace mg

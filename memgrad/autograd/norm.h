@@ -1,0 +1,23 @@
+// autograd/norm.h — batch normalisation over (N, H, W) per channel for (N, C, H, W) or
+// (N, C) inputs, training (batch statistics, running statistics updated in place, not
+// differentiated) and evaluation (running statistics); alone or fused with a ReLU.
+#pragma once
+
+#include "memgrad/core/tensor.h"
+
+namespace mg {
+
+// weight and bias (C) may be undefined; running_mean / running_var (C) may be undefined
+// in training (then nothing is tracked) but are required in evaluation.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+
+// relu(batch_norm(...)) as one op: one node, which saves what batch_norm's saves (plus the
+// bias) and not the ReLU's output, and recomputes the ReLU's mask from the input in
+// backward, so neither direction reads or writes the activation a second time.
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                       double eps = 1e-5);
+
+}  // namespace mg

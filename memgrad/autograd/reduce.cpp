@@ -1,0 +1,283 @@
+// autograd/reduce.cpp — sum, mean, max/amax over all or some dims, argmax, and topk,
+// forward and backward side by side.
+//
+// Every reduction allocates its output once, in keepdim form (size 1 in each reduced
+// dim), which is what the kernel fills; without keepdim the result is a view of those
+// same bytes with the reduced dims dropped. Backward goes the other way: the gradient is
+// viewed back in keepdim form and expanded (stride 0, no bytes) over the input.
+#include "memgrad/autograd/reduce.h"
+
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/function.h"
+#include "memgrad/autograd/op_support.h"
+#include "memgrad/autograd/shape.h"
+
+namespace mg {
+
+namespace {
+
+using autograd::Node;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+
+// The shapes of one reduction of an input over some of its dims.
+struct Reduction {
+  Shape keepdim_sizes;  // the input's sizes with 1 in every reduced dim
+  Shape result_sizes;   // keepdim_sizes, or without the reduced dims when !keepdim
+  int64_t count = 1;    // input elements combined into each output element
+};
+
+// Wraps `dims` (negative counts from the end; an empty list means every dim, as in
+// PyTorch) and rejects repeats.
+Reduction plan_reduction(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  bool reduced[kMaxDims] = {};
+  for (int64_t dim : dims) {
+    int d = wrap_dim(dim, x.dim());
+    MG_CHECK(!reduced[d], op, ": dimension ", d, " appears more than once in the dims to reduce (tensor of shape ",
+             x.sizes(), ")");
+    reduced[d] = true;
+  }
+  Reduction plan;
+  for (int d = 0; d < x.dim(); ++d) {
+    bool collapses = dims.empty() || reduced[d];
+    plan.keepdim_sizes.push_back(collapses ? 1 : x.sizes()[d]);
+    if (collapses) plan.count *= x.sizes()[d];
+    if (!collapses || keepdim) plan.result_sizes.push_back(plan.keepdim_sizes[d]);
+  }
+  return plan;
+}
+
+// A keepdim-form output as the caller asked for it: without keepdim, a view of the same
+// bytes with the reduced dims dropped.
+Tensor as_result(const Tensor& keepdim_output, const Reduction& plan) {
+  return make_view(keepdim_output, plan.result_sizes, contiguous_strides(plan.result_sizes), 0);
+}
+
+// The kernel's result for `plan`, as a new tensor of `dtype`.
+Tensor reduce_into(ReduceOp op, const Tensor& x, const Reduction& plan, DType dtype) {
+  Tensor output = autograd::new_output(plan.keepdim_sizes, dtype, x);
+  kernels(x.device()).reduce(op, x, output);
+  return as_result(output, plan);
+}
+
+// The gradient of an output of `plan`, spread over the input: a stride-0 view.
+Tensor expand_to_input(const Tensor& grad, const Shape& keepdim_sizes, const Shape& input_sizes) {
+  return expand(reshape(grad, keepdim_sizes), input_sizes);
+}
+
+// max and min have no identity to fall back on: every reduced dim must hold an element.
+void check_nonempty_reduction(const char* op, const Tensor& x, const Reduction& plan) {
+  for (int d = 0; d < x.dim(); ++d) {
+    MG_CHECK(x.sizes()[d] != 0 || plan.keepdim_sizes[d] != 1, op, ": cannot reduce over dimension ", d,
+             " of size 0 (tensor of shape ", x.sizes(), "): the maximum of no elements is undefined. "
+             "Hint: reduce over other dimensions, or check the input is not empty.");
+  }
+}
+
+// amax for `op` (max or amax), recorded as node `name`.
+Tensor amax_as(const char* op, const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Reduction plan = plan_reduction(op, x, dims, keepdim);
+  check_nonempty_reduction(op, x, plan);
+  Tensor output = reduce_into(ReduceOp::Max, x, plan, x.dtype());
+  if (needs_grad(x)) {
+    // Ties share the gradient evenly: grad * (x == max) / (number of maxima).
+    record(name, output, {x}, saved(x, output),
+           [keepdim_sizes = plan.keepdim_sizes, dims](const Node&, const Tensor& grad, const Tensor& input,
+                                                      const Tensor& result) {
+             Tensor is_max = eq(input, reshape(result, keepdim_sizes));  // bool, input's sizes
+             Tensor ties = sum(is_max, dims, /*keepdim=*/true);          // int64, keepdim form
+             return std::vector<Tensor>{mul(is_max, div(reshape(grad, keepdim_sizes), ties))};
+           });
+  }
+  return output;
+}
+
+// Indices (int64) of x's maximum along dim d, as the caller asked for them.
+Tensor argmax_along(const Tensor& x, int d, const Reduction& plan) {
+  Tensor indices = autograd::new_output(plan.keepdim_sizes, DType::Int64, x);
+  kernels(x.device()).argmax(x, d, indices);
+  return as_result(indices, plan);
+}
+
+// sum and mean in the input's own dtype (what autocast hands them, or the caller's).
+Tensor sum_in_given_dtype(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Reduction plan = plan_reduction("sum", x, dims, keepdim);
+  // As in PyTorch, integer and bool sums widen to int64 so they do not overflow.
+  DType dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  Tensor output = reduce_into(ReduceOp::Sum, x, plan, dtype);
+  if (needs_grad(x)) {
+    record("SumBackward", output, {x}, saved(),
+           [keepdim_sizes = plan.keepdim_sizes, input_sizes = x.sizes()](const Node&, const Tensor& grad) {
+             return std::vector<Tensor>{expand_to_input(grad, keepdim_sizes, input_sizes)};
+           });
+  }
+  return output;
+}
+
+Tensor mean_in_given_dtype(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  autograd::check_floating("mean", x);
+  Reduction plan = plan_reduction("mean", x, dims, keepdim);
+  Tensor output = reduce_into(ReduceOp::Sum, x, plan, x.dtype());
+  // In place on the fresh output: a mean costs one tensor, like a sum. Over no elements
+  // this gives NaN, as in PyTorch.
+  kernels(x.device()).binary_scalar(BinaryOp::Div, output, static_cast<double>(plan.count), output);
+  if (needs_grad(x)) {
+    record("MeanBackward", output, {x}, saved(),
+           [keepdim_sizes = plan.keepdim_sizes, input_sizes = x.sizes(), count = plan.count](const Node&,
+                                                                                           const Tensor& grad) {
+             Tensor grad_share = div(grad, static_cast<double>(count));  // output's sizes
+             return std::vector<Tensor>{expand_to_input(grad_share, keepdim_sizes, input_sizes)};
+           });
+  }
+  return output;
+}
+
+// `x` with dim d moved last (a view), and the order that moves it back.
+struct DimLast {
+  Tensor view;
+  Shape restore_order;
+};
+DimLast move_dim_last(const Tensor& x, int d) {
+  Shape order, sizes, strides;
+  for (int k = 0; k < x.dim(); ++k) {
+    if (k != d) order.push_back(k);
+  }
+  order.push_back(d);
+  Shape restore_order = Shape::filled(x.dim(), 0);
+  for (int k = 0; k < x.dim(); ++k) {
+    restore_order[order[k]] = k;
+    sizes.push_back(x.sizes()[order[k]]);
+    strides.push_back(x.strides()[order[k]]);
+  }
+  return {make_view(x, sizes, strides, x.storage_offset()), restore_order};
+}
+
+// `x` (a tensor with the topk dim last) viewed with its dims in `order`.
+Tensor permuted_view(const Tensor& x, const Shape& order) {
+  Shape sizes, strides;
+  for (int k = 0; k < x.dim(); ++k) {
+    sizes.push_back(x.sizes()[order[k]]);
+    strides.push_back(x.strides()[order[k]]);
+  }
+  return make_view(x, sizes, strides, x.storage_offset());
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+
+// Autocast (amp/autocast.h) sums in float32: a long sum of 16-bit values loses the small
+// terms (bfloat16 keeps 8 bits of mantissa) and overflows float16.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (amp::is_autocast_on_for(x)) return sum_in_given_dtype(amp::cast_to_float32(x), dims, keepdim);
+  return sum_in_given_dtype(x, dims, keepdim);
+}
+
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (amp::is_autocast_on_for(x)) return mean_in_given_dtype(amp::cast_to_float32(x), dims, keepdim);
+  return mean_in_given_dtype(x, dims, keepdim);
+}
+
+Tensor max(const Tensor& x) { return amax_as("max", "MaxBackward", x, {}, false); }
+
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return amax_as("amax", "AmaxBackward", x, dims, keepdim);
+}
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  int d = wrap_dim(dim, x.dim());
+  // A 0-d tensor is its own maximum along its one implicit dim; the kernels want a dim.
+  if (x.dim() == 0) return max(reshape(x, {1}), 0, false);
+  Reduction plan = plan_reduction("max", x, {d}, keepdim);
+  check_nonempty_reduction("max", x, plan);
+  Tensor values = reduce_into(ReduceOp::Max, x, plan, x.dtype());
+  Tensor indices = argmax_along(x, d, plan);
+  if (needs_grad(x)) {
+    // The gradient goes to the chosen index only: grad * (position along d == index).
+    record("MaxBackward", values, {x}, saved(indices),
+           [keepdim_sizes = plan.keepdim_sizes, d, size = x.sizes()[d]](const Node&, const Tensor& grad,
+                                                                       const Tensor& saved_indices) {
+             Shape position_sizes = Shape::filled(keepdim_sizes.size(), 1);
+             position_sizes[d] = size;
+             Tensor positions = arange(static_cast<double>(size), {.dtype = DType::Int64, .device = grad.device()})
+                                    .view(position_sizes);
+             Tensor is_chosen = eq(positions, reshape(saved_indices, keepdim_sizes));  // bool, input's sizes
+             return std::vector<Tensor>{mul(is_chosen, reshape(grad, keepdim_sizes))};
+           });
+  }
+  return {values, indices};
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  int d = wrap_dim(dim, x.dim());
+  if (x.dim() == 0) return argmax(reshape(x, {1}), 0, false);
+  Reduction plan = plan_reduction("argmax", x, {d}, keepdim);
+  check_nonempty_reduction("argmax", x, plan);
+  return argmax_along(x, d, plan);
+}
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  // NOTE: the kernels always sort, so `sorted` = false (any order allowed) gets sorted too.
+  (void)sorted;
+  autograd::check_defined("topk", x);
+  MG_CHECK(x.dim() > 0, "topk: expected a tensor of at least 1 dimension, got a 0-d tensor. Hint: reshape it to (1).");
+  int d = wrap_dim(dim, x.dim());
+  int64_t size = x.sizes()[d];
+  MG_CHECK(k >= 0 && k <= size, "topk: k = ", k, " is out of range for dimension ", d, " of size ", size,
+           " (tensor of shape ", x.sizes(), "). Hint: k must be between 0 and the dimension's size.");
+  // The kernels take rows along the last dim, contiguous: move dim last (a copy unless
+  // it already is); the results are viewed back into x's dim order.
+  DimLast moved = move_dim_last(x, d);
+  Tensor rows = moved.view.is_contiguous() ? moved.view : contiguous_copy(moved.view);
+  Shape result_sizes = rows.sizes();
+  result_sizes[result_sizes.size() - 1] = k;
+  Tensor values_last = autograd::new_output(result_sizes, x.dtype(), x);   // (..., k)
+  Tensor indices_last = autograd::new_output(result_sizes, DType::Int64, x);
+  kernels(x.device()).topk(rows, k, largest, values_last, indices_last);
+  Tensor values = permuted_view(values_last, moved.restore_order);
+  Tensor indices = permuted_view(indices_last, moved.restore_order);
+  if (needs_grad(x)) {
+    // grad_input (rows, n) is zero but for grad at each row's k indices: embedding's
+    // backward does that scatter, with row r's index j of flat row r * n + j (one column).
+    record("TopkBackward", values, {x}, saved(indices_last),
+           [moved_sizes = rows.sizes(), d, restore_order = moved.restore_order](
+               const Node&, const Tensor& grad, const Tensor& saved_indices) {
+             int64_t n = moved_sizes[moved_sizes.size() - 1];
+             int64_t row_count = n == 0 ? 0 : moved_sizes.numel() / n;
+             int64_t k = saved_indices.sizes()[saved_indices.dim() - 1];
+             TensorOptions grad_options{.dtype = grad.dtype(), .device = grad.device()};
+             Tensor grad_input = zeros({row_count * n, 1}, grad_options);
+             if (row_count * k > 0) {
+               Tensor row_starts = arange(0.0, static_cast<double>(row_count * n), static_cast<double>(n),
+                                          {.dtype = DType::Int64, .device = grad.device()});
+               Tensor flat_indices = add(saved_indices.view({row_count, k}), row_starts.view({row_count, 1}));
+               Tensor grad_rows = contiguous_copy(move_dim_last(grad, d).view);  // (..., k)
+               kernels(grad.device()).embedding_backward(grad_rows.view({row_count * k, 1}),
+                                                         flat_indices.view({row_count * k}), /*padding_idx=*/-1,
+                                                         grad_input);
+             }
+             return std::vector<Tensor>{permuted_view(grad_input.view(moved_sizes), restore_order)};
+           });
+  }
+  return {values, indices};
+}
+
+// ---- Tensor methods ----
+
+Tensor Tensor::sum() const { return mg::sum(*this); }
+Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return mg::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return mg::mean(*this); }
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  return mg::mean(*this, dims, keepdim);
+}
+Tensor Tensor::max() const { return mg::max(*this); }
+Tensor Tensor::amax(const std::vector<int64_t>& dims, bool keepdim) const {
+  return mg::amax(*this, dims, keepdim);
+}
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return mg::argmax(*this, dim, keepdim); }
+
+}  // namespace mg

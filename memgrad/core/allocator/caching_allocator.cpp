@@ -1,0 +1,473 @@
+// core/allocator/caching_allocator.cpp — the block pool behind every device's memory.
+//
+// A segment is one piece of memory from the backend. It is cut into blocks laid end to
+// end and linked prev/next, so that a freed block can find its neighbours and merge with
+// the free ones. Free blocks wait in one of two pools (small: requests <= 1 MiB, large:
+// the rest), each a set ordered by (stream, size, address): the first entry at or after
+// (stream, size, 0) is the best fit. Live blocks are kept in a hash set so that free()
+// can reject a handle it never gave out, and so that the destructor can find every
+// segment.
+//
+// A block that other streams used (record_stream) is, when freed, marked with one backend
+// event per such stream and parked in a pending list, still `allocated` so that no
+// neighbour merges with it; allocate() (cheaply: one emptiness check when nothing waits)
+// and empty_cache() (waiting) finish the free of those whose events are done.
+//
+// Statistics follow PyTorch's definitions. The subtle one is inactive_split: a free block
+// counts when its segment is split (it has a neighbour), i.e. free bytes that only the
+// blocks of the same segment can reuse. Every change to a pool goes through
+// insert_free/erase_free, which tally the change, and the net change is applied once
+// per operation (as PyTorch does), so "total allocated/freed" of this statistic measure
+// net flows, not bookkeeping steps.
+#include "memgrad/core/allocator/caching_allocator.h"
+
+#include <limits>
+#include <set>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "memgrad/core/allocator/memory_report.h"
+#include "memgrad/core/error.h"
+#include "memgrad/memory/recorder.h"
+
+namespace mg {
+
+struct Block {
+  uintptr_t address = 0;   // start; kept as an integer because simulated addresses are fake
+  size_t size = 0;         // rounded bytes this block spans
+  size_t requested = 0;    // bytes asked for (0 while free)
+  StreamId stream = 0;     // the stream of the segment; blocks are reused on it only
+  MemoryCategory category = MemoryCategory::Temporary;
+  bool allocated = false;  // live, or freed and awaiting other streams' events
+  bool in_small_pool = false;
+  int pending_events = 0;   // events still to complete before the free finishes
+  std::vector<StreamId> stream_uses;  // other streams that used the live block
+  Block* prev = nullptr;   // neighbours inside the same segment
+  Block* next = nullptr;
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+  void* ptr() const { return reinterpret_cast<void*>(address); }
+};
+
+namespace {
+
+// Orders free blocks by (stream, size, address); transparent so that a lookup key need not
+// be a Block.
+struct FreeKey {
+  StreamId stream;
+  size_t size;
+  uintptr_t address;
+};
+
+struct FreeBlockOrder {
+  using is_transparent = void;
+  static FreeKey key(const Block* block) { return {block->stream, block->size, block->address}; }
+  static FreeKey key(const FreeKey& key) { return key; }
+  template <class Left, class Right>
+  bool operator()(const Left& left, const Right& right) const {
+    FreeKey a = key(left), b = key(right);
+    if (a.stream != b.stream) return a.stream < b.stream;
+    if (a.size != b.size) return a.size < b.size;
+    return a.address < b.address;
+  }
+};
+
+using FreeBlockSet = std::set<Block*, FreeBlockOrder>;
+
+// The net change of inactive-split bytes and blocks during one operation.
+struct InactiveSplitChange {
+  int64_t bytes = 0;
+  int64_t count = 0;
+};
+
+void apply_change(Stat& stat, int64_t change) {
+  if (change > 0) stat.increase(change);
+  if (change < 0) stat.decrease(-change);
+}
+
+// Largest request we accept: rounding it up to 2 MiB must not overflow size_t.
+constexpr size_t kMaxRequestBytes = std::numeric_limits<size_t>::max() / 2;
+
+}  // namespace
+
+struct CachingAllocator::Pools {
+  FreeBlockSet small;
+  FreeBlockSet large;
+  std::unordered_set<Block*> live;  // blocks handed out and not yet freed
+  // Blocks freed while other streams may still use them: one entry per outstanding event.
+  struct PendingEvent {
+    void* event;
+    Block* block;
+  };
+  std::vector<PendingEvent> pending;
+
+  FreeBlockSet& pool_of(const Block* block) { return block->in_small_pool ? small : large; }
+
+  void insert_free(Block* block, InactiveSplitChange& change) {
+    bool inserted = pool_of(block).insert(block).second;
+    MG_ASSERT(inserted, "free block at ", block->address, " was already in its pool");
+    if (block->is_split()) {
+      change.bytes += static_cast<int64_t>(block->size);
+      change.count += 1;
+    }
+  }
+
+  void erase_free(Block* block, InactiveSplitChange& change) {
+    size_t erased = pool_of(block).erase(block);
+    MG_ASSERT(erased == 1, "free block at ", block->address, " was missing from its pool");
+    if (block->is_split()) {
+      change.bytes -= static_cast<int64_t>(block->size);
+      change.count -= 1;
+    }
+  }
+
+  // Returns every whole free segment (a free block without neighbours) to the backend.
+  // Such a block is not an inactive split, so those statistics do not change.
+  void release_free_segments(RawBackend& backend, MemoryStats& stats) {
+    for (FreeBlockSet* pool : {&small, &large}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->is_split()) {
+          ++it;
+          continue;
+        }
+        it = pool->erase(it);
+        backend.deallocate(block->ptr(), block->size);
+        stats.num_backend_frees += 1;
+        stats.reserved_bytes.decrease(static_cast<int64_t>(block->size));
+        stats.segment_count.decrease(1);
+        delete block;
+      }
+    }
+  }
+};
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  // NOTE: zero bytes rounds to zero, matching allocate(0), which takes no block.
+  return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+}
+
+size_t CachingAllocator::segment_size_for(size_t rounded_bytes) {
+  if (rounded_bytes <= kSmallRequestMax) return kSmallSegmentBytes;
+  if (rounded_bytes < kLargeRequestDirect) return kLargeSegmentBytes;
+  return (rounded_bytes + kLargeRoundBytes - 1) / kLargeRoundBytes * kLargeRoundBytes;
+}
+
+CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> backend)
+    : device_(device), backend_(std::move(backend)), pools_(std::make_unique<Pools>()) {
+  MG_CHECK(backend_ != nullptr, "CachingAllocator for ", device_,
+           " needs a raw backend, got nullptr");
+}
+
+CachingAllocator::~CachingAllocator() {
+  // Live blocks at this point are the owner's leak; the segments go back regardless.
+  // Every segment has exactly one first block (prev == nullptr), live, free or pending (a
+  // set: a pending block appears once per event).
+  std::unordered_set<Block*> segment_heads;
+  auto collect = [&](Block* block) {
+    if (block->prev == nullptr) segment_heads.insert(block);
+  };
+  for (Block* block : pools_->small) collect(block);
+  for (Block* block : pools_->large) collect(block);
+  for (Block* block : pools_->live) collect(block);
+  for (const Pools::PendingEvent& entry : pools_->pending) {
+    collect(entry.block);
+    backend_->destroy_event(entry.event);
+  }
+  for (Block* head : segment_heads) {
+    size_t segment_bytes = 0;
+    for (Block* block = head; block != nullptr;) {
+      segment_bytes += block->size;
+      Block* next = block->next;
+      if (block != head) delete block;
+      block = next;
+    }
+    backend_->deallocate(head->ptr(), segment_bytes);
+    delete head;
+  }
+}
+
+Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, StreamId stream) {
+  if (bytes == 0) return {};
+  MG_CHECK(bytes <= kMaxRequestBytes, "cannot allocate ", bytes, " bytes on ", device_,
+           ": the size is impossibly large. Hint: a negative size converted to an unsigned "
+           "integer looks like this; check the shape that produced it.");
+  std::lock_guard<std::mutex> lock(mutex_);
+  process_pending_frees(/*wait=*/false);
+  const size_t rounded = round_size(bytes);
+  const bool small = rounded <= kSmallRequestMax;
+  FreeBlockSet& pool = small ? pools_->small : pools_->large;
+  InactiveSplitChange split_change;
+
+  // Best fit: the smallest free block of this pool and stream that is large enough.
+  Block* block = nullptr;
+  auto fit = pool.lower_bound(FreeKey{stream, rounded, 0});
+  if (fit != pool.end() && (*fit)->stream == stream) {
+    block = *fit;
+    pools_->erase_free(block, split_change);
+  }
+
+  if (block == nullptr) {
+    const size_t segment_bytes = segment_size_for(rounded);
+    auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
+    void* base = backend_->allocate(segment_bytes);
+    if (base == nullptr) {
+      // The backend is out of memory: wait for the blocks other streams still use, give back
+      // every cached free segment and try once more.
+      process_pending_frees(/*wait=*/true);
+      pools_->release_free_segments(*backend_, stats_);
+      stats_.num_alloc_retries += 1;
+      base = backend_->allocate(segment_bytes);
+    }
+    if (base == nullptr) {
+      stats_.num_ooms += 1;
+      throw OutOfMemoryError(out_of_memory_message(device_, *backend_, stats_, bytes, rounded,
+                                                   segment_bytes));
+    }
+    stats_.num_backend_allocs += 1;
+    stats_.reserved_bytes.increase(static_cast<int64_t>(segment_bytes));
+    stats_.segment_count.increase(1);
+    segment->address = reinterpret_cast<uintptr_t>(base);
+    segment->size = segment_bytes;
+    segment->stream = stream;
+    segment->in_small_pool = small;
+    block = segment.release();
+  }
+
+  // Split off the rest when it is worth keeping: any rest in the small pool (sizes are
+  // multiples of 512), more than a small request's worth in the large pool (a smaller rest
+  // there would only ever serve small requests, which never look in the large pool).
+  const size_t rest = block->size - rounded;
+  const bool split = small ? rest >= kRoundBytes : rest > kSmallRequestMax;
+  if (split) {
+    auto remainder = std::make_unique<Block>();
+    remainder->address = block->address + rounded;
+    remainder->size = rest;
+    remainder->stream = block->stream;
+    remainder->in_small_pool = block->in_small_pool;
+    remainder->prev = block;
+    remainder->next = block->next;
+    if (block->next != nullptr) block->next->prev = remainder.get();
+    block->next = remainder.get();
+    block->size = rounded;
+    pools_->insert_free(remainder.release(), split_change);
+  }
+
+  block->allocated = true;
+  block->requested = bytes;
+  block->category = category;
+  pools_->live.insert(block);
+
+  const auto block_bytes = static_cast<int64_t>(block->size);
+  const auto requested_bytes = static_cast<int64_t>(bytes);
+  stats_.allocated_bytes.increase(block_bytes);
+  stats_.active_bytes.increase(block_bytes);
+  stats_.requested_bytes.increase(requested_bytes);
+  stats_.allocation_count.increase(1);
+  stats_.active_count.increase(1);
+  stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
+  apply_change(stats_.inactive_split_bytes, split_change.bytes);
+  apply_change(stats_.inactive_split_count, split_change.count);
+  if (memory::detail::recording()) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Allocate, block->ptr(), requested_bytes,
+                                           category, category, stats_);
+  }
+  return Allocation{block->ptr(), block};
+}
+
+void CachingAllocator::free(Block* block) {
+  if (block == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto live = pools_->live.find(block);
+  MG_CHECK(live != pools_->live.end(), "free() on ", device_,
+           " got a block this allocator did not hand out or has already freed. Hint: "
+           "each Allocation must be freed exactly once, by the allocator that made it.");
+
+  // Mark what the other streams have enqueued so far; the block waits for those marks.
+  // Recorded before anything changes, so a failing backend leaves the block live.
+  const size_t first_event = pools_->pending.size();
+  if (!block->stream_uses.empty()) {
+    pools_->pending.reserve(first_event + block->stream_uses.size());
+    try {
+      for (StreamId use : block->stream_uses) {
+        if (void* event = backend_->record_event(use)) pools_->pending.push_back({event, block});
+      }
+    } catch (...) {
+      for (size_t i = first_event; i < pools_->pending.size(); ++i) {
+        backend_->destroy_event(pools_->pending[i].event);
+      }
+      pools_->pending.resize(first_event);
+      throw;
+    }
+    block->stream_uses.clear();
+  }
+  block->pending_events = static_cast<int>(pools_->pending.size() - first_event);
+  pools_->live.erase(live);
+
+  // The tensor is gone: it no longer counts as allocated, requested or in its category.
+  // NOTE: PyTorch keeps requested_bytes until the events complete; we drop it here, with
+  // allocated, so that requested <= allocated holds and the categories sum to requested.
+  // A block awaiting events still counts as active (release_block drops that).
+  const auto requested_bytes = static_cast<int64_t>(block->requested);
+  stats_.allocated_bytes.decrease(static_cast<int64_t>(block->size));
+  stats_.requested_bytes.decrease(requested_bytes);
+  stats_.allocation_count.decrease(1);
+  stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
+  if (memory::detail::recording()) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Free, block->ptr(), -requested_bytes,
+                                           block->category, block->category, stats_);
+  }
+  block->requested = 0;
+  block->category = MemoryCategory::Temporary;
+
+  if (block->pending_events == 0) release_block(block);
+}
+
+void CachingAllocator::release_block(Block* block) {
+  stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
+  stats_.active_count.decrease(1);
+  block->allocated = false;
+
+  // Merge with free neighbours; the freed block absorbs them and survives.
+  InactiveSplitChange split_change;
+  if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+    pools_->erase_free(prev, split_change);
+    block->address = prev->address;
+    block->size += prev->size;
+    block->prev = prev->prev;
+    if (block->prev != nullptr) block->prev->next = block;
+    delete prev;
+  }
+  if (Block* next = block->next; next != nullptr && !next->allocated) {
+    pools_->erase_free(next, split_change);
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next != nullptr) block->next->prev = block;
+    delete next;
+  }
+  pools_->insert_free(block, split_change);
+  apply_change(stats_.inactive_split_bytes, split_change.bytes);
+  apply_change(stats_.inactive_split_count, split_change.count);
+}
+
+void CachingAllocator::process_pending_frees(bool wait) {
+  std::vector<Pools::PendingEvent>& pending = pools_->pending;
+  // NOTE: each entry leaves the list before its event is destroyed, so a backend error
+  // (thrown by event_done or synchronize_event) leaves the list consistent. The list is
+  // short (blocks freed while other streams were busy), so erasing from a vector is cheap.
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (wait) {
+      backend_->synchronize_event(it->event);
+    } else if (!backend_->event_done(it->event)) {
+      ++it;
+      continue;
+    }
+    const Pools::PendingEvent entry = *it;
+    it = pending.erase(it);
+    backend_->destroy_event(entry.event);
+    if (--entry.block->pending_events == 0) release_block(entry.block);
+  }
+}
+
+void CachingAllocator::record_stream(Block* block, StreamId stream) {
+  if (block == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(pools_->live.count(block) == 1, "record_stream on ", device_,
+           " got a block that is not live. Hint: record the stream while the tensor that "
+           "owns the memory is still alive.");
+  if (stream == block->stream && !device_.is_cpu()) return;
+  for (StreamId use : block->stream_uses) {
+    if (use == stream) return;
+  }
+  block->stream_uses.push_back(stream);
+}
+
+void CachingAllocator::set_category(Block* block, MemoryCategory category) {
+  MG_CHECK(block != nullptr, "set_category on ", device_, " got an empty block. Hint: "
+           "zero-byte allocations have no block and no category.");
+  std::lock_guard<std::mutex> lock(mutex_);
+  MG_ASSERT(block->allocated, "set_category on a block that is not live");
+  const auto requested_bytes = static_cast<int64_t>(block->requested);
+  stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
+  stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
+  if (memory::detail::recording() && category != block->category) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::Retag, block->ptr(), requested_bytes,
+                                           category, block->category, stats_);
+  }
+  block->category = category;
+}
+
+MemoryCategory CachingAllocator::category(const Block* block) const {
+  MG_CHECK(block != nullptr, "category() of an empty block on ", device_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return block->category;
+}
+
+size_t CachingAllocator::block_size(const Block* block) const {
+  if (block == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return block->size;
+}
+
+size_t CachingAllocator::requested_size(const Block* block) const {
+  if (block == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return block->requested;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  process_pending_frees(/*wait=*/true);
+  const int64_t reserved_before = stats_.reserved_bytes.current;
+  pools_->release_free_segments(*backend_, stats_);
+  if (memory::detail::recording() && stats_.reserved_bytes.current != reserved_before) {
+    memory::detail::record_allocator_event(device_, memory::EventKind::ReleaseCache, nullptr,
+                                           stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
+                                           MemoryCategory::Temporary, stats_);
+  }
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+namespace {
+
+template <class Visit>
+void for_each_stat(MemoryStats& stats, Visit visit) {
+  for (Stat* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                     &stats.inactive_split_bytes, &stats.requested_bytes,
+                     &stats.allocation_count, &stats.segment_count, &stats.active_count,
+                     &stats.inactive_split_count}) {
+    visit(*stat);
+  }
+  for (Stat& stat : stats.category_bytes) visit(stat);
+}
+
+}  // namespace
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for_each_stat(stats_, [](Stat& stat) { stat.reset_peak(); });
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for_each_stat(stats_, [](Stat& stat) {
+    stat.allocated = 0;
+    stat.freed = 0;
+  });
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_backend_allocs = 0;
+  stats_.num_backend_frees = 0;
+}
+
+std::string CachingAllocator::memory_summary() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return format_memory_summary(device_, *backend_, stats_);
+}
+
+}  // namespace mg

@@ -1,0 +1,119 @@
+// core/allocator/caching_allocator.h — PyTorch's caching allocator algorithm, in our words,
+// for any device.
+//
+// Requests are rounded up to 512 bytes. Requests of at most 1 MiB come from the small
+// pool, carved out of 2 MiB segments; larger ones from the large pool, whose segments are
+// 20 MiB for requests under 10 MiB and the request rounded up to 2 MiB otherwise. A request
+// takes the best-fitting free block of its pool and stream (the smallest that is large
+// enough), splitting off the rest when the rest is worth keeping (>= 512 B in the small
+// pool, > 1 MiB in the large pool). A freed block merges with free neighbours of its
+// segment. Free segments stay cached for reuse until empty_cache(). When the backend
+// refuses a new segment, every cached free segment is returned and the request retried;
+// if that fails too, OutOfMemoryError explains the situation.
+//
+// Streams (CUDA): a block belongs to the stream it was allocated on and is reused only on
+// that stream, so work ordered on one stream never sees its memory handed to another. A
+// block that other streams also used (record_stream) is, when freed, held back until
+// events recorded on those streams at free time have completed; until then it counts in
+// active_bytes but no longer in allocated_bytes (PyTorch's semantics).
+//
+// Every live block carries a MemoryCategory so memory can be reported by purpose.
+// Thread-safe: one mutex guards the pools (the data loader allocates from its thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "memgrad/core/allocator/memory_stats.h"
+#include "memgrad/core/allocator/raw_backend.h"
+#include "memgrad/core/device.h"
+#include "memgrad/core/memory_category.h"
+
+namespace mg {
+
+struct Block;  // defined in caching_allocator.cpp; opaque to everyone else
+
+struct Allocation {
+  void* ptr = nullptr;     // start of the usable bytes (nullptr for zero-byte requests)
+  Block* block = nullptr;  // handle to give back to free(); nullptr for zero-byte requests
+};
+
+class CachingAllocator {
+ public:
+  static constexpr size_t kRoundBytes = 512;
+  static constexpr size_t kSmallRequestMax = size_t{1} << 20;    // 1 MiB
+  static constexpr size_t kSmallSegmentBytes = size_t{2} << 20;  // 2 MiB
+  static constexpr size_t kLargeSegmentBytes = size_t{20} << 20; // 20 MiB
+  static constexpr size_t kLargeRequestDirect = size_t{10} << 20;  // >= this: own segment
+  static constexpr size_t kLargeRoundBytes = size_t{2} << 20;    // 2 MiB
+
+  CachingAllocator(Device device, std::unique_ptr<RawBackend> backend);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Hands out at least `bytes` bytes tagged `category`. Zero bytes gives an empty
+  // Allocation. Throws OutOfMemoryError when the backend has no memory even after the
+  // cache was freed.
+  Allocation allocate(size_t bytes, MemoryCategory category, StreamId stream = 0);
+  // Returns a block to its pool (nullptr is ignored); a block used on other streams waits
+  // for them first (see record_stream).
+  void free(Block* block);
+  // Notes that work on `stream` uses the live `block`, so that free() holds it back until
+  // that work is done. A use on the block's own stream needs no note: its next owner is
+  // ordered after it on that stream. NOTE: host memory (a CPU-device allocator, i.e. pinned
+  // memory) is the exception: its next owner is the CPU, which no stream orders, so every
+  // stream is noted. Ignores nullptr (zero-byte allocations).
+  void record_stream(Block* block, StreamId stream);
+
+  // Re-tags a live block; category statistics move with it.
+  void set_category(Block* block, MemoryCategory category);
+  MemoryCategory category(const Block* block) const;
+  // The rounded size of a live block and the size that was asked for.
+  size_t block_size(const Block* block) const;
+  size_t requested_size(const Block* block) const;
+
+  // Waits for the blocks held back for other streams, then returns every free segment to
+  // the backend.
+  void empty_cache();
+  MemoryStats stats() const;
+  void reset_peak_stats();
+  // Zeroes the cumulative totals (allocated/freed of every Stat) and the counters
+  // (retries, OOMs, backend calls); current values and peaks stay, as in PyTorch's
+  // reset_accumulated_memory_stats().
+  void reset_accumulated_stats();
+  // A readable table of the statistics and of bytes by category.
+  std::string memory_summary() const;
+
+  Device device() const { return device_; }
+  RawBackend& backend() { return *backend_; }
+  const RawBackend& backend() const { return *backend_; }
+
+  // The size a request is rounded to, and the segment size it would need when no cached
+  // block fits (exposed for tests and the memory predictor).
+  static size_t round_size(size_t bytes);
+  static size_t segment_size_for(size_t rounded_bytes);
+
+ private:
+  struct Pools;  // the small and large pools; defined in caching_allocator.cpp
+
+  // Finishes the free of every held-back block whose events are done (all of them, after
+  // waiting, when `wait`). Called with mutex_ held.
+  void process_pending_frees(bool wait);
+  // The second half of free(): the block goes back to its pool. Called with mutex_ held.
+  void release_block(Block* block);
+
+  Device device_;
+  std::unique_ptr<RawBackend> backend_;
+  std::unique_ptr<Pools> pools_;
+  mutable std::mutex mutex_;
+  MemoryStats stats_;
+};
+
+// Formats a byte count for people: "512 B", "1.50 KiB", "20.00 MiB", "1.25 GiB".
+std::string format_bytes(int64_t bytes);
+
+}  // namespace mg

@@ -1,0 +1,155 @@
+// core/cpu/optimizer_kernels.cpp — fused CPU optimizer updates: SGD, Adam/AdamW, Adagrad.
+//
+// Each update_* function updates one parameter in place in a single pass over its elements,
+// following PyTorch's published algorithms term by term (so results match torch.optim to
+// rounding).
+// Per-step scalars (bias corrections, decayed learning rate) are computed once in double;
+// the element loop runs in the element's compute type.
+#include <algorithm>
+#include <cmath>
+
+#include "memgrad/core/cpu/cpu_kernels.h"
+#include "memgrad/core/cpu/strided_loop.h"
+
+namespace mg::cpu {
+
+namespace {
+
+// The step counter is a float32 tensor owned by the optimizer state; on the CPU "reading
+// it on the device" is reading host memory.
+double increment_step(const Tensor& step) {
+  float& counter = *step.data_ptr<float>();
+  counter += 1.0f;
+  return counter;
+}
+
+template <class T>
+T* data_or_null(const Tensor& tensor) {
+  return tensor.defined() ? static_cast<T*>(tensor.raw_data()) : nullptr;
+}
+
+// Element i of an optional list, or an undefined tensor when the list is empty.
+Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty() ? Tensor() : list[i]; }
+
+// Whether a GradScaler found an inf or NaN in this step's gradients, so that the update of
+// the whole list is skipped (parameters, state, step counters). On the CPU the flag is host
+// memory: reading it is no sync.
+bool overflowed(const Tensor* found_inf) { return found_inf != nullptr && *found_inf->data_ptr<float>() != 0.0f; }
+
+void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+              const SgdHyper& hyper) {
+  dispatch_floating(param.dtype(), "sgd_step", [&]<class T>() {
+    using C = compute_t<T>;
+    T* p = static_cast<T*>(param.raw_data());
+    const T* g = static_cast<const T*>(grad.raw_data());
+    T* buf = data_or_null<T>(momentum_buffer);
+    const C lr = hyper.lr, momentum = hyper.momentum, weight_decay = hyper.weight_decay,
+            undampened = 1.0 - hyper.dampening;
+    const int64_t count = param.numel();
+#pragma omp parallel for schedule(static) if (count >= kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+      C param_value = static_cast<C>(p[i]);
+      C d_p = static_cast<C>(g[i]);
+      if (weight_decay != C(0)) d_p += weight_decay * param_value;
+      if (buf != nullptr) {
+        // The first step starts the buffer at d_p itself, undampened (as PyTorch does).
+        C buffer = hyper.first_step ? d_p : momentum * static_cast<C>(buf[i]) + undampened * d_p;
+        buf[i] = static_cast<T>(buffer);
+        d_p = hyper.nesterov ? d_p + momentum * buffer : buffer;
+      }
+      p[i] = static_cast<T>(param_value - lr * d_p);
+    }
+  });
+}
+
+void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
+               const AdamHyper& hyper) {
+  const double step_count = increment_step(step);
+  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, step_count);
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, step_count));
+  dispatch_floating(param.dtype(), "adam_step", [&]<class T>() {
+    using C = compute_t<T>;
+    T* p = static_cast<T*>(param.raw_data());
+    const T* g = static_cast<const T*>(grad.raw_data());
+    T* m = static_cast<T*>(exp_avg.raw_data());
+    T* v = static_cast<T*>(exp_avg_sq.raw_data());
+    T* v_max = data_or_null<T>(max_exp_avg_sq);
+    const C step_size = hyper.lr / bias_correction1;
+    const C correction2_sqrt = bias_correction2_sqrt;
+    const C beta1_complement = 1.0 - hyper.beta1, beta2 = hyper.beta2,
+            beta2_complement = 1.0 - hyper.beta2, eps = hyper.eps;
+    // AdamW shrinks the parameter; Adam adds the decay to the gradient.
+    const C param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0;
+    const C grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay;
+    const int64_t count = param.numel();
+#pragma omp parallel for schedule(static) if (count >= kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+      C param_value = static_cast<C>(p[i]) * param_scale;
+      C gradient = static_cast<C>(g[i]);
+      if (grad_decay != C(0)) gradient += grad_decay * static_cast<C>(p[i]);
+      // NOTE: m + (1 - beta1) (g - m) is torch's lerp_, not beta1 m + (1 - beta1) g.
+      C first = static_cast<C>(m[i]);
+      first += beta1_complement * (gradient - first);
+      C second = beta2 * static_cast<C>(v[i]) + beta2_complement * gradient * gradient;
+      m[i] = static_cast<T>(first);
+      v[i] = static_cast<T>(second);
+      if (v_max != nullptr) {
+        second = std::max(static_cast<C>(v_max[i]), second);
+        v_max[i] = static_cast<T>(second);
+      }
+      C denom = std::sqrt(second) / correction2_sqrt + eps;
+      p[i] = static_cast<T>(param_value - step_size * (first / denom));
+    }
+  });
+}
+
+void update_adagrad(const Tensor& param, const Tensor& grad, const Tensor& state_sum, const Tensor& step,
+                    const AdagradHyper& hyper) {
+  const double step_count = increment_step(step);
+  const double decayed_lr = hyper.lr / (1.0 + (step_count - 1.0) * hyper.lr_decay);
+  dispatch_floating(param.dtype(), "adagrad_step", [&]<class T>() {
+    using C = compute_t<T>;
+    T* p = static_cast<T*>(param.raw_data());
+    const T* g = static_cast<const T*>(grad.raw_data());
+    T* sum = static_cast<T*>(state_sum.raw_data());
+    const C clr = decayed_lr, weight_decay = hyper.weight_decay, eps = hyper.eps;
+    const int64_t count = param.numel();
+#pragma omp parallel for schedule(static) if (count >= kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+      C param_value = static_cast<C>(p[i]);
+      C gradient = static_cast<C>(g[i]);
+      if (weight_decay != C(0)) gradient += weight_decay * param_value;
+      C accumulated = static_cast<C>(sum[i]) + gradient * gradient;
+      sum[i] = static_cast<T>(accumulated);
+      p[i] = static_cast<T>(param_value - clr * (gradient / (std::sqrt(accumulated) + eps)));
+    }
+  });
+}
+
+}  // namespace
+
+// On the CPU a list is updated one parameter after another: there is no launch to save.
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
+  for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
+}
+
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
+               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+               std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
+               const AdamHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
+  }
+}
+
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+                  std::span<const Tensor> steps, const AdagradHyper& hyper) {
+  if (overflowed(hyper.found_inf)) return;
+  for (size_t i = 0; i < params.size(); ++i) update_adagrad(params[i], grads[i], state_sums[i], steps[i], hyper);
+}
+
+}  // namespace mg::cpu

@@ -1,0 +1,304 @@
+// core/kernels.h — the device kernel interface: one table of functions per device type.
+//
+// Differentiable ops in autograd/ compute through kernels(device).<kernel>(...). The CPU
+// table lives in core/cpu/ (Eigen); the CUDA table in cuda/. Kernels receive
+// fully-allocated outputs and never allocate their results; they check nothing a caller
+// already checked (shapes, dtypes, devices are validated in autograd/).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "memgrad/core/device.h"
+#include "memgrad/core/shape.h"
+
+namespace mg {
+
+class Tensor;
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh,
+  Gelu,      // x * Phi(x), the exact (erf) form
+  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU's tanh approximation
+  Sign };
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Maximum, Minimum,
+  AddRelu,  // relu(a + b): a residual block's end in one pass
+  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons: the output is bool
+  // Gradients of unary ops, fused: (grad, saved) -> grad_input
+  ReluBackward,     // saved = relu's output
+  SigmoidBackward,  // saved = sigmoid's output
+  TanhBackward,     // saved = tanh's output
+  GeluBackward,     // saved = gelu's input
+  GeluTanhBackward, // saved = the tanh-approximated gelu's input
+  Pow,              // binary_scalar only: a ^ scalar
+};
+
+bool is_comparison(BinaryOp op);
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+// Geometry of a 2-D convolution or pooling window (NCHW tensors).
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;  // pooling only: convolution takes them from the weight
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;              // convolution only
+  bool ceil_mode = false;          // pooling only
+  bool count_include_pad = true;   // avg pooling only
+};
+
+// Random number state handed to kernels: Philox4x32-10 key and the counter to start at.
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // in Philox blocks (4 x 32-bit words); element i uses block offset + i
+};
+
+// Hyper-parameters of the fused optimizer updates (see optim/): one update call reads them
+// by value, so changing the learning rate between steps costs nothing on the device.
+// Each ends with `found_inf`, null unless a GradScaler steps (amp/grad_scaler.h): a
+// one-element float32 on the parameters' device; where it holds a non-zero value the
+// update leaves parameters, state and step counters as they were. The device reads it, so
+// skipping a step after an overflow needs no host sync.
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+  bool first_step;  // the momentum buffer was just created: it starts as the gradient
+  const Tensor* found_inf = nullptr;
+};
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay;  // AdamW: param *= 1 - lr * weight_decay, not grad += wd * param
+  bool amsgrad;
+  const Tensor* found_inf = nullptr;
+};
+struct AdagradHyper {
+  double lr, lr_decay, weight_decay, eps;
+  const Tensor* found_inf = nullptr;
+};
+
+// Scaled dot-product attention computed tile by tile with an online softmax
+// (FlashAttention-2), never materialising the (Tq, Tk) matrix.
+struct AttentionParams {
+  double scale;      // multiplies q . k (PyTorch's default 1 / sqrt(head_dim) is the caller's)
+  bool is_causal;    // query i attends to keys j <= i (PyTorch's top-left alignment)
+  double dropout_p;  // probability of dropping each attention weight; kept ones scale by 1/(1-p)
+  // NOTE: the dropout mask is the one dropout() draws on the contiguous (B, H, Tq, Tk)
+  // matrix of probabilities: weight (b, h, i, j) is kept when
+  //   uniform_from_bits(philox_block(rng, ((b * H + h) * Tq + i) * Tk + j)[0]) >= float(p),
+  // so the fused and the math path draw the same mask from the same generator state (the
+  // caller reserves B * H * Tq * Tk blocks either way).
+  PhiloxState rng;
+};
+
+struct KernelTable {
+  // dst = src elementwise; same sizes, any strides, any dtypes (converting).
+  void (*copy)(const Tensor& source, const Tensor& destination);
+  void (*fill)(const Tensor& destination, double value);
+  void (*unary)(UnaryOp op, const Tensor& input, const Tensor& output);
+  // a and b broadcast to output's sizes (views with stride 0 where broadcast).
+  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output);
+  void (*binary_scalar)(BinaryOp op, const Tensor& a, double scalar, const Tensor& output);
+  // output has input's rank with size 1 in every reduced dim (keepdim form).
+  void (*reduce)(ReduceOp op, const Tensor& input, const Tensor& output);
+  // indices (int64) of the maximum along dim; output in keepdim form.
+  void (*argmax)(const Tensor& input, int dim, const Tensor& output);
+  // output (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; output contiguous.
+  void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& output);
+  // output (B, M, N) += a @ b when `accumulate`, else = a @ b; output contiguous and either
+  // a's dtype or float32 for 16-bit a and b (the float32 sum a product accumulates in,
+  // kept unrounded: linear_cross_entropy sums a weight's gradient over chunks so).
+  void (*matmul_into)(const Tensor& a, const Tensor& b, const Tensor& output, bool accumulate);
+  // output (rows, out) = input (rows, in) @ weight (out, in)^T + bias (out): a linear layer's
+  // forward in one call (on CUDA the bias is added in cuBLASLt's GEMM epilogue, not by a
+  // second pass over the output); all contiguous.
+  void (*linear_forward)(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output);
+  // softmax or log_softmax along dim; input and output contiguous.
+  void (*softmax)(const Tensor& input, int dim, bool log, const Tensor& output);
+  // grad_input from grad_output and the forward's output; all contiguous.
+  void (*softmax_backward)(const Tensor& grad_output, const Tensor& output, int dim, bool log,
+                           const Tensor& grad_input);
+  // loss[n] = -weight * log_probs[n, target[n]], 0 where target == ignore_index;
+  // log_probs (N, C) contiguous, target (N) int64.
+  void (*nll_forward)(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
+                      const Tensor& loss);
+  // grad_input (N, C) zero except grad_input[n, target[n]] = -grad_loss[n].
+  void (*nll_backward)(const Tensor& grad_loss, const Tensor& target, int64_t ignore_index,
+                       const Tensor& grad_input);
+  // Cross entropy of logits (N, C) contiguous against target (N) int64 with label smoothing
+  // s, in one pass: log_sum_exp[n] = log sum_c exp(logits[n, c]) (float32; float64 for
+  // float64 logits) and loss[n] = log_sum_exp[n] - (1 - s) logits[n, target[n]]
+  // - s mean_c logits[n, c], 0 where target == ignore_index. loss (N) has the logits' dtype,
+  // or float32 for float16/bfloat16 logits (autocast's float32 loss, computed from the
+  // 16-bit logits as they are: no float32 copy of an (N, C) matrix).
+  void (*cross_entropy_forward)(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                double label_smoothing, const Tensor& loss, const Tensor& log_sum_exp);
+  // grad_logits[n, c] = grad_loss[n] (softmax(logits)[n, c] - (1 - s) [c == target[n]] - s / C)
+  // from the forward's log_sum_exp; rows where target == ignore_index are 0. grad_loss (N)
+  // contiguous, in the forward's loss dtype; grad_logits in the logits' dtype.
+  void (*cross_entropy_backward)(const Tensor& grad_loss, const Tensor& logits, const Tensor& log_sum_exp,
+                                 const Tensor& target, int64_t ignore_index, double label_smoothing,
+                                 const Tensor& grad_logits);
+  // mask (bool) = uniform >= p; output = input * mask / (1 - p).
+  void (*dropout)(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
+                  const Tensor& output);
+  // output = grad * mask * scale
+  void (*masked_scale)(const Tensor& grad, const Tensor& mask, double scale,
+                       const Tensor& output);
+  // Fills with uniform [low, high) or normal(mean, std) numbers from Philox.
+  void (*fill_uniform)(const Tensor& destination, double low, double high, PhiloxState rng);
+  void (*fill_normal)(const Tensor& destination, double mean, double std, PhiloxState rng);
+  // Fused optimizer updates in place, as torch.optim computes them. Each takes lists
+  // (element i of each belongs to params[i]; all of one device and dtype) so that a device
+  // can update every parameter in a few launches (multi-tensor). All tensors contiguous, a
+  // state tensor of its parameter's dtype and numel;
+  // each `step` is a distinct one-element float32 counter that the kernel increments and
+  // reads on the device (no host sync). An optional list (momentum_buffers without
+  // momentum, max_exp_avg_sqs without amsgrad) is empty; SGD's hyper.first_step applies to
+  // every parameter of the call.
+  void (*sgd_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                   std::span<const Tensor> momentum_buffers, const SgdHyper& hyper);
+  void (*adam_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                    std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
+                    const AdamHyper& hyper);
+  void (*adagrad_step)(std::span<const Tensor> params, std::span<const Tensor> grads,
+                       std::span<const Tensor> state_sums, std::span<const Tensor> steps,
+                       const AdagradHyper& hyper);
+  // Mixed-precision loss scaling (amp/grad_scaler.h), as torch's
+  // _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_. found_inf and scale
+  // are 0-d float32, growth_tracker 0-d int32, all on the tensors' device.
+  // non_finite_check_and_unscale multiplies every gradient of `grads` (one device, each
+  // dense, any floating dtypes, mixed) in place by *inv_scale (0-d float32, or float64),
+  // computing in the gradient's compute type (float32 for 16-bit ones), and sets
+  // *found_inf = 1 if any element was inf or NaN before scaling; it never clears found_inf
+  // (the caller zeroes it first). With found_inf undefined it only scales, as torch's
+  // _foreach_mul_ by a tensor: clip_grad_norm_'s coefficient.
+  void (*non_finite_check_and_unscale)(std::span<const Tensor> grads, const Tensor& found_inf,
+                                       const Tensor& inv_scale);
+  // After an overflow (*found_inf != 0): scale *= backoff_factor, growth_tracker = 0. Else
+  // growth_tracker += 1, and on reaching growth_interval scale *= growth_factor (unless
+  // that would overflow float32) and growth_tracker = 0.
+  void (*update_scale)(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                       double growth_factor, double backoff_factor, int64_t growth_interval);
+  // The total p-norm of a list of tensors before its root (clip_grad_norm_; torch's
+  // _foreach_norm, summed over the list): result (0-d) = the sum over every element x of
+  // `tensors` of |x|^p, or max |x| for p = inf; NaN propagates. p > 0. tensors: one device,
+  // each dense, any floating dtypes (mixed), empty ones allowed. result and partials are
+  // float32, float64 when any tensor is float64. partials (1-D, any length >= 1) is scratch
+  // the caller allocates, so that every device allocates alike: the CUDA kernel runs at
+  // most that many blocks, each keeping one partial there, and combines them in a fixed
+  // order without atomics, so the same list gives the same bits every run.
+  void (*total_norm_power)(std::span<const Tensor> tensors, double p, const Tensor& partials,
+                           const Tensor& result);
+  // 2-D convolution: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) contiguous or
+  // undefined, output (N, K, P, Q). Each 4-D tensor is dense in NCHW or in channels_last,
+  // independently of the others (autograd/conv.cpp allocates results in the layout PyTorch
+  // would: channels_last if the input or weight is). Every entry overwrites its result.
+  void (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                 const Window2d& window, const Tensor& output);
+  void (*conv2d_backward_input)(const Tensor& grad_output, const Tensor& weight,
+                                const Window2d& window, const Tensor& grad_input);
+  void (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
+                                 const Window2d& window, const Tensor& grad_weight);
+  // Pooling, (N, C, H, W) tensors each dense in NCHW or channels-last order (outputs in the
+  // input's layout, window_indices in the output's, grad_output in grad_input's).
+  // max_pool2d keeps, per output, the position of the maximum inside its window as one
+  // uint8 (kernel_h * kernel_w <= 256): 1 byte instead of 8.
+  void (*max_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output,
+                     const Tensor& window_indices);
+  void (*max_pool2d_backward)(const Tensor& grad_output, const Tensor& window_indices,
+                              const Window2d& window, const Tensor& grad_input);
+  void (*avg_pool2d)(const Tensor& input, const Window2d& window, const Tensor& output);
+  void (*avg_pool2d_backward)(const Tensor& grad_output, const Window2d& window,
+                              const Tensor& grad_input);
+  // Batch normalisation over (N, H, W) per channel of an (N, C, H, W) input dense in NCHW
+  // or channels-last order, or a contiguous (N, C) one; output, grad_output and grad_input
+  // share the input's layout. Training:
+  // normalise with the batch statistics, write save_mean / save_invstd (C, float32 for
+  // 16-bit inputs, else the input's dtype) and update running_mean / running_var in place
+  // (unbiased variance, momentum as PyTorch); eval: normalise with the running statistics.
+  // weight and bias (C) may be undefined (affine=false). relu: output relu(y) instead of y.
+  // NOTE: with relu, training computes y from the statistics as saved (rounded to their
+  // dtype), as y = (x - save_mean) * (save_invstd * weight) + bias, so that the backward
+  // can rebuild the ReLU's mask (y > 0) from the input exactly.
+  void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                     const Tensor& running_mean, const Tensor& running_var, bool training,
+                     double momentum, double eps, bool relu, const Tensor& output,
+                     const Tensor& save_mean, const Tensor& save_invstd);
+  // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
+  // undefined when not needed. relu: the forward ran with relu (its bias is then read to
+  // rebuild the mask, and grad_output is taken as the ReLU's).
+  void (*batch_norm_backward)(const Tensor& grad_output, const Tensor& input,
+                              const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
+                              const Tensor& save_invstd, bool relu, const Tensor& grad_input,
+                              const Tensor& grad_weight, const Tensor& grad_bias);
+
+  // ---- transformers ----
+  // output (N, D) row n = weight (V, D) row indices[n]; indices (N) int64, all contiguous.
+  // On the CPU the caller has checked every index against [0, V). On CUDA the kernel checks
+  // them itself (a host check would synchronise): an index outside the range writes a zero
+  // row and is reported by cuda/device_error.h as an mg::Error at the next synchronisation.
+  void (*embedding)(const Tensor& weight, const Tensor& indices, const Tensor& output);
+  // grad_weight (V, D) += grad_output (N, D) row n at row indices[n] for every n whose index
+  // is not padding_idx (-1: none); grad_weight starts as zeros (the caller's). Deterministic
+  // on the CPU (rows summed in order of n).
+  void (*embedding_backward)(const Tensor& grad_output, const Tensor& indices, int64_t padding_idx,
+                             const Tensor& grad_weight);
+  // Layer normalisation of each row of input (rows, cols), all contiguous: output =
+  // (x - mean) * invstd * weight + bias, weight and bias (cols) or undefined; save_mean and
+  // save_invstd (rows) are float32 (float64 for a float64 input). One pass over the data
+  // each way on the GPU.
+  void (*layer_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
+  // grad_input (rows, cols) from the saved statistics; grad_weight / grad_bias (cols, the
+  // weight's dtype) may be undefined when not needed; each result is overwritten.
+  void (*layer_norm_backward)(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
+                              const Tensor& grad_weight, const Tensor& grad_bias);
+  // output = mask ? value : input; mask (bool) and input broadcast to output's sizes
+  // (stride-0 views), any strides; output contiguous.
+  void (*masked_fill)(const Tensor& input, const Tensor& mask, double value, const Tensor& output);
+  // The k largest (or smallest) entries of each row of input (rows, n), contiguous, sorted
+  // (largest first when largest, else smallest first; equal values by lower index first;
+  // NaN counts as larger than any number), into values (rows, k) and int64 indices (rows, k).
+  void (*topk)(const Tensor& input, int64_t k, bool largest, const Tensor& values, const Tensor& indices);
+  // num_samples category indices per row of probs (rows, n), contiguous non-negative weights
+  // (not necessarily normalised; each row's sum > 0, checked by the caller on the CPU), into
+  // output (rows, num_samples) int64. With replacement, draw s of row r reads Philox block
+  // r * num_samples + s; without, every category of row r gets block r * n + j and the
+  // num_samples categories with the largest keys u^(1/w) are taken (each category at most
+  // once; zero weights only after all positive ones). The caller reserves the blocks.
+  void (*multinomial)(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
+                      const Tensor& output);
+  // Fused attention (see AttentionParams): q (B, H, Tq, D), k and v (B, H, Tk, D), output
+  // (B, H, Tq, D), each with unit stride in the last dim and any other strides (views of one
+  // packed projection are read in place); log_sum_exp (B, H, Tq) contiguous, float32
+  // (float64 for a float64 input): log sum_j exp(scale * q_i . k_j) over the keys row i
+  // attends to (before dropout).
+  // On CUDA: float16 / bfloat16 with D <= 128 and a multiple of 8 (tensor cores), float32
+  // with any D <= 128 (FP32 FMA: no TF32, as PyTorch's float32 default); on the CPU: any
+  // floating type.
+  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                            const Tensor& output, const Tensor& log_sum_exp);
+  // The three gradients from the forward's output and log_sum_exp (the (Tq, Tk) matrix is
+  // recomputed tile by tile); grad_output has output's sizes, grad_q/k/v q/k/v's, each with
+  // unit stride in the last dim and any other strides; grad_q/k/v are overwritten.
+  void (*attention_backward)(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
+                             const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
+};
+
+// The kernel table of a device type; throws mg::Error when memgrad has none for it.
+const KernelTable& kernels(Device device);
+
+// Copies between devices (or within one); sizes and dtypes must match. Between host and a
+// CUDA device the copy runs on the device's current stream and waits for it unless
+// `non_blocking` and the host side is pinned (the caller then synchronises before reading
+// a pinned destination).
+void copy_across_devices(const Tensor& source, const Tensor& destination,
+                         bool non_blocking = false);
+
+}  // namespace mg

@@ -1,0 +1,25 @@
+// cuda/cudnn/conv.h — 2-D convolution through cuDNN: forward (with bias), backward data and
+// backward filter, for float32, float64, float16 and bfloat16, NCHW and channels_last.
+// cuda/kernels/conv.cu calls these when cudnn_conv_usable() says so; the contract is the
+// kernel table's (core/kernels.h): every tensor dense in NCHW or channels_last, outputs
+// overwritten. Declared without cuDNN types, so nvcc-compiled callers need no cudnn.h.
+#pragma once
+
+#include "memgrad/core/kernels.h"
+#include "memgrad/core/tensor.h"
+
+namespace mg::cuda::cudnn {
+
+// Whether cuDNN runs this convolution: cudnn_enabled(), no tensor empty (cuDNN rejects a
+// zero batch or zero channels), and each tensor small enough for cuDNN's 32-bit
+// descriptors (under 2^31 elements).
+bool conv_usable(const Tensor& input, const Tensor& weight, const Tensor& output);
+
+void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
+            const Tensor& output);
+void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                           const Tensor& grad_input);
+void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
+                            const Tensor& grad_weight);
+
+}  // namespace mg::cuda::cudnn

@@ -1,0 +1,275 @@
+// cuda/cudnn/conv_engines.cpp — the convolution as a cuDNN graph, its engines, and running
+// the chosen one (see the header).
+#include "memgrad/cuda/cudnn/conv_engines.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/cuda/cudnn/backend_descriptor.h"
+#include "memgrad/cuda/cudnn/check.h"
+#include "memgrad/cuda/cudnn/descriptors.h"
+#include "memgrad/cuda/cudnn/settings.h"
+#include "memgrad/cuda/runtime.h"
+
+namespace mg::cuda::cudnn {
+
+namespace {
+
+// The unique ids that bind a variant pack's pointers to the graph's tensors.
+constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3;
+
+BackendDescriptor tensor(int64_t id, DType dtype, const Shape& sizes, MemoryFormat layout, int64_t alignment) {
+  const Shape strides = strides_for(sizes, layout);
+  const cudnnDataType_t type = data_type(dtype);
+  BackendDescriptor result(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  result.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, sizes.begin())
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.begin())
+      .set_int64s(CUDNN_ATTR_TENSOR_UNIQUE_ID, {id})
+      .set_int64s(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, {alignment});
+  result.finalize();
+  return result;
+}
+
+BackendDescriptor convolution(DType dtype, const Window2d& window) {
+  const cudnnDataType_t compute = compute_type(dtype);
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;  // what deep learning calls convolution
+  BackendDescriptor result(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  result.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set_int64s(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, {2})
+      .set_int64s(CUDNN_ATTR_CONVOLUTION_DILATIONS, {window.dilation_h, window.dilation_w})
+      .set_int64s(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {window.stride_h, window.stride_w})
+      .set_int64s(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {window.pad_h, window.pad_w})
+      .set_int64s(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {window.pad_h, window.pad_w});
+  // NOTE: groups are implied by the weight's C/groups channels against the input's C.
+  result.finalize();
+  return result;
+}
+
+// The attribute names of x, w, y, the convolution, alpha and beta for each direction's
+// operation (backward data writes x, backward filter writes w).
+struct OperationAttributes {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t input, weight, output, convolution, alpha, beta;
+};
+OperationAttributes attributes_of(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::Forward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    case ConvDirection::BackwardData:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+    case ConvDirection::BackwardFilter:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  }
+  MG_ASSERT(false, "unknown convolution direction");
+}
+
+// y = conv(x, w) (or its backward) as a one-operation graph, alpha = 1 and beta = 0
+// (overwrite); cuDNN reads double scaling factors for float64 data, float ones otherwise.
+// The graph is the last of the returned descriptors; the others are its parts.
+std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem) {
+  const int64_t alignment = problem.alignment;
+  BackendDescriptor x = tensor(kInputId, problem.dtype, problem.input, problem.layout, alignment);
+  BackendDescriptor w = tensor(kWeightId, problem.dtype, problem.weight, problem.layout, alignment);
+  BackendDescriptor y = tensor(kOutputId, problem.dtype, problem.output, problem.layout, alignment);
+  BackendDescriptor conv = convolution(problem.dtype, problem.window);
+  const OperationAttributes names = attributes_of(problem.direction);
+  BackendDescriptor operation(names.type);
+  operation.set_descriptor(names.input, x)
+      .set_descriptor(names.weight, w)
+      .set_descriptor(names.output, y)
+      .set_descriptor(names.convolution, conv);
+  if (problem.dtype == DType::Float64) {
+    const double one = 1.0, zero = 0.0;
+    operation.set(names.alpha, CUDNN_TYPE_DOUBLE, 1, &one).set(names.beta, CUDNN_TYPE_DOUBLE, 1, &zero);
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    operation.set(names.alpha, CUDNN_TYPE_FLOAT, 1, &one).set(names.beta, CUDNN_TYPE_FLOAT, 1, &zero);
+  }
+  operation.finalize();
+  BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  cudnnBackendDescriptor_t operations[] = {operation.get()};
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, operations)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  graph.finalize();
+  auto parts = std::make_shared<std::vector<BackendDescriptor>>();
+  for (BackendDescriptor* part : {&x, &w, &y, &conv, &operation, &graph}) parts->push_back(std::move(*part));
+  return parts;
+}
+
+// Engine configurations cuDNN's heuristics in `mode` rank for `graph`, best expected first.
+std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode) {
+  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  // NOTE: a mode with nothing for this graph is an answer (try the next), not an error.
+  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
+  return get_descriptors(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+}
+
+struct Engine {
+  int64_t index;
+  bool allowed;
+};
+
+// The configuration's engine and whether its numerical notes are allowed here (see the
+// header: no down-converted inputs, reduced-precision reductions for 16-bit data only, and
+// tensor cores for float32 only with allow_tf32).
+// NOTE: PyTorch drops only down-converted inputs (and TF32 when off). Dropping
+// reduced-precision reductions for float16 too cost ResNet-50's 7x7 stem (3 input
+// channels) cuDNN's image-first-layer kernels: 1.2 ms per AMP step against PyTorch's 0.4.
+Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
+  // A configuration has exactly one engine; asked for as cudnn_frontend asks for it.
+  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw_engine = engine.get();
+  int64_t engines = 0;
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                          1, &engines, &raw_engine));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  int64_t count = 0;
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                          CUDNN_TYPE_NUMERICAL_NOTE, static_cast<int64_t>(notes.size()), &count,
+                                          notes.data()));
+  bool allowed = true;
+  for (int64_t i = 0; i < count; ++i) {
+    switch (notes[static_cast<size_t>(i)]) {
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: allowed = false; break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        if (problem.dtype != DType::Float16 && problem.dtype != DType::BFloat16) allowed = false;
+        break;
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+        if (problem.dtype == DType::Float32 && !problem.allow_tf32) allowed = false;
+        break;
+      default: break;
+    }
+  }
+  return {engine.get_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX), allowed};
+}
+
+// Every configuration of heuristics mode A, then of the fallback list, that is allowed,
+// finalizes into a plan for this graph, and needs at most `limit` workspace bytes — in the
+// heuristics' order. `first_only` stops at the first.
+std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, const ConvProblem& problem,
+                                                      size_t limit, bool first_only) {
+  const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts = operation_graph(handle, problem);
+  const BackendDescriptor& graph = graph_parts->back();
+  std::vector<std::unique_ptr<ConvPlan>> plans;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (BackendDescriptor& config : engine_configs(graph, mode)) {
+      const Engine engine = engine_of(config, problem);
+      if (!engine.allowed) continue;
+      BackendDescriptor execution_plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      execution_plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
+          .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      if (execution_plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
+      const auto workspace = static_cast<size_t>(execution_plan.get_int64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+      if (workspace > limit) continue;
+      auto plan = std::make_unique<ConvPlan>();
+      plan->direction = problem.direction;
+      plan->graph_parts = graph_parts;
+      plan->engine_config = std::move(config);
+      plan->execution_plan = std::move(execution_plan);
+      plan->engine = engine.index;
+      plan->workspace_bytes = workspace;
+      plans.push_back(std::move(plan));
+      if (first_only) return plans;
+    }
+    // Mode A's list is cuDNN's own ranking of what applies; the fallback list is only
+    // wanted when mode A had nothing runnable.
+    if (!plans.empty()) return plans;
+  }
+  return plans;
+}
+
+// Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
+cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
+  const std::array<int64_t, 3> ids = {kInputId, kWeightId, kOutputId};
+  const std::array<void*, 3> pointers = {data.input, data.weight, data.output};
+  BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  variant_pack.finalize();
+  return cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get());
+}
+
+// Median milliseconds of a few runs of `plan` on the device (after one untimed run, which
+// pays for any lazy kernel loading); infinity when cuDNN refuses to run it after all.
+float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const ConvOperands& data) {
+  Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
+  void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
+  const Stream stream = Stream::current(device);
+  if (execute(handle, plan, data, scratch) != CUDNN_STATUS_SUCCESS) {
+    detail::forget_cudnn_error();
+    return std::numeric_limits<float>::infinity();
+  }
+  constexpr int kRuns = 3;
+  std::array<float, kRuns> times{};
+  for (float& time : times) {
+    Event start(/*enable_timing=*/true), end(/*enable_timing=*/true);
+    start.record(stream);
+    MG_CUDNN_CHECK(execute(handle, plan, data, scratch));
+    end.record(stream);
+    end.synchronize();
+    time = Event::elapsed_ms(start, end);
+  }
+  std::sort(times.begin(), times.end());
+  return times[kRuns / 2];
+}
+
+}  // namespace
+
+std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
+                                           bool benchmark, const ConvOperands& data) {
+  std::vector<std::unique_ptr<ConvPlan>> plans =
+      runnable_plans(handle, problem, cudnn_workspace_limit(), /*first_only=*/!benchmark);
+  MG_CHECK(!plans.empty(), "cuDNN has no ", direction_name(problem.direction), " convolution engine for ",
+           problem.dtype, " input ", problem.input, ", weight ", problem.weight, " (", problem.layout,
+           ") with a workspace within cudnn_workspace_limit() = ", cudnn_workspace_limit(),
+           " bytes. Hint: raise it with set_cudnn_workspace_limit, or run the im2col path with "
+           "set_cudnn_enabled(false).");
+  if (plans.size() == 1) return std::move(plans.front());
+  // Benchmark: the fastest on the call's own tensors (the timing runs write only the
+  // call's result tensor).
+  std::optional<size_t> fastest;
+  float fastest_ms = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const float ms = time_plan(handle, device, *plans[i], data);
+    if (ms < fastest_ms) {
+      fastest_ms = ms;
+      fastest = i;
+    }
+  }
+  MG_CHECK(fastest.has_value(), "cuDNN refused to run every one of the ", plans.size(), " ",
+           direction_name(problem.direction), " convolution engines it offered for ", problem.dtype, " input ",
+           problem.input, ", weight ", problem.weight, ". Hint: turn benchmark mode off (set_cudnn_benchmark(false)).");
+  return std::move(plans[*fastest]);
+}
+
+void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
+  MG_CUDNN_CHECK(execute(handle, plan, data, workspace));
+}
+
+Tensor borrow_workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return empty({static_cast<int64_t>(bytes)},
+               {.dtype = DType::UInt8, .device = device, .category = MemoryCategory::Workspace});
+}
+
+}  // namespace mg::cuda::cudnn

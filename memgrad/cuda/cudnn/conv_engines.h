@@ -1,0 +1,58 @@
+// cuda/cudnn/conv_engines.h — choosing how cuDNN runs one convolution shape, and running it,
+// through the backend (graph) API.
+//
+// A choice is made once per ConvKey (cuda/cudnn/algorithm_cache.h): the convolution is
+// described as a one-operation graph; cuDNN's heuristics (mode A, then the fallback list)
+// rank the engine configurations that can run it; configurations whose numerical notes the
+// settings forbid are dropped (float32 without allow_tf32: no tensor cores; never inputs
+// rounded down to a narrower type; reductions in reduced precision only for 16-bit
+// convolutions: the notes PyTorch drops, so both run the same engines); each remaining one
+// is finalized into an execution plan. With benchmark off the first plan that finalizes
+// within the workspace limit wins; with benchmark on every such plan is timed on the call's
+// own tensors and the fastest wins. Running a plan is one variant pack (the call's
+// pointers) and one cudnnBackendExecute.
+#pragma once
+
+#include <cudnn.h>
+
+#include <memory>
+
+#include "memgrad/core/tensor.h"
+#include "memgrad/cuda/cudnn/algorithm_cache.h"
+
+namespace mg::cuda::cudnn {
+
+// Device pointers of one call: x (input), w (weight), y (output), whichever is written.
+struct ConvOperands {
+  void* input;
+  void* weight;
+  void* output;
+};
+
+// What is convolved: all three tensors dense in `layout`. It refers to the caller's sizes
+// and window, so a call describes itself without copying them.
+struct ConvProblem {
+  ConvDirection direction;
+  DType dtype;
+  MemoryFormat layout;
+  const Shape& input;   // (N, C, H, W)
+  const Shape& weight;  // (K, C/groups, R, S)
+  const Shape& output;  // (N, K, P, Q)
+  const Window2d& window;
+  bool allow_tf32;  // float32 only
+  int alignment;    // bytes every pointer is aligned to (at most 16)
+};
+
+// Chooses the engine for `problem` (see above), running candidates on `data` only in
+// benchmark mode. Throws mg::Error when no engine fits cudnn_workspace_limit().
+std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
+                                           bool benchmark, const ConvOperands& data);
+
+// Runs `plan` on `data` with `workspace` (plan.workspace_bytes bytes, or nullptr for none)
+// on the handle's stream.
+void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace);
+
+// Scratch memory from the caching allocator, tagged WORKSPACE; undefined for 0 bytes.
+Tensor borrow_workspace(size_t bytes, Device device);
+
+}  // namespace mg::cuda::cudnn

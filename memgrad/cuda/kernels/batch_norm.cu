@@ -1,0 +1,484 @@
+// cuda/kernels/batch_norm.cu — CUDA batch normalisation, forward (training and evaluation)
+// and the training-mode backward, over (N, C) inputs and (N, C, H, W) inputs dense in NCHW
+// or channels-last order; the output and grad_input share the input's layout.
+//
+// Every per-channel reduction (the statistics, and the backward's sum(g) and
+// sum(g * (x - mean))) is cuda/kernels/channel_reduce.cuh's two-launch reduction over many
+// blocks per channel, for NCHW and channels-last alike, into a WORKSPACE buffer; its
+// finishing step runs here, on the device: statistics, running statistics, gradients of
+// weight and bias, and the per-channel coefficients of the elementwise pass. Nothing waits
+// for the host. The elementwise pass (normalise + affine, or grad_input) is one fused
+// kernel, with 16-byte vector accesses when a vector never straddles two channels. Memory
+// traffic: forward 2 reads + 1 write of the input's size, backward 2 reads of (x, grad) +
+// 1 read of each for grad_input + 1 write.
+//
+// A ReLU may be fused after the normalisation (batch_norm_relu): the forward clamps its
+// output, and the backward rebuilds the ReLU's mask from x and the saved statistics (the
+// same fma on the same numbers as the forward, see affine()), so the fused op has the
+// traffic above while a separate ReLU would add a read and a write of the activation
+// forward and two reads and a write backward (ResNet-50 in float16: ~1.5 ms a step on an
+// H200).
+//
+// NOTE: numerics. The statistics are accumulated as shifted sums, sum(x - K) and
+// sum((x - K)^2) with K = the channel's first value (float for float32 / 16-bit inputs,
+// double for float64), and var = E[(x - K)^2] - E[x - K]^2. With K a value of the channel,
+// |mean - K| is a few standard deviations at most, so the subtraction loses only a few
+// bits, however large |mean| / std is (plain sum / sum-of-squares loses
+// 2 log2(|mean| / std) bits and can go negative). The backward's sums are centred on the
+// saved mean, and the elementwise passes compute (x - mean) * scale rather than
+// x * scale + (bias - mean * scale), for the same reason; the forward's subtracts K and
+// then mean - K, so the mean is not even rounded to the input's magnitude.
+//
+// Per-channel tensors may have another dtype than the input (float32 statistics for a
+// 16-bit input, a float32 weight), so they travel as ChannelValues (pointer + dtype) and are
+// read through a switch that is uniform across a warp.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <numeric>
+#include <type_traits>
+
+#include "memgrad/core/factory.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/kernels/channel_reduce.cuh"
+#include "memgrad/cuda/kernels/cuda_kernels.h"
+#include "memgrad/cuda/kernels/strided_indexer.cuh"
+#include "memgrad/cuda/runtime.h"
+
+namespace mg::cuda {
+
+namespace {
+
+using namespace channel_reduce;
+
+// ---- per-channel tensors of any floating dtype ----
+
+enum class ChannelKind : int { Absent, Float32, Float64, Float16, BFloat16 };
+
+// A per-channel tensor (C values) of any floating dtype, or none.
+struct ChannelValues {
+  void* data = nullptr;
+  ChannelKind kind = ChannelKind::Absent;
+};
+
+ChannelValues channel_values(const Tensor& values) {
+  if (!values.defined()) return {};
+  switch (values.dtype()) {
+    case DType::Float32: return {values.raw_data(), ChannelKind::Float32};
+    case DType::Float64: return {values.raw_data(), ChannelKind::Float64};
+    case DType::Float16: return {values.raw_data(), ChannelKind::Float16};
+    case DType::BFloat16: return {values.raw_data(), ChannelKind::BFloat16};
+    default: MG_CHECK(false, "batch_norm: per-channel tensors must be floating, got ", values.dtype());
+  }
+  return {};
+}
+
+// Value c, or `fallback` when absent (no weight means 1, no bias 0).
+__device__ __forceinline__ double load_channel(ChannelValues values, int64_t c, double fallback) {
+  switch (values.kind) {
+    case ChannelKind::Float32: return static_cast<const float*>(values.data)[c];
+    case ChannelKind::Float64: return static_cast<const double*>(values.data)[c];
+    case ChannelKind::Float16: return __half2float(static_cast<const __half*>(values.data)[c]);
+    case ChannelKind::BFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(values.data)[c]);
+    default: return fallback;
+  }
+}
+
+__device__ __forceinline__ void store_channel(ChannelValues values, int64_t c, double value) {
+  switch (values.kind) {
+    case ChannelKind::Float32: static_cast<float*>(values.data)[c] = static_cast<float>(value); break;
+    case ChannelKind::Float64: static_cast<double*>(values.data)[c] = value; break;
+    case ChannelKind::Float16: static_cast<__half*>(values.data)[c] = __float2half(static_cast<float>(value)); break;
+    case ChannelKind::BFloat16:
+      static_cast<__nv_bfloat16*>(values.data)[c] = __float2bfloat16(static_cast<float>(value));
+      break;
+    default: break;
+  }
+}
+
+// y = centred * scale + bias, one rounding: the fused ReLU's forward and backward both
+// compute the pre-activation with this, from the same values, so its sign agrees exactly.
+template <class A>
+__device__ __forceinline__ A affine(A centred, A scale, A bias) {
+  return ::fma(centred, scale, bias);
+}
+
+// NaN stays NaN, as PyTorch's relu.
+template <class A>
+__device__ __forceinline__ A relu(A y) {
+  return y < A(0) ? A(0) : y;
+}
+
+template <class A>
+__device__ __forceinline__ A inverse_sqrt(A x) {
+  if constexpr (std::is_same_v<A, double>) return ::rsqrt(x);
+  else return ::rsqrtf(x);
+}
+
+template <class Element>
+using accumulate_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
+
+// ---- what the per-channel sums add up (channel_reduce.cuh's Terms) ----
+
+// The statistics: (x - K, (x - K)^2) with K the channel's first value (see the NOTE).
+template <class T, class A>
+struct StatisticsTerms {
+  using Element = T;
+  using Prepared = A;  // K
+  static constexpr bool kReadsGrad = false;
+  const T* input;
+  const T* grad_output;  // null
+  __device__ __forceinline__ A prepare(const Geometry& geometry, int64_t c) const {
+    return to_compute<A>(input[geometry.offset(c, 0)]);
+  }
+  __device__ __forceinline__ void add(A shift, T x, T, A& first, A& second) const {
+    A deviation = to_compute<A>(x) - shift;
+    first += deviation;
+    second += deviation * deviation;
+  }
+};
+
+// A channel's forward map as the backward rebuilds it: mean, scale = invstd * weight
+// (multiplied as the forward's finish does), and bias: the backward's coefficients [0],
+// [1] and [4] (see FinishBackward), written first by backward_map_kernel.
+template <class A>
+struct ChannelMap {
+  A mean, scale, bias;
+};
+
+// NOTE: one thread per channel reads the per-channel tensors through their dtype switch
+// here, so that the unrolled reduction reads plain numbers: four switches inlined into it
+// per channel of a thread's vector made nvcc spend minutes on this file.
+template <class A>
+__global__ void backward_map_kernel(int64_t channels, ChannelValues mean, ChannelValues invstd, ChannelValues weight,
+                                    ChannelValues bias, A* coefficients) {
+  for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
+    coefficients[c] = static_cast<A>(load_channel(mean, c, 0.0));
+    coefficients[channels + c] = static_cast<A>(load_channel(invstd, c, 1.0)) * static_cast<A>(load_channel(weight, c, 1.0));
+    coefficients[4 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+  }
+}
+
+// The backward: (g, g * (x - mean)), with g masked by the fused ReLU (kRelu): zero where
+// the forward's pre-activation was not positive.
+template <class T, class A, bool kRelu>
+struct BackwardTerms {
+  using Element = T;
+  using Prepared = ChannelMap<A>;
+  static constexpr bool kReadsGrad = true;
+  const T* input;
+  const T* grad_output;
+  const A* coefficients;  // backward_map_kernel's
+  int64_t channels;
+  __device__ __forceinline__ Prepared prepare(const Geometry&, int64_t c) const {
+    return {coefficients[c], coefficients[channels + c], coefficients[4 * channels + c]};
+  }
+  __device__ __forceinline__ void add(const Prepared& map, T x, T g, A& first, A& second) const {
+    A centred = to_compute<A>(x) - map.mean;
+    A gradient = to_compute<A>(g);
+    if (kRelu && !(affine(centred, map.scale, map.bias) > A(0))) gradient = A(0);
+    first += gradient;
+    second += gradient * centred;
+  }
+};
+
+// kVec adjacent values from `data` + at (aligned).
+
+// ---- forward ----
+
+// Per-channel coefficients of the normalising pass, y = ((x - K) - (mean - K)) * scale + bias
+// with K the shift of the statistics (the mean in evaluation): x - K is exact for x near
+// K, so the mean is never rounded to the input's magnitude. coefficients[0][c] = K,
+// [1][c] = mean - K, [2][c] = scale = invstd * weight, [3][c] = bias.
+// NOTE: with the fused ReLU, training takes K = the saved mean (so mean - K = 0): the
+// backward rebuilds the mask from the saved statistics and must meet the same numbers.
+constexpr int kCoefficients = 5;  // per channel: the most any pass reads (GradInputElement's)
+
+template <class A>
+__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
+                                                           A shifted_mean, A invstd, ChannelValues weight,
+                                                           ChannelValues bias) {
+  coefficients[c] = shift;
+  coefficients[channels + c] = shifted_mean;
+  coefficients[2 * channels + c] = invstd * static_cast<A>(load_channel(weight, c, 1.0));
+  coefficients[3 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+}
+
+// Training: the statistics from the shifted sums, saved, folded into the running
+// statistics, and turned into the coefficients.
+template <class T, class A>
+struct FinishStatistics {
+  const T* input;
+  Geometry geometry;
+  double momentum, eps;
+  bool relu;
+  ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
+  A* coefficients;
+
+  __device__ __forceinline__ void operator()(int64_t c, A shifted_sum, A shifted_squares) const {
+    A count = static_cast<A>(geometry.per_channel);
+    A shift = to_compute<A>(input[geometry.offset(c, 0)]);
+    A shifted_mean = shifted_sum / count;
+    A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
+    A mean = shift + shifted_mean;
+    A invstd = inverse_sqrt(biased_var + static_cast<A>(eps));
+    store_channel(save_mean, c, mean);
+    store_channel(save_invstd, c, invstd);
+    // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
+    double n = static_cast<double>(geometry.per_channel);
+    double unbiased_var = n > 1 ? static_cast<double>(biased_var) * n / (n - 1) : static_cast<double>(biased_var);
+    if (running_mean.kind != ChannelKind::Absent) {
+      store_channel(running_mean, c, (1 - momentum) * load_channel(running_mean, c, 0.0) + momentum * mean);
+    }
+    if (running_var.kind != ChannelKind::Absent) {
+      store_channel(running_var, c, (1 - momentum) * load_channel(running_var, c, 1.0) + momentum * unbiased_var);
+    }
+    if (relu) {
+      store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, weight, bias);
+    } else {
+      store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, weight, bias);
+    }
+  }
+};
+
+// Evaluation: the coefficients from the running statistics.
+template <class A>
+__global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running_mean, ChannelValues running_var,
+                                         double eps, ChannelValues weight, ChannelValues bias, A* coefficients) {
+  for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
+    A invstd = inverse_sqrt(static_cast<A>(load_channel(running_var, c, 1.0)) + static_cast<A>(eps));
+    store_forward_coefficients(coefficients, channels, c, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
+                               invstd, weight, bias);
+  }
+}
+
+// k: the channel's coefficients, k[i] = coefficients[i][c].
+template <class T, class A, bool kRelu>
+struct NormaliseElement {
+  static constexpr bool kReadsGrad = false;
+  static constexpr int kCoefficients = 4;
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T) const {
+    A y = affine((to_compute<A>(x) - k[0]) - k[1], k[2], k[3]);
+    return from_compute<T>(kRelu ? relu(y) : y);
+  }
+};
+
+// ---- backward ----
+
+// Per-channel coefficients of grad_input: with xhat = (x - mean) * invstd and g the
+// gradient reaching the normalisation (masked by the fused ReLU),
+//   dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat))
+//      = g * [1] + (x - mean) * [2] + [3],
+// coefficients[0][c] = mean, [1][c] = w * invstd, [2][c] = -w * invstd^3 * sum(g * (x - mean)) / n,
+// [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask [4][c] = bias. [0], [1] and
+// [4] are backward_map_kernel's; this writes [2] and [3].
+template <class A>
+struct FinishBackward {
+  Geometry geometry;
+  ChannelValues invstd, grad_weight, grad_bias;
+  A* coefficients;
+  bool grad_input;  // whether grad_input is wanted
+
+  __device__ __forceinline__ void operator()(int64_t c, A sum_grad, A sum_grad_centred) const {
+    A channel_invstd = static_cast<A>(load_channel(invstd, c, 1.0));
+    store_channel(grad_bias, c, sum_grad);
+    store_channel(grad_weight, c, sum_grad_centred * channel_invstd);
+    if (!grad_input) return;
+    int64_t channels = geometry.channels;
+    A count = static_cast<A>(geometry.per_channel);
+    A scale = coefficients[channels + c];
+    coefficients[2 * channels + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
+    coefficients[3 * channels + c] = -scale * sum_grad / count;
+  }
+};
+
+template <class T, class A, bool kRelu>
+struct GradInputElement {
+  static constexpr bool kReadsGrad = true;
+  static constexpr int kCoefficients = kRelu ? 5 : 4;
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T g) const {
+    A centred = to_compute<A>(x) - k[0];
+    A gradient = to_compute<A>(g);
+    if constexpr (kRelu) {
+      if (!(affine(centred, k[1], k[4]) > A(0))) gradient = A(0);
+    }
+    return from_compute<T>(gradient * k[1] + centred * k[2] + k[3]);
+  }
+};
+
+// ---- the elementwise pass ----
+
+// out[i] = element(coefficients of i's channel, x[i], g[i]) over the input's memory, kVec
+// elements at a time. A vector never straddles two channels' runs: in the planes layout
+// inner % kVec == 0 (its elements share one channel), in the rows layout C % kVec == 0 (its
+// elements are kVec consecutive channels of one row).
+// NOTE: the coefficients are kept in registers and reloaded only when a thread's channel
+// changes. In the rows layout a grid stride that is a multiple of C keeps each thread on
+// its channels for good; reading them afresh per vector made a warp touch 32 x 4 scattered
+// words per element group and left the kernel bound by L1 traffic at 14% of DRAM
+// bandwidth (float16, C = 256).
+template <int kVec, class T, class A, class Element>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
+                       const T* grad_output, T* output) {
+  int64_t vectors = total / kVec;
+  constexpr int kLoaded = Element::kCoefficients;
+  A k[kVec][kLoaded];
+  int64_t loaded_channel = -1;
+  for (int64_t v = global_thread_index(); v < vectors; v += grid_stride()) {
+    int64_t first = v * kVec;
+    int64_t c = geometry.channel_at(first);
+    if (c != loaded_channel) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        // Rows: kVec channels c, c + 1, ...; planes: one channel for the whole vector.
+#pragma unroll
+        for (int i = 0; i < kLoaded; ++i) {
+          k[j][i] = geometry.rows || j == 0 ? coefficients[i * geometry.channels + c + (geometry.rows ? j : 0)] : k[0][i];
+        }
+      }
+      loaded_channel = c;
+    }
+    AlignedVector<T, kVec> x = reinterpret_cast<const AlignedVector<T, kVec>*>(input)[v];
+    AlignedVector<T, kVec> g = x;  // read only by elements that take a gradient
+    if constexpr (Element::kReadsGrad) g = reinterpret_cast<const AlignedVector<T, kVec>*>(grad_output)[v];
+    AlignedVector<T, kVec> y;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      y.value[j] = element(k[j], x.value[j], g.value[j]);
+    }
+    reinterpret_cast<AlignedVector<T, kVec>*>(output)[v] = y;
+  }
+}
+
+template <class T, class A, class Element>
+void launch_channel_map(Element element, const Geometry& geometry, int64_t total, const A* coefficients,
+                        const T* input, const T* grad_output, T* output, cudaStream_t stream) {
+  constexpr int kVec = vector_width_v<T>;
+  int64_t run = geometry.rows ? geometry.channels : geometry.inner;
+  bool aligned = is_aligned(input, sizeof(T) * kVec) && is_aligned(output, sizeof(T) * kVec) &&
+                 (grad_output == nullptr || is_aligned(grad_output, sizeof(T) * kVec));
+  int vector = run % kVec == 0 && aligned ? kVec : 1;
+  LaunchConfig config = launch_config(total / vector);
+  if (geometry.rows) {
+    // A grid stride (blocks * threads * vector elements) that is a multiple of C keeps every
+    // thread on the same channels: fewer blocks, by at most C / gcd(C, threads * vector) - 1.
+    int64_t period = geometry.channels / std::gcd(geometry.channels, int64_t{config.threads} * vector);
+    if (period <= config.blocks) config.blocks = static_cast<unsigned>(config.blocks / period * period);
+  }
+  if (vector == kVec) {
+    channel_map_kernel<kVec><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients,
+                                                                          input, grad_output, output);
+  } else {
+    channel_map_kernel<1><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients, input,
+                                                                       grad_output, output);
+  }
+  MG_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
+                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+  int64_t total = input.numel();
+  if (total == 0) return;
+  Geometry geometry = geometry_of(input);
+  Device device = input.device();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  dispatch_floating(input.dtype(), "batch_norm", [&]<class Element>() {
+    using T = device_t<Element>;
+    using A = accumulate_t<Element>;
+    const T* in = static_cast<const T*>(input.raw_data());
+    int64_t channels = geometry.channels;
+    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, nullptr, sizeof(T)));
+    // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
+    // stream once the kernels are queued: the caching allocator orders its reuse.
+    int64_t partial_values = training ? 2 * grid.chunks * channels : 0;
+    Tensor workspace = empty({kCoefficients * channels + partial_values},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
+    if (training) {
+      FinishStatistics<T, A> finish{in,
+                                    geometry,
+                                    momentum,
+                                    eps,
+                                    relu,
+                                    channel_values(save_mean),
+                                    channel_values(save_invstd),
+                                    channel_values(running_mean),
+                                    channel_values(running_var),
+                                    channel_values(weight),
+                                    channel_values(bias),
+                                    coefficients};
+      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in, nullptr}, finish,
+                         coefficients + kCoefficients * channels, stream);
+    } else {
+      LaunchConfig config = launch_config(channels);
+      eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
+          channels, channel_values(running_mean), channel_values(running_var), eps, channel_values(weight),
+          channel_values(bias), coefficients);
+      MG_CUDA_CHECK_LAUNCH();
+    }
+    auto normalise = [&]<bool kRelu>() {
+      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu>{}, geometry, total, coefficients, in, nullptr,
+                               static_cast<T*>(output.raw_data()), stream);
+    };
+    if (relu) {
+      normalise.template operator()<true>();
+    } else {
+      normalise.template operator()<false>();
+    }
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
+                         const Tensor& grad_weight, const Tensor& grad_bias) {
+  int64_t total = input.numel();
+  if (input.sizes()[1] == 0) return;
+  Device device = input.device();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  if (total == 0) {  // no values: the sums are zero
+    if (grad_weight.defined()) fill(grad_weight, 0.0);
+    if (grad_bias.defined()) fill(grad_bias, 0.0);
+    return;
+  }
+  Geometry geometry = geometry_of(input);
+  dispatch_floating(input.dtype(), "batch_norm backward", [&]<class Element>() {
+    using T = device_t<Element>;
+    using A = accumulate_t<Element>;
+    const T* grad = static_cast<const T*>(grad_output.raw_data());
+    const T* in = static_cast<const T*>(input.raw_data());
+    int64_t channels = geometry.channels;
+    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, grad, sizeof(T)));
+    // (5, C) coefficients, then (2, chunks, C) partial sums.
+    Tensor workspace = empty({kCoefficients * channels + 2 * grid.chunks * channels},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
+    LaunchConfig config = launch_config(channels);
+    backward_map_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
+        channels, channel_values(save_mean), channel_values(save_invstd), channel_values(weight), channel_values(bias),
+        coefficients);
+    MG_CUDA_CHECK_LAUNCH();
+    FinishBackward<A> finish{geometry, channel_values(save_invstd), channel_values(grad_weight),
+                             channel_values(grad_bias), coefficients, grad_input.defined()};
+    auto run = [&]<bool kRelu>() {
+      BackwardTerms<T, A, kRelu> terms{in, grad, coefficients, channels};
+      reduce_channels<A>(geometry, grid, terms, finish, coefficients + kCoefficients * channels, stream);
+      if (!grad_input.defined()) return;
+      launch_channel_map<T, A>(GradInputElement<T, A, kRelu>{}, geometry, total, coefficients, in, grad,
+                               static_cast<T*>(grad_input.raw_data()), stream);
+    };
+    if (relu) {
+      run.template operator()<true>();
+    } else {
+      run.template operator()<false>();
+    }
+  });
+}
+
+}  // namespace mg::cuda

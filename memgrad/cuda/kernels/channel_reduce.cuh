@@ -1,0 +1,284 @@
+// cuda/kernels/channel_reduce.cuh — per-channel sums over an (N, C, ...) tensor dense in
+// NCHW or channels-last order, with many blocks per channel: the reduction machinery of
+// batch normalisation (cuda/kernels/batch_norm.cu), kept apart from what it sums.
+//
+// Where a channel's values lie (Geometry):
+//   planes: NCHW with H * W > 1. Channel c is N runs of H * W contiguous values; a block
+//     walks a chunk of one channel's N * H * W values, consecutive threads on consecutive
+//     addresses.
+//   rows: channels-last, and (N, C). The input is N * H * W rows of C contiguous values; a
+//     block is 32 threads x 8 rows, each thread takes a vector of 1 to 16 bytes' worth of
+//     adjacent channels (as many as keep 32 threads within C), so a warp reads up to 512
+//     contiguous bytes of one row, and each thread loops down the rows of its chunk.
+//
+// reduce_channels runs two launches: a 2-D grid of (chunk, channel) blocks writes one pair
+// of partial sums per block to a workspace, so that many blocks share a channel (64
+// channels of 262,144 values would otherwise occupy 64 of an H200's 132 SMs), then a small
+// kernel adds each channel's partials in a fixed order (deterministic, no atomics) and hands
+// the two totals to a Finish functor, on the device.
+//
+// What is summed is a Terms functor: per channel prepare(geometry, c) once (a
+// Terms::Prepared), then add(prepared, x, g, first, second) for each value x of the channel
+// (and the value g of a second tensor at the same place when Terms::kReadsGrad);
+// Terms::Element is the element type and terms.input / terms.grad_output the two tensors'
+// first elements.
+#pragma once
+
+#include <algorithm>
+
+#include "memgrad/core/tensor.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/kernels/row_reduce.cuh"
+#include "memgrad/cuda/kernels/strided_indexer.cuh"
+
+namespace mg::cuda::channel_reduce {
+
+struct SumOf {
+  template <class A>
+  __device__ __forceinline__ A operator()(A total, A value) const { return total + value; }
+};
+
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- geometry ----
+
+constexpr int kPlaneThreads = 256;                // planes: a 1-D block on one channel
+constexpr int kTileChannels = 32, kTileRows = 8;  // rows: 32 threads (channel vectors) x 8 rows
+constexpr int kFinishRows = 32;                   // finishing: 32 channels x 32 partials at a time
+// NOTE: about 8 resident 256-thread blocks on each of an H200's 132 SMs; a smaller GPU
+// runs the grid in more waves. Chunks never get so short that a thread reads fewer than
+// about 8 values (the partials would then cost more than they save).
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinValuesPerThread = 8;
+constexpr int64_t kMaxChunks = 1024;  // keeps the partials (2 x chunks x C) small
+
+struct Geometry {
+  int64_t channels;
+  int64_t per_channel;  // N * H * W values per channel
+  int64_t inner;        // planes: H * W values per run; rows: 1
+  bool rows;            // the rows layout (channels-last or (N, C))
+  bool narrow;          // numel < 2^31: indices divide in 32 bits
+  IntDivider inner_divider;    // of inner, valid when narrow
+  IntDivider channel_divider;  // of channels, valid when narrow
+
+  // Offset of the j-th value (j < per_channel) of channel c.
+  __device__ __forceinline__ int64_t offset(int64_t c, int64_t j) const {
+    if (rows) return j * channels + c;
+    int64_t n = narrow ? inner_divider.divide(static_cast<uint32_t>(j)) : j / inner;
+    return (n * channels + c) * inner + (j - n * inner);
+  }
+
+  // The channel of the element at `offset`.
+  __device__ __forceinline__ int64_t channel_at(int64_t offset) const {
+    int64_t run = rows ? offset : (narrow ? inner_divider.divide(static_cast<uint32_t>(offset)) : offset / inner);
+    int64_t quotient = narrow ? channel_divider.divide(static_cast<uint32_t>(run)) : run / channels;
+    return run - quotient * channels;
+  }
+};
+
+// The caller passes an input dense in NCHW or channels-last order (autograd/norm.cpp).
+inline Geometry geometry_of(const Tensor& input) {
+  Geometry geometry{};
+  geometry.channels = input.sizes()[1];
+  int64_t inner = 1;
+  for (int d = 2; d < input.dim(); ++d) inner *= input.sizes()[d];
+  geometry.per_channel = input.sizes()[0] * inner;
+  geometry.rows = inner == 1 || !input.is_contiguous();
+  geometry.inner = geometry.rows ? 1 : inner;
+  geometry.narrow = input.numel() <= INT32_MAX;
+  if (geometry.narrow) {
+    geometry.inner_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(geometry.inner, 1)));
+    geometry.channel_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(geometry.channels, 1)));
+  }
+  return geometry;
+}
+
+// The grid of the partial-sum kernels; chunk k of a channel covers its values
+// [k * chunk_size, (k + 1) * chunk_size). In the rows layout each thread takes
+// `channel_vector` adjacent channels.
+struct PartialGrid {
+  dim3 blocks, threads;
+  int64_t chunks, chunk_size;
+  int channel_vector = 1;
+};
+
+// The widest vector of adjacent channels (at most `widest`, a power of two) that divides C,
+// keeps a warp's 32 vectors within C, and is aligned at every row start.
+inline int channel_vector_width(const Geometry& geometry, int widest, const void* input, const void* grad_output,
+                         size_t element_size) {
+  int width = widest;
+  while (width > 1 && (geometry.channels % width != 0 || geometry.channels < kTileChannels * width ||
+                       !is_aligned(input, element_size * width) ||
+                       (grad_output != nullptr && !is_aligned(grad_output, element_size * width)))) {
+    width /= 2;
+  }
+  return width;
+}
+
+inline PartialGrid partial_grid(const Geometry& geometry, int channel_vector) {
+  PartialGrid grid;
+  int64_t channel_blocks, values_per_block;
+  if (geometry.rows) {
+    grid.channel_vector = channel_vector;
+    channel_blocks = ceil_div(geometry.channels, kTileChannels * channel_vector);
+    values_per_block = kTileRows * kMinValuesPerThread;  // rows per block at least
+    grid.threads = dim3(kTileChannels, kTileRows);
+  } else {
+    channel_blocks = geometry.channels;
+    values_per_block = kPlaneThreads * kMinValuesPerThread;
+    grid.threads = dim3(kPlaneThreads);
+  }
+  int64_t wanted = ceil_div(kTargetBlocks, channel_blocks);
+  grid.chunks = std::clamp<int64_t>(std::min(wanted, ceil_div(geometry.per_channel, values_per_block)), 1, kMaxChunks);
+  grid.chunk_size = ceil_div(geometry.per_channel, grid.chunks);
+  grid.chunks = ceil_div(geometry.per_channel, grid.chunk_size);  // no empty chunk
+  // Channels beyond gridDim.y (65535) are taken by a loop in the kernels.
+  grid.blocks = dim3(static_cast<unsigned>(grid.chunks), static_cast<unsigned>(std::min<int64_t>(channel_blocks, 65535)));
+  return grid;
+}
+
+// ---- the two launches ----
+
+// kVec adjacent values from data + at (aligned).
+template <int kVec, class T>
+__device__ __forceinline__ AlignedVector<T, kVec> load_vector(const T* data, int64_t at) {
+  return *reinterpret_cast<const AlignedVector<T, kVec>*>(data + at);
+}
+
+// partials[0][chunk][c] and partials[1][chunk][c]: the two sums of Terms over a chunk of a
+// channel (planes layout: blockIdx.y picks the channel).
+template <class A, class Terms>
+__global__ void __launch_bounds__(kPlaneThreads)
+    partial_sums_planes_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
+  int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
+  int64_t end = min(begin + chunk_size, geometry.per_channel);
+  int64_t chunks = gridDim.x;
+  for (int64_t c = blockIdx.y; c < geometry.channels; c += gridDim.y) {
+    typename Terms::Prepared prepared = terms.prepare(geometry, c);
+    A first = 0, second = 0;
+#pragma unroll 4
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+      int64_t at = geometry.offset(c, j);
+      auto x = terms.input[at];
+      terms.add(prepared, x, Terms::kReadsGrad ? terms.grad_output[at] : x, first, second);
+    }
+    first = reduce_across_row(first, SumOf{});
+    second = reduce_across_row(second, SumOf{});
+    if (threadIdx.x == 0) {
+      partials[blockIdx.x * geometry.channels + c] = first;
+      partials[(chunks + blockIdx.x) * geometry.channels + c] = second;
+    }
+  }
+}
+
+// The same for the rows layout: a block takes 32 * kVec channels (blockIdx.y picks which)
+// of a chunk of rows; a thread reads kVec adjacent channels with one vector load.
+template <int kVec, class A, class Terms>
+__global__ void __launch_bounds__(kTileChannels * kTileRows)
+    partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
+  using T = typename Terms::Element;
+  constexpr int kChannels = kTileChannels * kVec;  // per tile
+  static_assert(kChannels <= kTileChannels * kTileRows, "one thread per channel finishes a tile");
+  __shared__ A shared_first[kTileRows][kChannels];
+  __shared__ A shared_second[kTileRows][kChannels];
+  int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
+  int64_t end = min(begin + chunk_size, geometry.per_channel);
+  int64_t chunks = gridDim.x;
+  for (int64_t tile = blockIdx.y; tile * kChannels < geometry.channels; tile += gridDim.y) {
+    int64_t first_channel = tile * kChannels + threadIdx.x * kVec;  // C % kVec == 0: all kVec exist
+    A first[kVec] = {}, second[kVec] = {};
+    if (first_channel < geometry.channels) {
+      typename Terms::Prepared prepared[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) prepared[j] = terms.prepare(geometry, first_channel + j);
+#pragma unroll 4
+      for (int64_t row = begin + threadIdx.y; row < end; row += kTileRows) {
+        int64_t at = row * geometry.channels + first_channel;
+        AlignedVector<T, kVec> x = load_vector<kVec>(terms.input, at);
+        AlignedVector<T, kVec> g = x;  // read only by terms that take a gradient
+        if constexpr (Terms::kReadsGrad) g = load_vector<kVec>(terms.grad_output, at);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) terms.add(prepared[j], x.value[j], g.value[j], first[j], second[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      shared_first[threadIdx.y][threadIdx.x * kVec + j] = first[j];
+      shared_second[threadIdx.y][threadIdx.x * kVec + j] = second[j];
+    }
+    __syncthreads();
+    int lane = threadIdx.y * kTileChannels + threadIdx.x;  // one thread per channel of the tile
+    int64_t c = tile * kChannels + lane;
+    if (lane < kChannels && c < geometry.channels) {
+      A total_first = 0, total_second = 0;
+      for (int r = 0; r < kTileRows; ++r) {
+        total_first += shared_first[r][lane];
+        total_second += shared_second[r][lane];
+      }
+      partials[blockIdx.x * geometry.channels + c] = total_first;
+      partials[(chunks + blockIdx.x) * geometry.channels + c] = total_second;
+    }
+    __syncthreads();  // the shared sums are rewritten by the next tile
+  }
+}
+
+// Adds each channel's partials (32 channels a block, 32 partials at a time, then in a
+// fixed order: deterministic) and hands the two totals to finish(c, first, second).
+template <class A, class Finish>
+__global__ void __launch_bounds__(kTileChannels * kFinishRows)
+    finish_kernel(const A* partials, int64_t chunks, int64_t channels, Finish finish) {
+  __shared__ A shared_first[kFinishRows][kTileChannels + 1];
+  __shared__ A shared_second[kFinishRows][kTileChannels + 1];
+  int64_t c = static_cast<int64_t>(blockIdx.x) * kTileChannels + threadIdx.x;
+  A first = 0, second = 0;
+  if (c < channels) {
+    // NOTE: unrolled so that a thread has several loads in flight: this small grid is
+    // bound by load latency, not bandwidth. The order of the additions stays fixed.
+#pragma unroll 8
+    for (int64_t chunk = threadIdx.y; chunk < chunks; chunk += kFinishRows) {
+      first += partials[chunk * channels + c];
+      second += partials[(chunks + chunk) * channels + c];
+    }
+  }
+  shared_first[threadIdx.y][threadIdx.x] = first;
+  shared_second[threadIdx.y][threadIdx.x] = second;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  for (int r = 1; r < kFinishRows; ++r) {
+    first += shared_first[r][threadIdx.x];
+    second += shared_second[r][threadIdx.x];
+  }
+  finish(c, first, second);
+}
+
+// Launches the partial sums of `terms` and finish_kernel over them; `workspace` holds
+// at least 2 * chunks * C values of A.
+template <class A, class Terms, class Finish>
+void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms terms, Finish finish, A* workspace,
+                     cudaStream_t stream) {
+  if (geometry.rows) {
+    constexpr int kWidest = vector_width_v<typename Terms::Element>;
+    auto launch = [&]<int kVec>() {
+      if constexpr (kVec <= kWidest) {
+        partial_sums_rows_kernel<kVec, A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size,
+                                                                                   workspace);
+      }
+    };
+    switch (grid.channel_vector) {
+      case 8: launch.template operator()<8>(); break;
+      case 4: launch.template operator()<4>(); break;
+      case 2: launch.template operator()<2>(); break;
+      default: launch.template operator()<1>(); break;
+    }
+  } else {
+    partial_sums_planes_kernel<A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
+  }
+  MG_CUDA_CHECK_LAUNCH();
+  dim3 finish_threads(kTileChannels, kFinishRows);
+  auto finish_blocks = static_cast<unsigned>(ceil_div(geometry.channels, kTileChannels));
+  finish_kernel<A><<<finish_blocks, finish_threads, 0, stream>>>(workspace, grid.chunks, geometry.channels, finish);
+  MG_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mg::cuda::channel_reduce

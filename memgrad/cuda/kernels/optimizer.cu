@@ -1,0 +1,288 @@
+// cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, many
+// parameters per launch, in the manner of PyTorch's multi_tensor_apply.
+//
+// The per-element arithmetic is core/cpu/optimizer_kernels.cpp's, term by term, in the
+// element's compute type; per-step scalars (bias corrections, decayed learning rate) are
+// computed in double, as there.
+//
+// NOTE: the step counter (a float32 on the device) must be incremented once and then read
+// by every block, without a host sync. One kernel cannot do both race-free — blocks run in
+// no fixed order, so a block that increments could do so before another block reads. So
+// each update is two launches on the same stream: increment_steps_kernel adds 1 to every
+// counter of the call (one thread per counter), then the update kernel, ordered after it
+// by the stream, reads the new value. In the update kernel thread 0 of each block reads the
+// counter and computes the block's per-step scalars (two pow() in double) into shared
+// memory, so they cost once per block, not once per element.
+//
+// A GradScaler's found_inf (core/kernels.h's hyper.found_inf) is read by both launches:
+// where it is set, the counters are not incremented and every block returns at once, so
+// a skipped step costs two near-empty launches and no host sync.
+//
+// The packing of many tensors into one launch is multi_tensor_apply.cuh's; optimizer_apply
+// adds the checks, the counters and the skip flag for every optimizer, and each optimizer
+// adds only its per-element update and its kernel.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <span>
+
+#include "memgrad/cuda/kernels/cuda_kernels.h"
+#include "memgrad/cuda/kernels/multi_tensor_apply.cuh"
+#include "memgrad/cuda/kernels/strided_indexer.cuh"
+
+namespace mg::cuda {
+
+namespace {
+
+inline constexpr int kStepsPerLaunch = 256;
+
+struct StepList {
+  float* step[kStepsPerLaunch];
+  int count;
+};
+
+// Whether a GradScaler found an inf or NaN in this step's gradients (null: no scaler).
+__device__ __forceinline__ bool overflowed(const float* found_inf) {
+  return found_inf != nullptr && *found_inf != 0.0f;
+}
+
+__global__ void increment_steps_kernel(StepList list, const float* found_inf) {
+  if (overflowed(found_inf)) return;
+  int t = static_cast<int>(threadIdx.x);
+  if (t < list.count) *list.step[t] += 1.0f;
+}
+
+// Adds 1 to every counter in `steps` (each tensor is a distinct one-element float32),
+// unless *found_inf is set.
+void increment_steps(std::span<const Tensor> steps, const float* found_inf, cudaStream_t stream) {
+  for (size_t begin = 0; begin < steps.size(); begin += kStepsPerLaunch) {
+    StepList list{};
+    list.count = static_cast<int>(std::min<size_t>(kStepsPerLaunch, steps.size() - begin));
+    for (int t = 0; t < list.count; ++t) list.step[t] = steps[begin + t].data_ptr<float>();
+    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list, found_inf);
+    MG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// The update of every parameter of `lists` (see check_lists) in few launches: increments
+// the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream,
+// found_inf) for each group of up to kTensorsPerLaunch<kLists> non-empty tensors (one
+// launch for any parameter group of a GPT-2; T the parameters' device element type, found_inf the skip flag's device pointer or null). Empty tensors
+// are skipped (their counters were still incremented, as on the CPU).
+template <int kLists, class Launch>
+void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
+                     const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps,
+                     const Tensor* found_inf, Launch launch) {
+  check_lists<kLists>(op, lists, optional, steps, needs_steps);
+  std::span<const Tensor> params = lists[0];
+  if (params.empty()) return;
+  Device device = params[0].device();
+  const float* skip_flag = nullptr;
+  if (found_inf != nullptr) {
+    MG_CHECK(found_inf->numel() == 1 && found_inf->dtype() == DType::Float32 && found_inf->device() == device, op,
+             ": found_inf must be a one-element float32 tensor on ", device, " (the parameters' device); got ",
+             found_inf->sizes(), " ", found_inf->dtype(), " on ", found_inf->device());
+    skip_flag = found_inf->data_ptr<float>();
+  }
+  DeviceGuard guard(device);  // kernels launch on the current device
+  cudaStream_t stream = current_stream(device);
+  increment_steps(steps, skip_flag, stream);
+  launch_multi_tensor<kLists>(op, lists, steps, stream,
+                              [&]<class T>(const TensorLists<kLists>& packed, unsigned blocks, cudaStream_t on) {
+                                launch.template operator()<T>(packed, blocks, on, skip_flag);
+                              });
+}
+
+__host__ __device__ __forceinline__ float square_root(float x) { return sqrtf(x); }
+__host__ __device__ __forceinline__ double square_root(double x) { return sqrt(x); }
+
+// ---- SGD ----
+
+struct SgdConstants {
+  double lr, momentum, weight_decay, undampened;
+  bool nesterov, first_step;
+};
+static_assert(kFitsBesideLists<SgdConstants, const float*>, "sgd_kernel's arguments must fit one launch");
+
+// One element of the update, in the compute type C, as the CPU computes it.
+template <class T, class C>
+__host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, int64_t i, const SgdConstants& k) {
+  const C lr = k.lr, momentum = k.momentum, weight_decay = k.weight_decay, undampened = k.undampened;
+  C param_value = to_compute<C>(p[i]);
+  C d_p = to_compute<C>(g[i]);
+  if (weight_decay != C(0)) d_p += weight_decay * param_value;
+  if (buf != nullptr) {
+    // The first step starts the buffer at d_p itself, undampened (as PyTorch does).
+    C buffer = k.first_step ? d_p : momentum * to_compute<C>(buf[i]) + undampened * d_p;
+    buf[i] = from_compute<T>(buffer);
+    d_p = k.nesterov ? d_p + momentum * buffer : buffer;
+  }
+  p[i] = from_compute<T>(param_value - lr * d_p);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    sgd_kernel(TensorLists<3> lists, SgdConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* buf = static_cast<T*>(lists.data[2][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) sgd_update<T, C>(p, g, buf, i, constants);
+}
+
+// ---- Adam / AdamW ----
+
+struct AdamConstants {
+  double lr, beta1, beta2, eps;
+  double beta1_complement, beta2_complement;
+  double param_scale;  // AdamW shrinks the parameter: 1 - lr * weight_decay
+  double grad_decay;   // Adam adds weight_decay * param to the gradient
+};
+static_assert(kFitsBesideLists<AdamConstants, const float*>, "adam_kernel's arguments must fit one launch");
+
+// The per-step scalars from the (already incremented) step count, in double as on the CPU.
+struct AdamStepScalars {
+  double step_size;         // lr / (1 - beta1^step)
+  double correction2_sqrt;  // sqrt(1 - beta2^step)
+};
+
+__host__ __device__ __forceinline__ AdamStepScalars adam_step_scalars(const AdamConstants& k, double step_count) {
+  return {k.lr / (1.0 - pow(k.beta1, step_count)), sqrt(1.0 - pow(k.beta2, step_count))};
+}
+
+template <class T, class C>
+__host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, int64_t i,
+                                                     const AdamConstants& k, const AdamStepScalars& scalars) {
+  const C step_size = scalars.step_size, correction2_sqrt = scalars.correction2_sqrt;
+  const C beta1_complement = k.beta1_complement, beta2 = k.beta2, beta2_complement = k.beta2_complement,
+          eps = k.eps, param_scale = k.param_scale, grad_decay = k.grad_decay;
+  C param_value = to_compute<C>(p[i]) * param_scale;
+  C gradient = to_compute<C>(g[i]);
+  if (grad_decay != C(0)) gradient += grad_decay * to_compute<C>(p[i]);
+  // NOTE: m + (1 - beta1) (g - m) is torch's lerp_, not beta1 m + (1 - beta1) g.
+  C first = to_compute<C>(m[i]);
+  first += beta1_complement * (gradient - first);
+  C second = beta2 * to_compute<C>(v[i]) + beta2_complement * gradient * gradient;
+  m[i] = from_compute<T>(first);
+  v[i] = from_compute<T>(second);
+  if (v_max != nullptr) {
+    C previous = to_compute<C>(v_max[i]);
+    second = previous < second ? second : previous;  // std::max(previous, second)
+    v_max[i] = from_compute<T>(second);
+  }
+  C denom = square_root(second) / correction2_sqrt + eps;
+  p[i] = from_compute<T>(param_value - step_size * (first / denom));
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    adam_kernel(TensorLists<5> lists, AdamConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;  // every thread of the block, before __syncthreads
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  __shared__ AdamStepScalars scalars;
+  if (threadIdx.x == 0) scalars = adam_step_scalars(constants, *lists.step[work.tensor]);
+  __syncthreads();
+  AdamStepScalars block_scalars = scalars;
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* m = static_cast<T*>(lists.data[2][work.tensor]);
+  T* v = static_cast<T*>(lists.data[3][work.tensor]);
+  T* v_max = static_cast<T*>(lists.data[4][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    adam_update<T, C>(p, g, m, v, v_max, i, constants, block_scalars);
+  }
+}
+
+// ---- Adagrad ----
+
+struct AdagradConstants {
+  double lr, lr_decay, weight_decay, eps;
+};
+static_assert(kFitsBesideLists<AdagradConstants, const float*>, "adagrad_kernel's arguments must fit one launch");
+
+// The decayed learning rate from the (already incremented) step count, in double.
+__host__ __device__ __forceinline__ double adagrad_clr(const AdagradConstants& k, double step_count) {
+  return k.lr / (1.0 + (step_count - 1.0) * k.lr_decay);
+}
+
+template <class T, class C>
+__host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum, int64_t i, const AdagradConstants& k,
+                                                        double decayed_lr) {
+  const C clr = decayed_lr, weight_decay = k.weight_decay, eps = k.eps;
+  C param_value = to_compute<C>(p[i]);
+  C gradient = to_compute<C>(g[i]);
+  if (weight_decay != C(0)) gradient += weight_decay * param_value;
+  C accumulated = to_compute<C>(sum[i]) + gradient * gradient;
+  sum[i] = from_compute<T>(accumulated);
+  p[i] = from_compute<T>(param_value - clr * (gradient / (square_root(accumulated) + eps)));
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    adagrad_kernel(TensorLists<3> lists, AdagradConstants constants, const float* found_inf) {
+  if (overflowed(found_inf)) return;
+  using C = device_compute_t<T>;
+  BlockWork work = block_work(lists);
+  double decayed_lr = adagrad_clr(constants, *lists.step[work.tensor]);  // one cached load per thread
+  T* p = static_cast<T*>(lists.data[0][work.tensor]);
+  const T* g = static_cast<const T*>(lists.data[1][work.tensor]);
+  T* sum = static_cast<T*>(lists.data[2][work.tensor]);
+  for (int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    adagrad_update<T, C>(p, g, sum, i, constants, decayed_lr);
+  }
+}
+
+}  // namespace
+
+void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> momentum_buffers,
+              const SgdHyper& hyper) {
+  SgdConstants constants{.lr = hyper.lr,
+                         .momentum = hyper.momentum,
+                         .weight_decay = hyper.weight_decay,
+                         .undampened = 1.0 - hyper.dampening,
+                         .nesterov = hyper.nesterov,
+                         .first_step = hyper.first_step};
+  optimizer_apply<3>("sgd_step", {params, grads, momentum_buffers}, /*optional=*/{false, false, true},
+                     /*steps=*/{}, /*needs_steps=*/false, hyper.found_inf,
+                     [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
+}
+
+void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+               std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
+               std::span<const Tensor> steps, const AdamHyper& hyper) {
+  AdamConstants constants{
+      .lr = hyper.lr,
+      .beta1 = hyper.beta1,
+      .beta2 = hyper.beta2,
+      .eps = hyper.eps,
+      .beta1_complement = 1.0 - hyper.beta1,
+      .beta2_complement = 1.0 - hyper.beta2,
+      .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
+      .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay};
+  optimizer_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
+                     /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     [&]<class T>(const TensorLists<5>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
+}
+
+void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+                  std::span<const Tensor> steps, const AdagradHyper& hyper) {
+  AdagradConstants constants{
+      .lr = hyper.lr, .lr_decay = hyper.lr_decay, .weight_decay = hyper.weight_decay, .eps = hyper.eps};
+  optimizer_apply<3>("adagrad_step", {params, grads, state_sums},
+                     /*optional=*/{false, false, false}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
+                                  const float* found_inf) {
+                       adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                     });
+}
+
+}  // namespace mg::cuda

@@ -1,0 +1,215 @@
+// cuda/runtime.cpp — devices, DeviceGuard, Stream, Event, the per-thread current stream
+// and the TF32 switch.
+//
+// NOTE: destructors (Stream, Event, the guards) cannot throw, so they ignore the status of
+// the CUDA call that releases or restores; at process exit the runtime may already be shut
+// down (cudaErrorCudartUnloading), which is harmless there.
+#include "memgrad/cuda/runtime.h"
+
+#include <array>
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "memgrad/core/cuda_hooks.h"
+#include "memgrad/core/error.h"
+#include "memgrad/cuda/check.h"
+#include "memgrad/cuda/device_error.h"
+
+namespace mg::cuda {
+
+namespace {
+
+// The index of a CUDA device that exists; a clear error otherwise.
+int checked_index(Device device) {
+  MG_CHECK(device.is_cuda(), "expected a CUDA device, got ", device,
+           ". Hint: streams, events and device guards exist only for cuda:N devices.");
+  const int count = device_count();
+  MG_CHECK(device.index >= 0 && device.index < count, "device ", device, " does not exist: ",
+           count == 0 ? std::string("no CUDA device is visible (no GPU, no driver, or "
+                                    "CUDA_VISIBLE_DEVICES hides them)")
+                      : "this process sees " + std::to_string(count) + " CUDA device(s)",
+           ". Hint: check nvidia-smi, or use the cpu device.");
+  MG_ASSERT(device.index < kMaxDevices, "device index ", device.index, " beyond ", kMaxDevices);
+  return device.index;
+}
+
+// Each thread's current stream per device; nullptr is the legacy default stream.
+thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
+
+std::atomic<bool> allow_tf32_flag{false};
+
+}  // namespace
+
+int device_count() {
+  static const int count = [] {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+      cudaGetLastError();  // no driver or no device: not an error for the caller
+      return 0;
+    }
+    return devices;
+  }();
+  return count;
+}
+
+bool is_available() { return device_count() > 0; }
+
+void synchronize(Device device) {
+  DeviceGuard guard(device);
+  MG_CUDA_CHECK(cudaDeviceSynchronize());
+  check_device_errors(device);  // what kernels found in their data (cuda/device_error.h)
+}
+
+// ---- DeviceGuard ----
+
+DeviceGuard::DeviceGuard(Device device) : index_(checked_index(device)) {
+  MG_CUDA_CHECK(cudaGetDevice(&previous_index_));
+  if (previous_index_ != index_) MG_CUDA_CHECK(cudaSetDevice(index_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_index_ != index_) (void)cudaSetDevice(previous_index_);
+}
+
+// ---- Stream ----
+
+Stream::Stream(Device device) : device_(device), owned_(true) {
+  DeviceGuard guard(device);
+  MG_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+}
+
+Stream Stream::default_stream(Device device) {
+  checked_index(device);
+  return Stream(device, nullptr, /*owned=*/false);
+}
+
+Stream Stream::current(Device device) {
+  return Stream(device, current_stream(device), /*owned=*/false);
+}
+
+Stream::~Stream() {
+  if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+}
+
+Stream::Stream(Stream&& other) noexcept
+    : device_(other.device_),
+      handle_(std::exchange(other.handle_, nullptr)),
+      owned_(std::exchange(other.owned_, false)) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+    device_ = other.device_;
+    handle_ = std::exchange(other.handle_, nullptr);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+void Stream::synchronize() const {
+  // The device matters for the legacy default stream (nullptr names the current device's).
+  DeviceGuard guard(device_);
+  MG_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  check_device_errors(device_);
+}
+
+bool Stream::query() const {
+  DeviceGuard guard(device_);
+  const cudaError_t status = cudaStreamQuery(handle_);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is an answer, not an error
+    return false;
+  }
+  MG_CUDA_CHECK(status);
+  return true;
+}
+
+// ---- Event ----
+
+Event::~Event() {
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+Event::Event(Event&& other) noexcept
+    : event_(std::exchange(other.event_, nullptr)),
+      device_(other.device_),
+      enable_timing_(other.enable_timing_) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+    device_ = other.device_;
+    enable_timing_ = other.enable_timing_;
+  }
+  return *this;
+}
+
+void Event::record(const Stream& stream) {
+  // An event belongs to one device: the one current when it was created.
+  DeviceGuard guard(stream.device());
+  if (event_ == nullptr) {
+    MG_CUDA_CHECK(cudaEventCreateWithFlags(
+        &event_, enable_timing_ ? cudaEventDefault : cudaEventDisableTiming));
+    device_ = stream.device();
+  }
+  MG_CHECK(device_ == stream.device(), "Event::record: the event belongs to ", device_,
+           " but the stream to ", stream.device(), ". Hint: use one Event per device.");
+  MG_CUDA_CHECK(cudaEventRecord(event_, stream.handle()));
+}
+
+void Event::synchronize() const {
+  if (event_ == nullptr) return;
+  MG_CUDA_CHECK(cudaEventSynchronize(event_));
+  check_device_errors(device_);
+}
+
+bool Event::query() const {
+  if (event_ == nullptr) return true;
+  const cudaError_t status = cudaEventQuery(event_);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is an answer, not an error
+    return false;
+  }
+  MG_CUDA_CHECK(status);
+  return true;
+}
+
+void Event::block(const Stream& stream) const {
+  if (event_ == nullptr) return;  // nothing marked, nothing to wait for
+  DeviceGuard guard(stream.device());
+  MG_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), event_, 0));
+}
+
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  MG_CHECK(start.enable_timing_ && end.enable_timing_, "Event::elapsed_ms needs two events "
+           "made with enable_timing = true. Hint: Event start(true), end(true);");
+  MG_CHECK(start.recorded() && end.recorded(), "Event::elapsed_ms: both events must have been "
+           "recorded on a stream first.");
+  float milliseconds = 0;
+  MG_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start.event_, end.event_));
+  return milliseconds;
+}
+
+// ---- the current stream ----
+
+cudaStream_t current_stream(Device device) { return current_streams[checked_index(device)]; }
+
+StreamId current_stream_id(Device device) {
+  return reinterpret_cast<StreamId>(current_stream(device));
+}
+
+StreamGuard::StreamGuard(const Stream& stream)
+    : index_(checked_index(stream.device())), previous_(current_streams[index_]) {
+  current_streams[index_] = stream.handle();
+}
+
+StreamGuard::~StreamGuard() { current_streams[index_] = previous_; }
+
+// ---- TF32 ----
+
+void set_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }
+
+}  // namespace mg::cuda

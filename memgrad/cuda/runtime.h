@@ -1,0 +1,137 @@
+// cuda/runtime.h — the CUDA runtime in RAII form: how many devices there are, the current
+// device (DeviceGuard), streams and events, each thread's current stream per device
+// (StreamGuard), and the TF32 switch that the cuBLAS code reads.
+//
+// Streams memgrad creates do not synchronise with the legacy default stream (they are
+// created non-blocking), so work on them overlaps work on the default stream; ordering
+// between streams is stated with events (Event::record, Event::block). The current stream
+// of a device starts as the legacy default stream (handle nullptr, StreamId 0), which is
+// the stream the caching allocator's blocks belong to unless a StreamGuard says otherwise.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "memgrad/core/allocator/raw_backend.h"
+#include "memgrad/core/device.h"
+
+namespace mg::cuda {
+
+// Device indices memgrad tracks per-thread state for (the allocator registry's limit).
+inline constexpr int kMaxDevices = 64;
+
+// CUDA devices visible to this process; 0 when there is no driver or no device. Never
+// throws. Counted once per process, like PyTorch's device_count().
+int device_count();
+bool is_available();
+// Waits until every stream of `device` has finished its work.
+void synchronize(Device device = Device::cuda());
+
+// Makes `device` the calling thread's current CUDA device for a scope, then restores the
+// one before.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_index_;
+  int index_;
+};
+
+class Stream {
+ public:
+  // A new stream on `device`, owned, created non-blocking (no implicit synchronisation
+  // with the legacy default stream).
+  explicit Stream(Device device = Device::cuda());
+  // Not owned: the legacy default stream of `device`.
+  static Stream default_stream(Device device = Device::cuda());
+  // Not owned: the calling thread's current stream of `device` (see StreamGuard).
+  static Stream current(Device device = Device::cuda());
+
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t handle() const { return handle_; }
+  // The caching allocator's name for this stream (0 for the legacy default stream).
+  StreamId id() const { return reinterpret_cast<StreamId>(handle_); }
+  Device device() const { return device_; }
+  bool owned() const { return owned_; }
+
+  // Blocks the calling thread until the work enqueued so far has finished.
+  void synchronize() const;
+  // Whether the work enqueued so far has finished. Does not block.
+  bool query() const;
+
+ private:
+  Stream(Device device, cudaStream_t handle, bool owned)
+      : device_(device), handle_(handle), owned_(owned) {}
+
+  Device device_;
+  cudaStream_t handle_ = nullptr;
+  bool owned_ = false;
+};
+
+// A mark in a stream's work. Created at the first record(), on that stream's device, so an
+// Event that was never recorded costs nothing and counts as complete.
+class Event {
+ public:
+  // Timing costs a little at every record; elapsed_ms needs it on both events.
+  explicit Event(bool enable_timing = false) : enable_timing_(enable_timing) {}
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Marks the work enqueued on `stream` so far (re-recording moves the mark).
+  void record(const Stream& stream);
+  // Blocks the calling thread until the marked work has finished.
+  void synchronize() const;
+  // Whether the marked work has finished. Does not block.
+  bool query() const;
+  // Makes `stream` wait, on the device and without blocking the host, for the marked work
+  // (cudaStreamWaitEvent): how one stream is ordered after another.
+  void block(const Stream& stream) const;
+  // Milliseconds between two recorded timing events, once `end` has completed.
+  static float elapsed_ms(const Event& start, const Event& end);
+
+  bool recorded() const { return event_ != nullptr; }
+  cudaEvent_t handle() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  Device device_ = Device::cuda();
+  bool enable_timing_;
+};
+
+// The calling thread's current stream of `device`: where memgrad enqueues kernels and
+// copies for it, and the stream its new blocks belong to. Default: the legacy default
+// stream (nullptr).
+cudaStream_t current_stream(Device device = Device::cuda());
+
+// Makes `stream` the calling thread's current stream of its device for a scope, then
+// restores the one before. The stream must outlive the guard. It does not change the
+// current device (see DeviceGuard).
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int index_;
+  cudaStream_t previous_;
+};
+
+// Whether float32 matmuls may use TF32 tensor cores (about 10 mantissa bits instead of 23,
+// several times faster). Off by default, as in PyTorch; process-wide.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+}  // namespace mg::cuda

@@ -1,0 +1,498 @@
+// memory/recorder.cpp — the ring buffer behind mg::memory::Recorder.
+//
+// NOTE: one process-wide mutex guards the running recorder. The allocator calls in with
+// its own lock held (so allocated/reserved are those right after the event), hence the
+// lock order is allocator -> recorder -> label table, and nothing here calls the allocator.
+#include "memgrad/memory/recorder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include "memgrad/core/allocator/caching_allocator.h"
+#include "memgrad/core/error.h"
+#include "memgrad/io/json.h"
+#include "memgrad/memory/timeline_html.h"
+
+namespace mg::memory {
+
+const char* event_kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::Allocate: return "allocate";
+    case EventKind::Free: return "free";
+    case EventKind::Retag: return "retag";
+    case EventKind::ReleaseCache: return "release_cache";
+  }
+  return "allocate";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An event as stored: labels as ids, so that storing one allocates nothing.
+struct StoredEvent {
+  int64_t time_ns;
+  int64_t bytes;
+  int64_t allocated_bytes;
+  int64_t reserved_bytes;
+  Device device;
+  int32_t step;
+  uint32_t op;
+  uint32_t module;
+  uint32_t thread;  // who caused it: forward-op labels apply to their own thread only
+  EventKind kind;
+  MemoryCategory category;
+  MemoryCategory previous_category;
+  Phase phase;
+};
+
+// A block allocated while recording and not yet freed: its allocation event's sequence
+// number (its op label is read from the ring, where forward ops name events after the
+// fact, while the event is still there), a copy of that event, and the tensor's shape.
+struct LiveBlock {
+  uint64_t sequence;
+  StoredEvent allocation;
+  bool described = false;
+  Shape sizes;
+  DType dtype = DType::Float32;
+};
+
+// What an event adds to each category's requested bytes.
+void apply_to(std::array<int64_t, kNumMemoryCategories>& category_bytes, const StoredEvent& event, int sign) {
+  if (event.kind == EventKind::ReleaseCache) return;
+  category_bytes[static_cast<int>(event.category)] += sign * event.bytes;
+  if (event.kind == EventKind::Retag) category_bytes[static_cast<int>(event.previous_category)] -= sign * event.bytes;
+}
+
+uint32_t thread_number() {
+  static std::atomic<uint32_t> next{1};
+  thread_local const uint32_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+// The calling thread's first event (a sequence number) that a forward op may still claim,
+// in recording number `recording` (a window left over from an earlier recording is void).
+struct ForwardOpWindow {
+  uint64_t recording = 0;
+  uint64_t start = 0;
+};
+ForwardOpWindow& forward_op_window() {
+  thread_local ForwardOpWindow window;
+  return window;
+}
+uint64_t recordings_started = 0;  // guarded by recorder_mutex()
+
+std::mutex& recorder_mutex() {
+  static std::mutex* const mutex = new std::mutex();  // never destroyed, like the label table
+  return *mutex;
+}
+
+Recorder::State* running_state = nullptr;  // guarded by recorder_mutex()
+
+// The node name an op records, without "Backward": the forward op's name.
+std::string_view forward_name(std::string_view node_name) {
+  constexpr std::string_view suffix = "Backward";
+  if (node_name.size() > suffix.size() && node_name.substr(node_name.size() - suffix.size()) == suffix) {
+    node_name.remove_suffix(suffix.size());
+  }
+  return node_name;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text, const char* what) {
+  MG_CHECK(!path.empty(), "Recorder::", what, ": the path is empty. Hint: name a file, e.g. timeline.html.");
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::binary);
+    MG_CHECK(file.is_open(), "Recorder::", what, ": cannot create '", temporary,
+             "'. Hint: check that the folder exists and is writable.");
+    file << text;
+    file.flush();
+    MG_CHECK(file.good(), "Recorder::", what, ": writing '", temporary, "' failed (disk full?).");
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  MG_CHECK(!error, "Recorder::", what, ": cannot rename '", temporary, "' to '", path, "': ", error.message(), ".");
+}
+
+}  // namespace
+
+struct Recorder::State {
+  RecorderOptions options;
+  std::vector<StoredEvent> ring;  // event with sequence number s sits at s % capacity
+  uint64_t total = 0;             // events ever stored in this recording
+  std::vector<DeviceBaseline> baselines;
+  std::vector<int64_t> step_start_ns{0};
+  int32_t step = 0;
+  Clock::time_point start_time = Clock::now();
+  bool running = false;
+  uint64_t recording = 0;  // which recording of the process this is
+  // The module path each autograd node was recorded under. NOTE: keyed by address; a freed
+  // node's address is reused by a later one, which overwrites the entry, so the map stays
+  // as small as the most nodes alive at once.
+  std::unordered_map<const void*, uint32_t> node_modules;
+  // Blocks allocated in this recording and alive, by address (live_tensors()).
+  std::unordered_map<const void*, LiveBlock> live;
+
+  uint64_t oldest() const { return total > ring.size() ? total - ring.size() : 0; }
+
+  DeviceBaseline* baseline_of(Device device) {
+    for (DeviceBaseline& baseline : baselines) {
+      if (baseline.device == device) return &baseline;
+    }
+    return nullptr;
+  }
+
+  // Keeps the live-block table in step with an event about the block at `address`.
+  void track(const void* address, const StoredEvent& event) {
+    switch (event.kind) {
+      case EventKind::Allocate: {
+        LiveBlock& block = live[address];
+        block = LiveBlock{};
+        block.sequence = total - 1;
+        block.allocation = event;
+        break;
+      }
+      case EventKind::Free: live.erase(address); break;
+      case EventKind::Retag:
+        if (auto found = live.find(address); found != live.end()) found->second.allocation.category = event.category;
+        break;
+      case EventKind::ReleaseCache: break;
+    }
+  }
+
+  // The op that allocated `block`: the ring's copy (named after the fact) while kept.
+  uint32_t op_of(const LiveBlock& block) const {
+    if (block.sequence >= oldest() && block.sequence < total) return ring[block.sequence % ring.size()].op;
+    return block.allocation.op;
+  }
+
+  void store(const StoredEvent& event, const MemoryStats& stats) {
+    // A device's first event: its baseline is the allocator's state before it.
+    if (baseline_of(event.device) == nullptr) {
+      DeviceBaseline& baseline = baselines.emplace_back(DeviceBaseline{event.device, {}});
+      for (int c = 0; c < kNumMemoryCategories; ++c) baseline.category_bytes[c] = stats.category_bytes[c].current;
+      apply_to(baseline.category_bytes, event, -1);
+    }
+    StoredEvent& slot = ring[total % ring.size()];
+    // The dropped event moves into the baseline, so the kept events still add up.
+    if (total >= ring.size()) apply_to(baseline_of(slot.device)->category_bytes, slot, +1);
+    slot = event;
+    ++total;
+  }
+};
+
+Recorder::Recorder(RecorderOptions options) : state_(std::make_unique<State>()) {
+  MG_CHECK(options.capacity > 0, "Recorder: capacity must be at least 1 event, got 0. Hint: the default keeps ",
+           RecorderOptions{}.capacity, " events.");
+  state_->options = options;
+  state_->ring.resize(options.capacity);
+}
+
+Recorder::~Recorder() { stop(); }
+
+void Recorder::start() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (state_->running) return;
+  MG_CHECK(running_state == nullptr, "Recorder::start: another memory Recorder is running. Hint: stop() it "
+           "first; one recorder sees every allocation, so two are never needed.");
+  state_->total = 0;
+  state_->baselines.clear();
+  state_->step_start_ns.assign(1, 0);
+  state_->step = 0;
+  state_->node_modules.clear();
+  state_->live.clear();
+  state_->start_time = Clock::now();
+  state_->running = true;
+  state_->recording = ++recordings_started;
+  running_state = state_.get();
+  detail::running_recorders.fetch_add(1, std::memory_order_relaxed);
+  detail::context_readers.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Recorder::stop() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (!state_->running) return;
+  state_->running = false;
+  running_state = nullptr;
+  detail::running_recorders.fetch_sub(1, std::memory_order_relaxed);
+  detail::context_readers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Recorder::running() const {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  return state_->running;
+}
+
+void Recorder::next_step() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  state_->step += 1;
+  state_->step_start_ns.push_back(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state_->start_time).count());
+}
+
+int64_t Recorder::step() const {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  return state_->step;
+}
+
+int64_t Recorder::dropped_events() const {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  return static_cast<int64_t>(state_->oldest());
+}
+
+RecordedTimeline Recorder::timeline() const {
+  // Copied under the lock, resolved (labels to strings) after it.
+  std::vector<StoredEvent> stored;
+  RecordedTimeline timeline;
+  {
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    const State& state = *state_;
+    stored.reserve(state.total - state.oldest());
+    for (uint64_t s = state.oldest(); s < state.total; ++s) stored.push_back(state.ring[s % state.ring.size()]);
+    timeline.baselines = state.baselines;
+    timeline.step_start_ns = state.step_start_ns;
+    timeline.dropped_events = static_cast<int64_t>(state.oldest());
+    timeline.capacity = state.ring.size();
+  }
+  timeline.events.reserve(stored.size());
+  for (const StoredEvent& event : stored) {
+    timeline.events.push_back(MemoryEvent{.time_ns = event.time_ns,
+                                          .device = event.device,
+                                          .kind = event.kind,
+                                          .bytes = event.bytes,
+                                          .category = event.category,
+                                          .previous_category = event.previous_category,
+                                          .op = detail::label_text(event.op),
+                                          .module_path = detail::label_text(event.module),
+                                          .phase = event.phase,
+                                          .step = event.step,
+                                          .allocated_bytes = event.allocated_bytes,
+                                          .reserved_bytes = event.reserved_bytes});
+  }
+  return timeline;
+}
+
+std::vector<LiveTensor> Recorder::live_tensors() const {
+  std::vector<std::pair<uint64_t, LiveTensor>> found;
+  {
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    found.reserve(state_->live.size());
+    for (const auto& [address, block] : state_->live) {
+      const StoredEvent& event = block.allocation;
+      found.emplace_back(block.sequence, LiveTensor{.device = event.device,
+                                                    .bytes = event.bytes,
+                                                    .category = event.category,
+                                                    .op = detail::label_text(state_->op_of(block)),
+                                                    .module_path = detail::label_text(event.module),
+                                                    .phase = event.phase,
+                                                    .step = event.step,
+                                                    .described = block.described,
+                                                    .sizes = block.sizes,
+                                                    .dtype = block.dtype});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LiveTensor> tensors;
+  tensors.reserve(found.size());
+  for (auto& [sequence, tensor] : found) tensors.push_back(std::move(tensor));
+  return tensors;
+}
+
+std::vector<LiveTensor> Recorder::leaked_tensors(int64_t step) const {
+  MG_CHECK(step >= 0 && step < this->step(), "Recorder::leaked_tensors: step ", step, " has not ended (the ",
+           "recording is in step ", this->step(), "). Hint: call next_step() after the step, then check it.");
+  std::vector<LiveTensor> leaked;
+  for (LiveTensor& tensor : live_tensors()) {
+    const bool kept_on_purpose = tensor.category == MemoryCategory::Parameter ||
+                                 tensor.category == MemoryCategory::Gradient ||
+                                 tensor.category == MemoryCategory::OptimizerState;
+    if (tensor.step == step && !kept_on_purpose) leaked.push_back(std::move(tensor));
+  }
+  return leaked;
+}
+
+std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title) {
+  struct Group {
+    int64_t count = 0;
+    int64_t bytes = 0;
+    std::map<std::string, int64_t> shapes;  // "(8, 3) float32" -> tensors
+  };
+  using Key = std::tuple<MemoryCategory, std::string, std::string>;  // category, module, op
+  std::map<Key, Group> groups;
+  int64_t total = 0;
+  for (const LiveTensor& tensor : tensors) {
+    Group& group = groups[Key{tensor.category, tensor.module_path, tensor.op}];
+    ++group.count;
+    group.bytes += tensor.bytes;
+    std::ostringstream shape;
+    if (tensor.described) {
+      shape << tensor.sizes << " " << tensor.dtype;
+    } else {
+      shape << "(scratch)";
+    }
+    ++group.shapes[shape.str()];
+    total += tensor.bytes;
+  }
+  std::vector<std::pair<Key, Group>> ordered(groups.begin(), groups.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  std::ostringstream out;
+  out << title << ": " << tensors.size() << " tensors, " << format_bytes(total) << "\n";
+  if (tensors.empty()) return out.str();
+  char line[512];
+  std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7s %12s  %s\n", "category", "module", "op", "tensors",
+                "bytes", "shapes");
+  out << line;
+  for (const auto& [key, group] : ordered) {
+    const auto& [category, module, op] = key;
+    // The commonest shapes first, at most three.
+    std::vector<std::pair<std::string, int64_t>> shapes(group.shapes.begin(), group.shapes.end());
+    std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string shape_text;
+    for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
+      if (i > 0) shape_text += ", ";
+      shape_text += shapes[i].first + (shapes[i].second > 1 ? " x" + std::to_string(shapes[i].second) : "");
+    }
+    if (shapes.size() > 3) shape_text += ", ...";
+    std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7lld %12s  %s\n", category_name(category),
+                  module.empty() ? "-" : module.c_str(), op.empty() ? "-" : op.c_str(),
+                  static_cast<long long>(group.count), format_bytes(group.bytes).c_str(), shape_text.c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+void Recorder::write_json(const std::string& path) const {
+  write_text_atomically(path, timeline_json(timeline()) + "\n", "write_json");
+}
+
+void Recorder::write_html(const std::string& path) const {
+  write_text_atomically(path, timeline_html(timeline()), "write_html");
+}
+
+std::string timeline_json(const RecordedTimeline& timeline) {
+  JsonWriter json;
+  json.begin_object()
+      .key("format").value("memgrad.memory_timeline")
+      .key("capacity").value(static_cast<int64_t>(timeline.capacity))
+      .key("dropped_events").value(timeline.dropped_events);
+  json.key("step_start_ns").begin_array();
+  for (int64_t start : timeline.step_start_ns) json.value(start);
+  json.end_array();
+  json.key("devices").begin_array();
+  for (const DeviceBaseline& baseline : timeline.baselines) {
+    json.begin_object().key("device").value(baseline.device.str()).key("baseline_category_bytes").begin_object();
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      json.key(category_name(static_cast<MemoryCategory>(c))).value(baseline.category_bytes[c]);
+    }
+    json.end_object().end_object();
+  }
+  json.end_array();
+  json.key("events").begin_array();
+  for (const MemoryEvent& event : timeline.events) {
+    json.begin_object()
+        .key("time_ns").value(event.time_ns)
+        .key("device").value(event.device.str())
+        .key("kind").value(event_kind_name(event.kind))
+        .key("bytes").value(event.bytes)
+        .key("category").value(category_name(event.category));
+    if (event.kind == EventKind::Retag) json.key("previous_category").value(category_name(event.previous_category));
+    json.key("op").value(event.op)
+        .key("module").value(event.module_path)
+        .key("phase").value(phase_name(event.phase))
+        .key("step").value(event.step)
+        .key("allocated_bytes").value(event.allocated_bytes)
+        .key("reserved_bytes").value(event.reserved_bytes)
+        .end_object();
+  }
+  json.end_array().end_object();
+  return json.str();
+}
+
+namespace detail {
+
+using State = Recorder::State;
+
+void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
+                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats) {
+  const Context& context = current_context();
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  State* state = running_state;
+  if (state == nullptr) return;
+  if (state->options.device && *state->options.device != device) return;
+  const StoredEvent event{
+      .time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state->start_time).count(),
+      .bytes = bytes,
+      .allocated_bytes = stats.allocated_bytes.current,
+      .reserved_bytes = stats.reserved_bytes.current,
+      .device = device,
+      .step = state->step,
+      .op = context.op,
+      .module = context.module,
+      .thread = thread_number(),
+      .kind = kind,
+      .category = category,
+      .previous_category = previous_category,
+      .phase = context.phase};
+  state->store(event, stats);
+  if (address != nullptr) state->track(address, event);
+}
+
+void describe_block(const void* address, const Shape& sizes, DType dtype) {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return;
+  auto found = running_state->live.find(address);
+  if (found == running_state->live.end()) return;
+  found->second.described = true;
+  found->second.sizes = sizes;
+  found->second.dtype = dtype;
+}
+
+void label_forward_op(const void* node, const char* node_name) {
+  if (!recording()) return;
+  const uint32_t op = intern_label(forward_name(node_name));
+  const uint32_t thread = thread_number();
+  const uint32_t module = current_context().module;
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  State* state = running_state;
+  if (state == nullptr) return;
+  state->node_modules[node] = module;
+  ForwardOpWindow& window = forward_op_window();
+  const uint64_t window_start = window.recording == state->recording ? window.start : 0;
+  for (uint64_t s = state->total; s > std::max(window_start, state->oldest()); --s) {
+    StoredEvent& event = state->ring[(s - 1) % state->ring.size()];
+    if (event.thread == thread && event.op == 0) event.op = op;
+  }
+  window = {state->recording, state->total};
+}
+
+uint32_t module_of_node(const void* node) {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return 0;
+  auto it = running_state->node_modules.find(node);
+  return it == running_state->node_modules.end() ? 0 : it->second;
+}
+
+void close_forward_op_window() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state != nullptr) forward_op_window() = {running_state->recording, running_state->total};
+}
+
+std::optional<int64_t> recording_step() {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return std::nullopt;
+  return running_state->step;
+}
+
+}  // namespace detail
+
+}  // namespace mg::memory

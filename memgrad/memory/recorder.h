@@ -1,0 +1,180 @@
+// memory/recorder.h — mg::memory::Recorder: every allocation, free and re-tag the
+// caching allocator performs, with the op, module path, phase and step that caused it,
+// and the allocator's allocated and reserved bytes right after.
+//
+//   mg::memory::Recorder recorder({.device = mg::Device::cpu()});
+//   recorder.start();
+//   for (...) { train_step(); recorder.next_step(); }
+//   recorder.stop();
+//   recorder.write_html("timeline.html");   // stacked area of bytes by category over time
+//
+// Events go to a fixed-capacity ring buffer allocated by the constructor; when it is full
+// the oldest events are dropped (and counted), their bytes folded into the per-device
+// baseline so the chart of what is left stays exact. Beside it, a table of the blocks
+// allocated while recording and still alive (with the shape each was made for) answers
+// "who holds my memory" (live_tensors) and finds tensors a step left behind
+// (leaked_tensors); it grows with the live blocks, not with the events.
+//
+// Categories: a SavedTensor re-tags a live block (say TEMPORARY -> ACTIVATION) without
+// allocating. That is a Retag event: `bytes` move from `previous_category` to `category`;
+// allocated and reserved do not change. empty_cache() is a ReleaseCache event: `bytes` is
+// minus the reserved bytes returned to the device.
+//
+// Op names: a backward event carries its node's name ("ConvolutionBackward", set by the
+// engine) and the module path of the forward op that recorded the node. A forward op
+// allocates its output before it records its node, so a forward event is labelled when
+// the node is recorded: every unlabelled event of that thread since
+// the last op, module or phase boundary takes the node's name without "Backward"
+// ("Convolution"). Allocations of ops that record no node (no grad needed) keep an empty op
+// unless a recorded op follows in the same module.
+//
+// One Recorder runs at a time; events are recorded from every thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memgrad/core/allocator/memory_stats.h"
+#include "memgrad/core/device.h"
+#include "memgrad/core/dtype.h"
+#include "memgrad/core/memory_category.h"
+#include "memgrad/memory/context.h"
+#include "memgrad/core/shape.h"
+
+namespace mg::memory {
+
+enum class EventKind : uint8_t { Allocate, Free, Retag, ReleaseCache };
+// "allocate", "free", "retag", "release_cache".
+const char* event_kind_name(EventKind kind);
+
+struct MemoryEvent {
+  int64_t time_ns = 0;  // since start()
+  Device device;
+  EventKind kind = EventKind::Allocate;
+  // Requested bytes (before the allocator's rounding): positive for Allocate and Retag,
+  // negative for Free; for ReleaseCache minus the reserved bytes released.
+  int64_t bytes = 0;
+  MemoryCategory category = MemoryCategory::Temporary;
+  MemoryCategory previous_category = MemoryCategory::Temporary;  // Retag only
+  std::string op;           // "" when unknown
+  std::string module_path;  // "layer1.0.conv1"; "" outside any module
+  Phase phase = Phase::Other;
+  int64_t step = 0;
+  int64_t allocated_bytes = 0;  // the device's, right after the event
+  int64_t reserved_bytes = 0;
+};
+
+// A device's requested bytes per category just before its oldest kept event.
+struct DeviceBaseline {
+  Device device;
+  std::array<int64_t, kNumMemoryCategories> category_bytes{};
+};
+
+// Everything the exporters draw: a consistent copy taken under the recorder's lock.
+struct RecordedTimeline {
+  std::vector<MemoryEvent> events;       // oldest first
+  std::vector<DeviceBaseline> baselines;  // one per device with events
+  std::vector<int64_t> step_start_ns;     // step k starts at step_start_ns[k]; [0] = 0
+  int64_t dropped_events = 0;
+  size_t capacity = 0;
+};
+
+// A block allocated while recording and alive now: what holds memory, and who made it.
+struct LiveTensor {
+  Device device;
+  int64_t bytes = 0;  // requested
+  MemoryCategory category = MemoryCategory::Temporary;  // its category now
+  std::string op;           // the op that allocated it ("" when unknown)
+  std::string module_path;  // where ("" outside any module)
+  Phase phase = Phase::Other;
+  int64_t step = 0;  // the step it was allocated in
+  // The tensor it was allocated for; `described` is false for blocks that did not come
+  // from a tensor factory (library scratch).
+  bool described = false;
+  Shape sizes;
+  DType dtype = DType::Float32;
+};
+
+struct RecorderOptions {
+  size_t capacity = size_t{1} << 18;  // events kept (64 bytes each: 16 MiB by default)
+  std::optional<Device> device;       // record this device only; nullopt: every device
+};
+
+class Recorder {
+ public:
+  explicit Recorder(RecorderOptions options = {});
+  // Stops if running.
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Begins a new recording (earlier events are discarded) at step 0. Throws mg::Error if
+  // another Recorder is running; starting a running recorder changes nothing.
+  void start();
+  void stop();
+  bool running() const;
+
+  // Ends the current step: later events carry the next step index and the chart marks
+  // the boundary.
+  void next_step();
+  int64_t step() const;
+
+  RecordedTimeline timeline() const;
+  int64_t dropped_events() const;
+
+  // Both write a temporary file next to `path` and rename it over `path`, so a failed
+  // write never leaves half a file. JSON holds integers and strings only (core/json_parse
+  // reads it); HTML is one self-contained page (no network resources).
+  void write_json(const std::string& path) const;
+  void write_html(const std::string& path) const;
+
+  // Who holds memory: the blocks allocated since start() and not freed, oldest first
+  // (memory allocated before start(), such as the model's parameters, is not listed: start
+  // the recorder first to see it). Works while running and after stop().
+  std::vector<LiveTensor> live_tensors() const;
+  // The leak check: tensors allocated during step `step` (which must have ended) that are
+  // still alive, except the kinds a training step keeps on purpose (PARAMETER, GRADIENT,
+  // OPTIMIZER_STATE). A loss kept in a list, with the graph it holds, shows here.
+  std::vector<LiveTensor> leaked_tensors(int64_t step) const;
+
+  struct State;  // the ring buffer and counters; defined in memory_recorder.cpp
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// The timeline as one JSON object (the text write_json writes).
+std::string timeline_json(const RecordedTimeline& timeline);
+
+// `tensors` grouped by category, module path and op, largest groups first: count, bytes
+// and the most common shapes; `title` heads the table.
+std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title);
+
+namespace detail {
+
+// Called by the caching allocator, with its lock held and only while recording(), after
+// it updated `stats` for the event.
+// `address` is the block's (nullptr for ReleaseCache).
+void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
+                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats);
+// Called by the tensor factory while recording(): the block at `address` holds a tensor
+// of `sizes` and `dtype` (for live_tensors()).
+void describe_block(const void* address, const Shape& sizes, DType dtype);
+// Called when autograd records `node` named `node_name` (see "Op names" above); also
+// remembers the module path of the recording, for the node's backward (module_of_node).
+void label_forward_op(const void* node, const char* node_name);
+// The module path id under which `node` was recorded in this recording (0: unknown).
+uint32_t module_of_node(const void* node);
+// Starts a new forward-op window for the calling thread (module and phase boundaries).
+void close_forward_op_window();
+// The running Recorder's step (its next_step() count); nullopt when none runs.
+std::optional<int64_t> recording_step();
+
+}  // namespace detail
+
+}  // namespace mg::memory

@@ -1,0 +1,45 @@
+// nn/conv.h — Conv2d: the 2-D convolution layer (NCHW), PyTorch's nn.Conv2d with its
+// default initialisation.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "memgrad/autograd/conv.h"
+#include "memgrad/core/random.h"
+#include "memgrad/nn/module.h"
+
+namespace mg::nn {
+
+class Conv2d : public Module {
+ public:
+  // weight and bias start as torch.nn.Conv2d's: kaiming_uniform_(a = sqrt(5)) on the weight,
+  // which is uniform within 1/sqrt(fan_in), and the bias uniform within 1/sqrt(fan_in),
+  // fan_in = in_channels / groups * kh * kw; drawn from `generator` (default: the global one).
+  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
+         Conv2dOptions options = {}, bool has_bias = true, Generator* generator = nullptr);
+  // A square kernel.
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {},
+         bool has_bias = true, Generator* generator = nullptr);
+
+  // (N, in_channels, H, W) -> (N, out_channels, P, Q)
+  Tensor forward(const Tensor& input) override;
+  // As PyTorch prints it: "3, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False".
+  std::string extra_repr() const override;
+
+  int64_t in_channels() const { return in_channels_; }
+  int64_t out_channels() const { return out_channels_; }
+  const std::array<int64_t, 2>& kernel_size() const { return kernel_size_; }
+  const Conv2dOptions& options() const { return options_; }
+
+  Tensor weight;  // (out_channels, in_channels / groups, kh, kw)
+  Tensor bias;    // (out_channels), undefined when built without bias
+
+ private:
+  int64_t in_channels_;
+  int64_t out_channels_;
+  std::array<int64_t, 2> kernel_size_;
+  Conv2dOptions options_;
+};
+
+}  // namespace mg::nn

@@ -1,0 +1,23 @@
+// nn/nn.h — the nn room's public API: Module, layers, containers, losses and init.
+#pragma once
+
+#include "memgrad/nn/activation.h"
+#include "memgrad/nn/attention.h"
+#include "memgrad/nn/batch_norm.h"
+#include "memgrad/nn/checkpoint_sequential.h"
+#include "memgrad/nn/container.h"
+#include "memgrad/nn/conv.h"
+#include "memgrad/nn/embedding.h"
+#include "memgrad/nn/gpt.h"
+#include "memgrad/nn/gpt_huggingface.h"
+#include "memgrad/nn/gpt_options.h"
+#include "memgrad/nn/init.h"
+#include "memgrad/nn/layer_norm.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/loss.h"
+#include "memgrad/nn/mnist_cnn.h"
+#include "memgrad/nn/module.h"
+#include "memgrad/nn/pooling.h"
+#include "memgrad/nn/resnet.h"
+#include "memgrad/nn/sequential.h"
+#include "memgrad/nn/transformer_block.h"

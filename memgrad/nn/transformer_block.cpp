@@ -1,0 +1,32 @@
+// nn/transformer_block.cpp — the feed-forward network and the pre-norm transformer block.
+#include "memgrad/nn/transformer_block.h"
+
+#include "memgrad/autograd/elementwise.h"
+
+namespace mg::nn {
+
+MLP::MLP(const GPTOptions& options, Generator* generator) : Module("MLP") {
+  int64_t width = options.n_embd, hidden = 4 * options.n_embd;
+  c_fc = register_module("c_fc", std::make_shared<Linear>(width, hidden, options.bias, generator));
+  gelu = register_module("gelu", std::make_shared<GELU>(options.gelu));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(hidden, width, options.bias, generator));
+  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
+}
+
+Tensor MLP::forward(const Tensor& input) { return (*dropout)((*c_proj)((*gelu)((*c_fc)(input)))); }
+
+Block::Block(const GPTOptions& options, Generator* generator) : Module("Block") {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(Shape{options.n_embd}, options.layer_norm_eps,
+                                                             true, options.bias));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(options, generator));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(Shape{options.n_embd}, options.layer_norm_eps,
+                                                             true, options.bias));
+  mlp = register_module("mlp", std::make_shared<MLP>(options, generator));
+}
+
+Tensor Block::forward(const Tensor& input) {
+  Tensor x = input + (*attn)((*ln_1)(input));
+  return x + (*mlp)((*ln_2)(x));
+}
+
+}  // namespace mg::nn

@@ -1,0 +1,44 @@
+// nn/transformer_block.h — the pieces of a GPT-2 block: MLP (the position-wise feed-forward
+// network) and Block (pre-norm attention and MLP, each with a residual connection). Names
+// as Hugging Face's GPT-2 and nanoGPT's: ln_1, attn, ln_2, mlp, mlp.c_fc, mlp.c_proj.
+#pragma once
+
+#include <memory>
+
+#include "memgrad/core/random.h"
+#include "memgrad/nn/activation.h"
+#include "memgrad/nn/attention.h"
+#include "memgrad/nn/gpt_options.h"
+#include "memgrad/nn/layer_norm.h"
+#include "memgrad/nn/linear.h"
+#include "memgrad/nn/module.h"
+
+namespace mg::nn {
+
+// c_fc (C -> 4C), GELU (options.gelu), c_proj (4C -> C), dropout.
+class MLP : public Module {
+ public:
+  explicit MLP(const GPTOptions& options, Generator* generator = nullptr);
+  // (*, n_embd) -> (*, n_embd)
+  Tensor forward(const Tensor& input) override;
+
+  std::shared_ptr<Linear> c_fc;
+  std::shared_ptr<GELU> gelu;
+  std::shared_ptr<Linear> c_proj;
+  std::shared_ptr<Dropout> dropout;
+};
+
+// x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+class Block : public Module {
+ public:
+  explicit Block(const GPTOptions& options, Generator* generator = nullptr);
+  // (B, T, n_embd) -> (B, T, n_embd)
+  Tensor forward(const Tensor& input) override;
+
+  std::shared_ptr<LayerNorm> ln_1;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<LayerNorm> ln_2;
+  std::shared_ptr<MLP> mlp;
+};
+
+}  // namespace mg::nn
