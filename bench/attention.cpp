@@ -21,13 +21,13 @@
 #include <iostream>
 #include <string>
 
-#include "autograd/attention.h"
-#include "core/device.h"
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/memory.h"
-#include "core/memory_category.h"
-#include "core/random.h"
+#include <memgrad/autograd/attention.h>
+#include <memgrad/core/device.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/memory_category.h>
+#include <memgrad/core/random.h>
 #include "examples/common/cli.h"
 #include "examples/common/step_benchmark.h"
 

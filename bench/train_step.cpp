@@ -24,23 +24,23 @@
 #include <string>
 #include <vector>
 
-#include "autograd/conv.h"
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/loss.h"
-#include "core/device.h"
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/memory_category.h"
-#include "core/random.h"
+#include <memgrad/autograd/conv.h>
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/autograd/grad_mode.h>
+#include <memgrad/autograd/loss.h>
+#include <memgrad/core/device.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/io/json.h>
+#include <memgrad/core/memory_category.h>
+#include <memgrad/core/random.h>
 #include "examples/common/cli.h"
 #include "examples/common/step_benchmark.h"
 #include "examples/common/timeline.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include <memgrad/nn/nn.h>
+#include <memgrad/optim/optim.h>
 
 #ifdef MG_WITH_CUDA
-#include "cuda/runtime.h"
+#include <memgrad/cuda/runtime.h>
 #endif
 
 namespace {

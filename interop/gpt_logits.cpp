@@ -25,18 +25,18 @@
 #include <optional>
 #include <string>
 
-#include "amp/autocast.h"
-#include "autograd/grad_mode.h"
-#include "core/error.h"
-#include "core/random.h"
-#include "core/safetensors.h"
+#include "memgrad/amp/autocast.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/random.h"
+#include "memgrad/io/safetensors.h"
 #include "examples/common/cli.h"
 #include "examples/common/gpt_sizes.h"
 #include "examples/common/mixed_precision.h"
-#include "nn/gpt.h"
+#include "memgrad/nn/gpt.h"
 
 #ifdef MG_WITH_CUDA
-#include "cuda/runtime.h"
+#include "memgrad/cuda/runtime.h"
 #endif
 
 namespace {

@@ -24,16 +24,16 @@
 #include <memory>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "core/error.h"
-#include "core/random.h"
-#include "core/safetensors.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/random.h"
+#include "memgrad/io/safetensors.h"
 #include "examples/common/cli.h"
-#include "nn/resnet.h"
+#include "memgrad/nn/resnet.h"
 
 #ifdef MG_WITH_CUDA
-#include "cuda/cudnn/settings.h"
-#include "cuda/runtime.h"
+#include "memgrad/cuda/cudnn/settings.h"
+#include "memgrad/cuda/runtime.h"
 #endif
 
 namespace {

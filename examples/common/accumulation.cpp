@@ -1,8 +1,8 @@
 // examples/common/accumulation.cpp — a micro-batch's share of an accumulated step.
 #include "examples/common/accumulation.h"
 
-#include "autograd/elementwise.h"
-#include "core/error.h"
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/core/error.h>
 
 namespace examples {
 

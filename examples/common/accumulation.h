@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include <memgrad/core/tensor.h>
 
 namespace examples {
 

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/device.h"
+#include <memgrad/core/device.h>
 
 namespace examples {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "core/dtype.h"
+#include <memgrad/core/dtype.h>
 
 namespace examples {
 

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "examples/common/cli.h"
-#include "nn/gpt_options.h"
+#include <memgrad/nn/gpt_options.h>
 
 namespace examples {
 

@@ -4,10 +4,10 @@
 
 #include <cstdio>
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/memory_category.h"
-#include "core/simulated_target.h"
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/core/memory_category.h>
+#include <memgrad/memory/simulated_target.h>
 #include "examples/common/cli.h"
 #include "examples/common/summary.h"
 

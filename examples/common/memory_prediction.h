@@ -1,6 +1,6 @@
 // examples/common/memory_prediction.h — the examples' --predict-memory and --fit-batch:
 // run the training steps a command line asks for on the simulated device standing in for
-// its --device (core/simulated_target.h), and read the peaks off the allocator.
+// its --device (memory/simulated_target.h), and read the peaks off the allocator.
 //
 // The simulated device runs the same caching allocator with the same rounding, pools and
 // segment sizes as the CPU and CUDA devices (one algorithm, core/allocator/), the model
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/json.h"
-#include "core/memory.h"
-#include "core/tensor.h"
+#include <memgrad/core/device.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/tensor.h>
 
 namespace examples {
 

@@ -1,6 +1,6 @@
 // examples/common/memory_timeline.h — the examples' --memory-timeline FILE.html: a
 // memory::Recorder over the first steps of a run, written as an HTML chart when they are
-// done (core/memory_timeline_html.h draws it).
+// done (memory/timeline_html.h draws it).
 //
 // Training records its first kRecordedSteps optimizer steps: enough to see the first
 // step (which creates optimizer state) and the steady ones after it, and few enough that
@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
-#include "core/memory_recorder.h"
+#include <memgrad/core/device.h>
+#include <memgrad/memory/recorder.h>
 
 namespace examples {
 

@@ -18,11 +18,11 @@
 #include <optional>
 #include <string>
 
-#include "amp/autocast.h"
-#include "amp/grad_scaler.h"
-#include "core/device.h"
-#include "core/dtype.h"
-#include "optim/optimizer.h"
+#include <memgrad/amp/autocast.h>
+#include <memgrad/amp/grad_scaler.h>
+#include <memgrad/core/device.h>
+#include <memgrad/core/dtype.h>
+#include <memgrad/optim/optimizer.h>
 
 namespace examples {
 

@@ -2,10 +2,10 @@
 // scaler and the program's run.* fields.
 #include "examples/common/run_checkpoint.h"
 
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/safetensors.h"
-#include "optim/state_dict.h"
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/io/safetensors.h>
+#include <memgrad/optim/state_dict.h>
 
 namespace examples {
 namespace {

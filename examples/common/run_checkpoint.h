@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/tensor.h"
+#include <memgrad/core/dtype.h>
+#include <memgrad/core/tensor.h>
 #include "examples/common/mixed_precision.h"
-#include "nn/module.h"
-#include "optim/optimizer.h"
+#include <memgrad/nn/module.h>
+#include <memgrad/optim/optimizer.h>
 
 namespace examples {
 

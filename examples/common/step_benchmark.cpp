@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/memory_category.h"
+#include <memgrad/core/memory_category.h>
 #include "examples/common/timeline.h"
 
 namespace examples {

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/device.h"
-#include "core/json.h"
-#include "core/memory.h"
+#include <memgrad/core/device.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
 
 namespace examples {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
+#include <memgrad/core/error.h>
 
 namespace examples {
 

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/device.h"
+#include <memgrad/core/device.h>
 
 #ifdef MG_WITH_CUDA
-#include "cuda/runtime.h"
+#include <memgrad/cuda/runtime.h>
 #endif
 
 namespace examples {

@@ -3,13 +3,13 @@
 
 #include <algorithm>
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/loss.h"
-#include "autograd/reduce.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/memory_context.h"
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/autograd/grad_mode.h>
+#include <memgrad/autograd/loss.h>
+#include <memgrad/autograd/reduce.h>
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/memory/context.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/progress.h"
 

@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/device.h"
-#include "data/dataloader.h"
+#include <memgrad/core/device.h>
+#include <memgrad/data/dataloader.h>
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
-#include "nn/module.h"
-#include "optim/optimizer.h"
-#include "optim/scheduler.h"
+#include <memgrad/nn/module.h>
+#include <memgrad/optim/optimizer.h>
+#include <memgrad/optim/scheduler.h>
 
 namespace examples {
 

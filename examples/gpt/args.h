@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "core/device.h"
-#include "core/dtype.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/dtype.h>
 #include "examples/common/gpt_sizes.h"
-#include "nn/gpt_options.h"
+#include <memgrad/nn/gpt_options.h>
 
 namespace gpt {
 

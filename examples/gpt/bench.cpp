@@ -16,11 +16,11 @@
 #include <memory>
 #include <string>
 
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/memory_category.h"
-#include "core/memory_context.h"
-#include "core/random.h"
+#include <memgrad/core/factory.h>
+#include <memgrad/io/json.h>
+#include <memgrad/core/memory_category.h>
+#include <memgrad/memory/context.h>
+#include <memgrad/core/random.h>
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
@@ -28,8 +28,8 @@
 #include "examples/common/step_benchmark.h"
 #include "examples/common/summary.h"
 #include "examples/gpt/training.h"
-#include "nn/gpt.h"
-#include "optim/adam.h"
+#include <memgrad/nn/gpt.h>
+#include <memgrad/optim/adam.h>
 
 namespace gpt {
 namespace {

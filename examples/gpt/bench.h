@@ -4,8 +4,8 @@
 // bench/torch_reference.py --model gpt2 runs the same step in PyTorch.
 #pragma once
 
-#include "core/device.h"
-#include "core/memory.h"
+#include <memgrad/core/device.h>
+#include <memgrad/memory/snapshot.h>
 #include "examples/gpt/args.h"
 
 namespace gpt {

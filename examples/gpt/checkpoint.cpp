@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include <memgrad/core/error.h>
 #include "examples/common/run_checkpoint.h"
 
 namespace gpt {

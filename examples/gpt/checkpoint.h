@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels.h"
+#include <memgrad/core/kernels.h>
 #include "examples/common/mixed_precision.h"
-#include "nn/gpt.h"
-#include "optim/optimizer.h"
+#include <memgrad/nn/gpt.h>
+#include <memgrad/optim/optimizer.h>
 
 namespace gpt {
 

@@ -7,8 +7,8 @@
 #include <iterator>
 #include <set>
 
-#include "core/error.h"
-#include "core/factory.h"
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
 
 namespace gpt {
 namespace {

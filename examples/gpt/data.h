@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/random.h>
+#include <memgrad/core/tensor.h>
 
 namespace gpt {
 

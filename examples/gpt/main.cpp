@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
-#include "autograd/shape.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/memory.h"
-#include "core/random.h"
-#include "core/safetensors.h"
+#include <memgrad/autograd/anomaly_mode.h>
+#include <memgrad/autograd/shape.h>
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/random.h>
+#include <memgrad/io/safetensors.h>
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
@@ -35,10 +35,10 @@
 #include "examples/gpt/sampling.h"
 #include "examples/gpt/summary.h"
 #include "examples/gpt/training.h"
-#include "nn/gpt.h"
-#include "nn/module.h"
-#include "optim/adam.h"
-#include "optim/scheduler.h"
+#include <memgrad/nn/gpt.h>
+#include <memgrad/nn/module.h>
+#include <memgrad/optim/adam.h>
+#include <memgrad/optim/scheduler.h>
 
 namespace {
 

@@ -5,13 +5,13 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "autograd/reduce.h"
-#include "autograd/shape.h"
-#include "autograd/softmax.h"
-#include "core/error.h"
-#include "core/factory.h"
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/autograd/grad_mode.h>
+#include <memgrad/autograd/reduce.h>
+#include <memgrad/autograd/shape.h>
+#include <memgrad/autograd/softmax.h>
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
 
 namespace gpt {
 

@@ -18,9 +18,9 @@
 #include <optional>
 #include <string>
 
-#include "core/random.h"
+#include <memgrad/core/random.h>
 #include "examples/common/mixed_precision.h"
-#include "nn/gpt.h"
+#include <memgrad/nn/gpt.h>
 
 namespace gpt {
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/memory.h"
+#include <memgrad/memory/snapshot.h>
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/json.h"
+#include <memgrad/io/json.h>
 #include "examples/gpt/args.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/data.h"

@@ -1,14 +1,14 @@
 // examples/gpt/training.cpp — the language model's training step and loss estimate.
 #include "examples/gpt/training.h"
 
-#include "autograd/elementwise.h"
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
-#include "core/memory_context.h"
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/autograd/grad_mode.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/memory/context.h>
 #include "examples/common/accumulation.h"
 #include "examples/gpt/data.h"
-#include "optim/clip_grad.h"
-#include "optim/param_groups.h"
+#include <memgrad/optim/clip_grad.h>
+#include <memgrad/optim/param_groups.h>
 
 namespace gpt {
 namespace {

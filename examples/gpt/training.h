@@ -18,15 +18,15 @@
 #include <functional>
 #include <vector>
 
-#include "core/device.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/random.h>
+#include <memgrad/core/tensor.h>
 #include "examples/common/mixed_precision.h"
 #include "examples/gpt/data.h"
-#include "nn/gpt.h"
-#include "optim/adam.h"
-#include "optim/optimizer.h"
-#include "optim/scheduler.h"
+#include <memgrad/nn/gpt.h>
+#include <memgrad/optim/adam.h>
+#include <memgrad/optim/optimizer.h>
+#include <memgrad/optim/scheduler.h>
 
 namespace gpt {
 

@@ -7,12 +7,12 @@
 // gradients exist once, whatever the number of micro-batches.
 #include <vector>
 
-#include "autograd/elementwise.h"
-#include "autograd/loss.h"
+#include <memgrad/autograd/elementwise.h>
+#include <memgrad/autograd/loss.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"
-#include "optim/sgd.h"
+#include <memgrad/optim/sgd.h>
 
 namespace memory_lab {
 namespace {

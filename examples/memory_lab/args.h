@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/device.h"
+#include <memgrad/core/device.h>
 
 namespace memory_lab {
 

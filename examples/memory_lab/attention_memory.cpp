@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/attention.h"
-#include "core/factory.h"
-#include "core/random.h"
+#include <memgrad/autograd/attention.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/core/random.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 

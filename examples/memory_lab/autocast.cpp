@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "amp/autocast.h"
-#include "autograd/loss.h"
+#include <memgrad/amp/autocast.h>
+#include <memgrad/autograd/loss.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"

@@ -19,14 +19,14 @@
 #include <optional>
 #include <string>
 
-#include "autograd/reduce.h"
-#include "core/allocator/registry.h"
-#include "core/memory.h"
+#include <memgrad/autograd/reduce.h>
+#include <memgrad/core/allocator/registry.h>
+#include <memgrad/memory/snapshot.h>
 #include "examples/common/memory_prediction.h"
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"
-#include "nn/linear.h"
+#include <memgrad/nn/linear.h>
 
 namespace memory_lab {
 namespace {

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <vector>
 
-#include "autograd/checkpoint.h"
-#include "autograd/loss.h"
+#include <memgrad/autograd/checkpoint.h>
+#include <memgrad/autograd/loss.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"

@@ -4,9 +4,9 @@
 // detach() makes a new handle to the same storage without history; clone() copies the
 // elements into a new storage. The catch: a detached slice still holds its source's whole
 // storage, a cloned one only its own elements.
-#include "autograd/copy.h"
-#include "autograd/grad_mode.h"
-#include "core/factory.h"
+#include <memgrad/autograd/copy.h>
+#include <memgrad/autograd/grad_mode.h>
+#include <memgrad/core/factory.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 

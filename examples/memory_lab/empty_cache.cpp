@@ -4,9 +4,9 @@
 // The caching allocator keeps freed blocks in its segments for the next tensor: dropping a
 // tensor lowers *allocated* at once but not *reserved* (what the process holds from the
 // device, and what nvidia-smi shows). empty_cache() returns the free segments to the device.
-#include "core/allocator/registry.h"
-#include "core/factory.h"
-#include "core/memory.h"
+#include <memgrad/core/allocator/registry.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/memory/snapshot.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
+#include <memgrad/core/device.h>
 
 namespace memory_lab {
 

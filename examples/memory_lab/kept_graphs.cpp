@@ -7,7 +7,7 @@
 // it keeps still hold their saved tensors.
 #include <vector>
 
-#include "autograd/loss.h"
+#include <memgrad/autograd/loss.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"

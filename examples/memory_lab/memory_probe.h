@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "core/device.h"
-#include "core/memory.h"
-#include "core/memory_category.h"
+#include <memgrad/core/device.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/memory_category.h>
 
 namespace memory_lab {
 

@@ -1,13 +1,13 @@
 // examples/memory_lab/models.cpp — MLPs, GPTs and random batches for the experiments.
 #include "examples/memory_lab/models.h"
 
-#include "amp/autocast.h"
-#include "autograd/loss.h"
-#include "core/factory.h"
-#include "core/random.h"
-#include "nn/activation.h"
-#include "nn/linear.h"
-#include "optim/param_groups.h"
+#include <memgrad/amp/autocast.h>
+#include <memgrad/autograd/loss.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/core/random.h>
+#include <memgrad/nn/activation.h>
+#include <memgrad/nn/linear.h>
+#include <memgrad/optim/param_groups.h>
 
 namespace memory_lab {
 namespace {

@@ -11,12 +11,12 @@
 #include <optional>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/tensor.h"
-#include "nn/gpt.h"
-#include "nn/sequential.h"
-#include "optim/adam.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/dtype.h>
+#include <memgrad/core/tensor.h>
+#include <memgrad/nn/gpt.h>
+#include <memgrad/nn/sequential.h>
+#include <memgrad/optim/adam.h>
 
 namespace memory_lab {
 

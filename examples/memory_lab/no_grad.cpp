@@ -4,7 +4,7 @@
 // A forward records, for each op, what its backward needs (here each ReLU's output); under
 // NoGradGuard nothing is recorded. eval() is a different switch: it changes how dropout and
 // batch norm compute, not whether anything is saved.
-#include "autograd/grad_mode.h"
+#include <memgrad/autograd/grad_mode.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"

@@ -11,9 +11,9 @@
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"
-#include "optim/adagrad.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include <memgrad/optim/adagrad.h>
+#include <memgrad/optim/adam.h>
+#include <memgrad/optim/sgd.h>
 
 namespace memory_lab {
 namespace {

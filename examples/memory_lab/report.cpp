@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "core/json.h"
+#include <memgrad/io/json.h>
 
 namespace memory_lab {
 namespace {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/device.h"
+#include <memgrad/core/device.h>
 #include "examples/memory_lab/experiment.h"
 
 namespace memory_lab {

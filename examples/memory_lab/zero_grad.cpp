@@ -8,7 +8,7 @@
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"
 #include "examples/memory_lab/models.h"
-#include "optim/sgd.h"
+#include <memgrad/optim/sgd.h>
 
 namespace memory_lab {
 namespace {

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "core/device.h"
-#include "core/dtype.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/dtype.h>
 
 namespace mnist {
 

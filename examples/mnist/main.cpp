@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
-#include "core/error.h"
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/memory.h"
-#include "core/random.h"
-#include "data/dataloader.h"
-#include "data/dataset.h"
+#include <memgrad/autograd/anomaly_mode.h>
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/random.h>
+#include <memgrad/data/dataloader.h>
+#include <memgrad/data/dataset.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
@@ -28,8 +28,8 @@
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
 #include "examples/mnist/args.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include <memgrad/nn/nn.h>
+#include <memgrad/optim/optim.h>
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "core/device.h"
-#include "core/dtype.h"
+#include <memgrad/core/device.h>
+#include <memgrad/core/dtype.h>
 
 namespace resnet {
 

@@ -15,14 +15,14 @@
 #include <memory>
 #include <string>
 
-#include "autograd/loss.h"
-#include "core/factory.h"
-#include "core/json.h"
-#include "core/memory.h"
-#include "core/memory_category.h"
-#include "core/memory_context.h"
-#include "core/memory_format.h"
-#include "core/random.h"
+#include <memgrad/autograd/loss.h>
+#include <memgrad/core/factory.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/memory_category.h>
+#include <memgrad/memory/context.h>
+#include <memgrad/core/memory_format.h>
+#include <memgrad/core/random.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
@@ -30,8 +30,8 @@
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 #include "examples/common/step_benchmark.h"
-#include "nn/resnet.h"
-#include "optim/sgd.h"
+#include <memgrad/nn/resnet.h>
+#include <memgrad/optim/sgd.h>
 
 namespace resnet {
 namespace {

@@ -3,8 +3,8 @@
 // --fit-batch).
 #pragma once
 
-#include "core/device.h"
-#include "core/memory.h"
+#include <memgrad/core/device.h>
+#include <memgrad/memory/snapshot.h>
 #include "examples/resnet/args.h"
 
 namespace resnet {

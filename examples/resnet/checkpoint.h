@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "examples/common/mixed_precision.h"
-#include "nn/module.h"
-#include "optim/optimizer.h"
+#include <memgrad/nn/module.h>
+#include <memgrad/optim/optimizer.h>
 
 namespace resnet {
 

@@ -17,15 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/anomaly_mode.h"
-#include "core/error.h"
-#include "core/json.h"
-#include "core/memory.h"
-#include "core/memory_format.h"
-#include "core/random.h"
-#include "data/dataloader.h"
-#include "data/dataset.h"
-#include "data/transforms.h"
+#include <memgrad/autograd/anomaly_mode.h>
+#include <memgrad/core/error.h>
+#include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
+#include <memgrad/core/memory_format.h>
+#include <memgrad/core/random.h>
+#include <memgrad/data/dataloader.h>
+#include <memgrad/data/dataset.h>
+#include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
@@ -36,9 +36,9 @@
 #include "examples/resnet/args.h"
 #include "examples/resnet/bench.h"
 #include "examples/resnet/checkpoint.h"
-#include "nn/resnet.h"
-#include "optim/scheduler.h"
-#include "optim/sgd.h"
+#include <memgrad/nn/resnet.h>
+#include <memgrad/optim/scheduler.h>
+#include <memgrad/optim/sgd.h>
 
 namespace {
 
