@@ -4,10 +4,10 @@
 
 #include <cmath>
 
+#include "memgrad/core/allocator/allocator_observer.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/memory_format.h"
-#include "memgrad/memory/recorder.h"
 
 namespace mg {
 
@@ -41,8 +41,8 @@ Tensor allocate(const Shape& sizes, DType dtype, Device device, MemoryCategory c
   }
   size_t nbytes = static_cast<size_t>(sizes.numel()) * element_size(dtype);
   auto storage = make_storage(nbytes, device, category, pin_memory);
-  // For a running memory::Recorder's live-tensor report: the shape this block was made for.
-  if (memory::detail::recording()) memory::detail::describe_block(storage->data(), sizes, dtype);
+  // For whoever listens (a memory::Recorder's live-tensor report): the shape this block was made for.
+  if (AllocatorObserver* observer = allocator_observer()) observer->on_tensor_allocated(storage->data(), sizes, dtype);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, strides_for(sizes, format),
                                              0, dtype));
 }

@@ -1,12 +1,15 @@
 // core/simulated_kernels.cpp — a kernel table whose every entry is a no-op, and the choice
-// between it and the scratch model of the device being simulated.
+// between it and the scratch kernels of the device being simulated.
 #include "memgrad/core/simulated_kernels.h"
 
-#include "memgrad/memory/simulated_target.h"
+#include <atomic>
 
 namespace mg {
 
 namespace {
+
+// Read by every simulated kernel call: one atomic load.
+std::atomic<const KernelTable*> scratch_kernels{nullptr};
 
 // A function with the given signature that ignores its arguments.
 template <class Signature> struct Ignore;
@@ -70,8 +73,12 @@ KernelTable no_scratch_kernel_table() {
 
 const KernelTable& simulated_kernel_table() {
   static const KernelTable no_scratch = no_scratch_kernel_table();
-  const ScratchModel* model = active_scratch_model();
-  return model != nullptr ? model->kernels : no_scratch;
+  const KernelTable* installed = scratch_kernels.load(std::memory_order_acquire);
+  return installed != nullptr ? *installed : no_scratch;
+}
+
+void set_simulated_scratch_kernels(const KernelTable* kernels) {
+  scratch_kernels.store(kernels, std::memory_order_release);
 }
 
 }  // namespace mg

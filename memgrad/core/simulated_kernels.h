@@ -11,8 +11,14 @@
 
 namespace mg {
 
-// The table in force: the SimulatedTarget's scratch model, or no_scratch_kernel_table().
+// The table in force: the one set_simulated_scratch_kernels() installed, or
+// no_scratch_kernel_table().
 const KernelTable& simulated_kernel_table();
+
+// Makes the simulated kernels borrow what `kernels` borrow (a memory::SimulatedTarget
+// installs its scratch model's table; it must outlive the installation), or, with nullptr,
+// nothing again. NOTE: core sits below memory/, so the model is handed down at run time.
+void set_simulated_scratch_kernels(const KernelTable* kernels);
 
 // A table whose every entry does nothing: the base each scratch model overrides.
 KernelTable no_scratch_kernel_table();

@@ -190,6 +190,56 @@ struct Recorder::State {
   }
 };
 
+namespace {
+
+// What the running Recorder hears from the allocators (installed by start(), removed by
+// stop()). One instance for the process, never destroyed: an allocator may still be inside
+// a call when stop() removes it, and finds no running state then.
+class RecorderListener final : public AllocatorObserver {
+ public:
+  void on_allocator_event(const AllocatorEvent& allocator_event, const MemoryStats& stats) override {
+    const detail::Context& context = detail::current_context();
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    Recorder::State* state = running_state;
+    if (state == nullptr) return;
+    if (state->options.device && *state->options.device != allocator_event.device) return;
+    const StoredEvent event{
+        .time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state->start_time).count(),
+        .bytes = allocator_event.bytes,
+        .allocated_bytes = stats.allocated_bytes.current,
+        .reserved_bytes = stats.reserved_bytes.current,
+        .device = allocator_event.device,
+        .step = state->step,
+        .op = context.op,
+        .module = context.module,
+        .thread = thread_number(),
+        .kind = allocator_event.kind,
+        .category = allocator_event.category,
+        .previous_category = allocator_event.previous_category,
+        .phase = context.phase};
+    state->store(event, stats);
+    if (allocator_event.address != nullptr) state->track(allocator_event.address, event);
+  }
+
+  // For live_tensors(): the shape and dtype of the tensor a recorded block holds.
+  void on_tensor_allocated(const void* address, const Shape& sizes, DType dtype) override {
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    if (running_state == nullptr) return;
+    auto found = running_state->live.find(address);
+    if (found == running_state->live.end()) return;
+    found->second.described = true;
+    found->second.sizes = sizes;
+    found->second.dtype = dtype;
+  }
+};
+
+RecorderListener& recorder_listener() {
+  static auto* const listener = new RecorderListener();  // never destroyed (see above)
+  return *listener;
+}
+
+}  // namespace
+
 Recorder::Recorder(RecorderOptions options) : state_(std::make_unique<State>()) {
   MG_CHECK(options.capacity > 0, "Recorder: capacity must be at least 1 event, got 0. Hint: the default keeps ",
            RecorderOptions{}.capacity, " events.");
@@ -204,6 +254,7 @@ void Recorder::start() {
   if (state_->running) return;
   MG_CHECK(running_state == nullptr, "Recorder::start: another memory Recorder is running. Hint: stop() it "
            "first; one recorder sees every allocation, so two are never needed.");
+  set_allocator_observer(&recorder_listener());
   state_->total = 0;
   state_->baselines.clear();
   state_->step_start_ns.assign(1, 0);
@@ -223,6 +274,7 @@ void Recorder::stop() {
   if (!state_->running) return;
   state_->running = false;
   running_state = nullptr;
+  set_allocator_observer(nullptr);
   detail::running_recorders.fetch_sub(1, std::memory_order_relaxed);
   detail::context_readers.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -420,50 +472,13 @@ std::string timeline_json(const RecordedTimeline& timeline) {
 
 namespace detail {
 
-using State = Recorder::State;
-
-void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
-                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats) {
-  const Context& context = current_context();
-  std::lock_guard<std::mutex> lock(recorder_mutex());
-  State* state = running_state;
-  if (state == nullptr) return;
-  if (state->options.device && *state->options.device != device) return;
-  const StoredEvent event{
-      .time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state->start_time).count(),
-      .bytes = bytes,
-      .allocated_bytes = stats.allocated_bytes.current,
-      .reserved_bytes = stats.reserved_bytes.current,
-      .device = device,
-      .step = state->step,
-      .op = context.op,
-      .module = context.module,
-      .thread = thread_number(),
-      .kind = kind,
-      .category = category,
-      .previous_category = previous_category,
-      .phase = context.phase};
-  state->store(event, stats);
-  if (address != nullptr) state->track(address, event);
-}
-
-void describe_block(const void* address, const Shape& sizes, DType dtype) {
-  std::lock_guard<std::mutex> lock(recorder_mutex());
-  if (running_state == nullptr) return;
-  auto found = running_state->live.find(address);
-  if (found == running_state->live.end()) return;
-  found->second.described = true;
-  found->second.sizes = sizes;
-  found->second.dtype = dtype;
-}
-
 void label_forward_op(const void* node, const char* node_name) {
   if (!recording()) return;
   const uint32_t op = intern_label(forward_name(node_name));
   const uint32_t thread = thread_number();
   const uint32_t module = current_context().module;
   std::lock_guard<std::mutex> lock(recorder_mutex());
-  State* state = running_state;
+  Recorder::State* state = running_state;
   if (state == nullptr) return;
   state->node_modules[node] = module;
   ForwardOpWindow& window = forward_op_window();

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "memgrad/core/allocator/memory_stats.h"
+#include "memgrad/core/allocator/allocator_observer.h"
 #include "memgrad/core/device.h"
 #include "memgrad/core/dtype.h"
 #include "memgrad/core/memory_category.h"
@@ -48,7 +48,8 @@
 
 namespace mg::memory {
 
-enum class EventKind : uint8_t { Allocate, Free, Retag, ReleaseCache };
+// The allocator's events (core/allocator/allocator_observer.h), which the Recorder listens to.
+using EventKind = AllocatorEventKind;
 // "allocate", "free", "retag", "release_cache".
 const char* event_kind_name(EventKind kind);
 
@@ -142,7 +143,7 @@ class Recorder {
   // OPTIMIZER_STATE). A loss kept in a list, with the graph it holds, shows here.
   std::vector<LiveTensor> leaked_tensors(int64_t step) const;
 
-  struct State;  // the ring buffer and counters; defined in memory_recorder.cpp
+  struct State;  // the ring buffer and counters; defined in recorder.cpp
 
  private:
   std::unique_ptr<State> state_;
@@ -157,14 +158,6 @@ std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std
 
 namespace detail {
 
-// Called by the caching allocator, with its lock held and only while recording(), after
-// it updated `stats` for the event.
-// `address` is the block's (nullptr for ReleaseCache).
-void record_allocator_event(Device device, EventKind kind, const void* address, int64_t bytes,
-                            MemoryCategory category, MemoryCategory previous_category, const MemoryStats& stats);
-// Called by the tensor factory while recording(): the block at `address` holds a tensor
-// of `sizes` and `dtype` (for live_tensors()).
-void describe_block(const void* address, const Shape& sizes, DType dtype);
 // Called when autograd records `node` named `node_name` (see "Op names" above); also
 // remembers the module path of the recording, for the node's backward (module_of_node).
 void label_forward_op(const void* node, const char* node_name);

@@ -6,6 +6,7 @@
 
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
+#include "memgrad/core/simulated_kernels.h"
 
 namespace mg {
 
@@ -45,9 +46,11 @@ SimulatedTarget::SimulatedTarget(Device target, Device simulated, size_t capacit
     active_model.store(nullptr);
     throw;
   }
+  set_simulated_scratch_kernels(&model_->kernels);
 }
 
 SimulatedTarget::~SimulatedTarget() {
+  set_simulated_scratch_kernels(nullptr);
   if (model_->reset != nullptr) model_->reset();
   active_model.store(nullptr);
 }

@@ -11,9 +11,11 @@
 // peak of the target's run. Without a SimulatedTarget in force the simulated kernels
 // borrow nothing (the allocator tests rely on that).
 //
-// NOTE: both models live in core, so that a prediction for a GPU needs neither a GPU nor a
-// CUDA build. The one fact only a GPU can give, the workspace cuDNN's heuristics choose per
-// convolution, comes through a hook that cuda/ defines (memory/cuda_scratch_model.h).
+// NOTE: a prediction for a GPU needs neither a GPU nor a CUDA build. The CUDA model asks
+// the same host arithmetic the CUDA kernels size their scratch with (cuda/plan/, built in
+// every build); only the workspace cuDNN's heuristics choose per convolution needs a GPU,
+// and is estimated without one. The model reaches the simulated kernels through
+// core/simulated_kernels.h's set_simulated_scratch_kernels(), since core sits below memory/.
 #pragma once
 
 #include <string>

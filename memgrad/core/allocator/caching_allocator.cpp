@@ -27,9 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "memgrad/core/allocator/allocator_observer.h"
 #include "memgrad/core/allocator/memory_report.h"
 #include "memgrad/core/error.h"
-#include "memgrad/memory/recorder.h"
 
 namespace mg {
 
@@ -269,9 +269,9 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
-  if (memory::detail::recording()) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Allocate, block->ptr(), requested_bytes,
-                                           category, category, stats_);
+  if (AllocatorObserver* observer = allocator_observer()) {
+    observer->on_allocator_event({device_, AllocatorEventKind::Allocate, block->ptr(), requested_bytes, category, category},
+                                 stats_);
   }
   return Allocation{block->ptr(), block};
 }
@@ -314,9 +314,9 @@ void CachingAllocator::free(Block* block) {
   stats_.requested_bytes.decrease(requested_bytes);
   stats_.allocation_count.decrease(1);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
-  if (memory::detail::recording()) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Free, block->ptr(), -requested_bytes,
-                                           block->category, block->category, stats_);
+  if (AllocatorObserver* observer = allocator_observer()) {
+    observer->on_allocator_event(
+        {device_, AllocatorEventKind::Free, block->ptr(), -requested_bytes, block->category, block->category}, stats_);
   }
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
@@ -391,9 +391,10 @@ void CachingAllocator::set_category(Block* block, MemoryCategory category) {
   const auto requested_bytes = static_cast<int64_t>(block->requested);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
-  if (memory::detail::recording() && category != block->category) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::Retag, block->ptr(), requested_bytes,
-                                           category, block->category, stats_);
+  AllocatorObserver* observer = allocator_observer();
+  if (observer != nullptr && category != block->category) {
+    observer->on_allocator_event(
+        {device_, AllocatorEventKind::Retag, block->ptr(), requested_bytes, category, block->category}, stats_);
   }
   block->category = category;
 }
@@ -421,10 +422,12 @@ void CachingAllocator::empty_cache() {
   process_pending_frees(/*wait=*/true);
   const int64_t reserved_before = stats_.reserved_bytes.current;
   pools_->release_free_segments(*backend_, stats_);
-  if (memory::detail::recording() && stats_.reserved_bytes.current != reserved_before) {
-    memory::detail::record_allocator_event(device_, memory::EventKind::ReleaseCache, nullptr,
-                                           stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
-                                           MemoryCategory::Temporary, stats_);
+  AllocatorObserver* observer = allocator_observer();
+  if (observer != nullptr && stats_.reserved_bytes.current != reserved_before) {
+    observer->on_allocator_event({device_, AllocatorEventKind::ReleaseCache, nullptr,
+                                  stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
+                                  MemoryCategory::Temporary},
+                                 stats_);
   }
 }
 
