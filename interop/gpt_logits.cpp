@@ -25,7 +25,7 @@
 #include <optional>
 #include <string>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/random.h"

@@ -1,10 +1,11 @@
 // memgrad.h — the umbrella header: everything a user of memgrad needs.
 #pragma once
 
-#include "memgrad/amp/autocast.h"
 #include "memgrad/amp/grad_scaler.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/anomaly_mode.h"
 #include "memgrad/autograd/attention.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/checkpoint.h"
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/dropout.h"

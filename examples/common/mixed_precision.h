@@ -1,5 +1,5 @@
 // examples/common/mixed_precision.h — the examples' --amp: forward passes under autocast
-// (amp/autocast.h) in float16 or bfloat16, and, for float16, a GradScaler
+// (autocast/autocast.h) in float16 or bfloat16, and, for float16, a GradScaler
 // (amp/grad_scaler.h) around backward and the optimizer step, as a PyTorch AMP loop:
 //
 //   examples::MixedPrecision amp(args.amp, args.device);
@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include <memgrad/amp/autocast.h>
+#include <memgrad/autocast/autocast.h>
 #include <memgrad/amp/grad_scaler.h>
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>

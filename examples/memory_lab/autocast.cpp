@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include <memgrad/amp/autocast.h>
+#include <memgrad/autocast/autocast.h>
 #include <memgrad/autograd/loss.h>
 #include "examples/memory_lab/experiment.h"
 #include "examples/memory_lab/memory_probe.h"

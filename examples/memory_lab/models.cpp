@@ -1,7 +1,7 @@
 // examples/memory_lab/models.cpp — MLPs, GPTs and random batches for the experiments.
 #include "examples/memory_lab/models.h"
 
-#include <memgrad/amp/autocast.h>
+#include <memgrad/autocast/autocast.h>
 #include <memgrad/autograd/loss.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/core/random.h>

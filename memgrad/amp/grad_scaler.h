@@ -6,7 +6,7 @@
 //   mg::amp::GradScaler scaler;
 //   for (...) {
 //     optimizer.zero_grad();
-//     mg::Tensor loss = ...;                  // under an AutocastGuard (amp/autocast.h)
+//     mg::Tensor loss = ...;                  // under an AutocastGuard (autocast/autocast.h)
 //     scaler.scale(loss).backward();
 //     scaler.unscale_(optimizer);             // optional: only to see true gradients,
 //     mg::optim::clip_grad_norm_(params, 1);  //   e.g. for clipping

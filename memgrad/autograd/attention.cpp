@@ -17,7 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/dropout.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"

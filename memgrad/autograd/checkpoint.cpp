@@ -6,7 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/engine.h"
 #include "memgrad/autograd/grad_mode.h"

@@ -9,7 +9,8 @@
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
 #include "memgrad/autograd/conv.h"
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
@@ -139,7 +140,7 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
 
 }  // namespace
 
-// Convolutions run in the autocast dtype inside an autocast region (amp/autocast.h).
+// Convolutions run in the autocast dtype inside an autocast region (autocast/cast_policy.h).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
   if (amp::is_autocast_on_for(input)) {
     return conv2d_in_given_dtypes(amp::cast_to_autocast_dtype(input), amp::cast_to_autocast_dtype(weight),

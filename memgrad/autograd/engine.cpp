@@ -4,7 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/anomaly_mode.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/grad_mode.h"

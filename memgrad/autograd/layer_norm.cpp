@@ -6,11 +6,12 @@
 // float64 for a float64 input): 2 values a row instead of a normalised copy of the input.
 // The bias is not saved: its gradient is the column sum of the incoming gradient.
 //
-// Under autocast (amp/autocast.h) layer_norm runs in float32, as in PyTorch: 16-bit
+// Under autocast (autocast/cast_policy.h) layer_norm runs in float32, as in PyTorch: 16-bit
 // inputs, weight and bias are cast up, and the result is float32.
 #include "memgrad/autograd/layer_norm.h"
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 

@@ -12,7 +12,8 @@
 
 #include <algorithm>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/loss_reduction.h"

@@ -13,7 +13,8 @@
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/loss_reduction.h"
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
@@ -160,7 +161,7 @@ Tensor cross_entropy_checked(const Tensor& logits, const Tensor& target, const C
 
 }  // namespace
 
-// Autocast (amp/autocast.h) computes losses in float32: the log-sum-exp and the sum over
+// Autocast (autocast/cast_policy.h) computes losses in float32: the log-sum-exp and the sum over
 // the batch need float32's range and precision, and the loss the user reads is float32.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   check_class_targets("nll_loss", log_probs, target);

@@ -9,7 +9,8 @@
 
 #include <optional>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
@@ -273,7 +274,7 @@ Tensor linear_in_given_dtypes(const Tensor& x, const Tensor& weight, const Tenso
 
 }  // namespace
 
-// Products run in the autocast dtype inside an autocast region (amp/autocast.h): they are
+// Products run in the autocast dtype inside an autocast region (autocast/cast_policy.h): they are
 // where 16 bits buy the speed (tensor cores) and halve the saved activations.
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (amp::is_autocast_on_for(a)) {

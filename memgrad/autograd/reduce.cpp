@@ -7,7 +7,8 @@
 // viewed back in keepdim form and expanded (stride 0, no bytes) over the input.
 #include "memgrad/autograd/reduce.h"
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
@@ -168,7 +169,7 @@ Tensor permuted_view(const Tensor& x, const Shape& order) {
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
-// Autocast (amp/autocast.h) sums in float32: a long sum of 16-bit values loses the small
+// Autocast (autocast/cast_policy.h) sums in float32: a long sum of 16-bit values loses the small
 // terms (bfloat16 keeps 8 bits of mantissa) and overflows float16.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (amp::is_autocast_on_for(x)) return sum_in_given_dtype(amp::cast_to_float32(x), dims, keepdim);

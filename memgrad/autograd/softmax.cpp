@@ -5,7 +5,8 @@
 // bytes are free to go as soon as nothing else holds them.
 #include "memgrad/autograd/softmax.h"
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 
@@ -37,7 +38,7 @@ Tensor softmax_in_given_dtype(const char* op, const Tensor& x, int64_t dim, bool
   return out;
 }
 
-// Autocast (amp/autocast.h) runs softmax in float32: exp overflows float16, and the
+// Autocast (autocast/cast_policy.h) runs softmax in float32: exp overflows float16, and the
 // normalising sum would lose what little mantissa bfloat16 has.
 Tensor softmax_along(const char* op, const Tensor& x, int64_t dim, bool log) {
   if (amp::is_autocast_on_for(x)) return softmax_in_given_dtype(op, amp::cast_to_float32(x), dim, log);

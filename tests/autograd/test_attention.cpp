@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/attention.h"
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/elementwise.h"

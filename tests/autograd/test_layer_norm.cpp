@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/gradcheck.h"
 #include "memgrad/autograd/layer_norm.h"

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/gradcheck.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "amp/autocast_checks.h"
 #include "memgrad/autograd/conv.h"
 #include "memgrad/autograd/elementwise.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "amp/autocast_checks.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/reduce.h"

@@ -6,7 +6,7 @@
 // without weight and bias, at a misaligned offset, and under autocast.
 #include <catch2/catch.hpp>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/layer_norm.h"
 #include "memgrad/autograd/reduce.h"

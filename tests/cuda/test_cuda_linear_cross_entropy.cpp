@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "memgrad/amp/autocast.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/linear_cross_entropy.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"

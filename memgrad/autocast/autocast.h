@@ -1,5 +1,5 @@
-// amp/autocast.h — autocast, as torch.autocast: inside an AutocastGuard, ops on tensors of
-// the guard's device type run in the dtype that suits them, so a float32 model trains in
+// autocast/autocast.h — autocast, as torch.autocast: inside an AutocastGuard, ops on tensors
+// of the guard's device type run in the dtype that suits them, so a float32 model trains in
 // float16/bfloat16 where that is safe and fast, and in float32 where range or accuracy
 // matters. Master weights stay float32; their 16-bit copies are cast differentiably, so
 // gradients flow back to them in float32.
@@ -11,30 +11,22 @@
 //   }
 //   loss.backward();  // outside the region, as PyTorch recommends
 //
-// The policy (which op casts to what) is applied by the ops themselves in autograd/:
-//   lower precision (inputs cast to the autocast dtype): matmul, linear, conv2d,
-//                                                         scaled_dot_product_attention
-//   float32 (16-bit inputs cast up, result float32):     softmax, log_softmax,
-//                                                         nll_loss, sum, mean, layer_norm
-//   float32 result computed in float32 from the 16-bit   cross_entropy (its gradient keeps
-//   inputs as they are (no float32 copy):                the logits' dtype)
-//   unchanged: everything else; binary elementwise ops promote to the widest input
-//   dtype anyway, and batch_norm keeps float32 statistics for 16-bit inputs.
-// Only float32/float16/bfloat16 tensors are cast (float64 and integer ones never), and only
-// on device types where a guard enabled autocast.
+// This header holds the thread's autocast state: the guards, the queries, and the inline
+// check every op makes. Which op family casts to what is autocast/cast_policy.h; the ops of
+// autograd/ apply it, casting their operands through autograd/autocast_operands.h.
 //
 // backward() runs with autocast off, so each gradient takes the dtype its forward op chose;
 // checkpoint recomputes under the autocast state of its forward.
 //
-// NOTE: autograd/ is a room below amp/, yet its ops (and the engine and checkpoint) read
-// this header, as PyTorch's ops go through the Autocast dispatch key. They need only the
-// inline check, the two casts and the state guard; the rest of amp/ stays out of their way.
+// NOTE: autocast/ is a room of its own, just below autograd/, because autograd's ops (and
+// its engine and checkpoint) read this state, as PyTorch's ops go through the Autocast
+// dispatch key. It needs only core/; the differentiable casts, which need autograd, live in
+// autograd/autocast_operands.h, and the GradScaler, which wraps an optimizer, in amp/.
 //
-// Weight-cast cache: within the outermost guard, the 16-bit copy of a float32 leaf that
-// requires grad (a parameter) is kept, keyed by the tensor, its storage and version, so a
-// weight used several times is cast once; its bytes are tagged AUTOCAST_CACHE in memory reports and are
-// freed when the outermost guard exits. An in-place update (optimizer.step()) changes the
-// version, so a stale copy is never used.
+// Weight-cast cache (autocast/weight_cast_cache.h): within the outermost guard, the 16-bit
+// copy of a float32 leaf that requires grad (a parameter) is kept, so a weight used several
+// times is cast once; its bytes are tagged AUTOCAST_CACHE in memory reports and are freed
+// when the outermost guard exits.
 #pragma once
 
 #include <array>
@@ -93,10 +85,9 @@ bool is_autocast_enabled(DeviceType device_type);
 // (float16 on CUDA, bfloat16 on CPU, as in PyTorch).
 DType autocast_dtype(DeviceType device_type);
 
-// Entries in this thread's weight-cast cache (for tests and curious users).
+// Entries in this thread's weight-cast cache (for tests and curious users; the cache is
+// autocast/weight_cast_cache.h).
 size_t autocast_cache_size();
-
-// ---- the cast policy, applied by the ops in autograd/ ----
 
 namespace detail {
 // Bit t set: autocast is on for DeviceType t on this thread. One read of it is all an op
@@ -109,12 +100,5 @@ inline bool is_autocast_on_for(const Tensor& x) {
   uint8_t enabled = detail::enabled_device_types;
   return enabled != 0 && x.defined() && (enabled >> static_cast<int>(x.device().type) & 1) != 0;
 }
-
-// x cast (differentiably) to the autocast dtype of its device type when it is an eligible
-// float32/float16/bfloat16 tensor there; else x itself. Parameters come from the cache.
-Tensor cast_to_autocast_dtype(const Tensor& x);
-// x cast (differentiably) to float32 when it is a 16-bit floating tensor on a device type
-// with autocast on; else x itself.
-Tensor cast_to_float32(const Tensor& x);
 
 }  // namespace mg::amp
