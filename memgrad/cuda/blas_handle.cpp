@@ -10,6 +10,7 @@
 #include "memgrad/core/factory.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/handle_pool.h"
+#include "memgrad/cuda/plan/blas_workspace.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda {
@@ -59,7 +60,7 @@ size_t blas_workspace_bytes(Device device) {
   if (known == 0) {
     int major = 0;
     MG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index));
-    known = major >= 9 ? size_t{32} << 20 : size_t{8} << 20;
+    known = blas_workspace_bytes_for_capability(major);
     bytes[device.index].store(known, std::memory_order_relaxed);
   }
   return known;

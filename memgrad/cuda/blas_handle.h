@@ -27,8 +27,8 @@ cublasHandle_t blas_handle(Device device, cudaStream_t stream);
 // stream never use it at once.
 void* blas_workspace(Device device, cudaStream_t stream);
 
-// Bytes of one stream's cuBLAS workspace on `device`: 32 MiB on Hopper and newer, 8 MiB
-// before (PyTorch's defaults).
+// Bytes of one stream's cuBLAS workspace on `device`, by its compute capability
+// (cuda/plan/blas_workspace.h: 32 MiB on Hopper and newer, 8 MiB before).
 size_t blas_workspace_bytes(Device device);
 
 }  // namespace mg::cuda

@@ -1,12 +1,10 @@
 // cuda/cudnn/conv.cpp — convolution through cuDNN (see conv.h).
 //
 // One call, in any direction:
-// 1. Layout. The call runs in one layout for all three tensors: channels_last when any of
-//    them is (PyTorch's rule: a channels_last input or weight makes a channels_last
-//    output), NCHW otherwise — and NCHW always for float64, for which cuDNN has no NHWC
-//    kernels worth the name (PyTorch keeps float64 convolutions contiguous too). An operand
-//    not dense in that layout is copied into it; a result not dense in it is computed into
-//    a temporary and copied back. Both are WORKSPACE and only happen for mixed layouts.
+// 1. Layout. The call runs in one layout for all three tensors (cuda/plan/conv_layout.h:
+//    channels_last when any of them is, NCHW always for float64). An operand not dense in
+//    that layout is copied into it; a result not dense in it is computed into a temporary
+//    and copied back. Both are WORKSPACE and only happen for mixed layouts.
 // 2. Plan. The key (cuda/cudnn/algorithm_cache.h) finds the cached execution plan; on a
 //    miss one is chosen (cuda/cudnn/conv_engines.h: cuDNN's heuristics, or timing with
 //    benchmark on).
@@ -29,6 +27,7 @@
 #include "memgrad/cuda/cudnn/handle.h"
 #include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
+#include "memgrad/cuda/plan/conv_layout.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda::cudnn {
@@ -61,18 +60,10 @@ const ConvPlan& plan_for(cudnnHandle_t handle, Device device, const ConvProblem&
 
 // ---- layouts ----
 
-MemoryFormat call_layout(DType dtype, const Tensor& input, const Tensor& weight, const Tensor& output) {
-  if (dtype == DType::Float64) return MemoryFormat::Contiguous;
-  for (const Tensor* tensor : {&input, &weight, &output}) {
-    if (suggest_memory_format(*tensor) == MemoryFormat::ChannelsLast) return MemoryFormat::ChannelsLast;
-  }
-  return MemoryFormat::Contiguous;
-}
-
 // `tensor` itself when dense in `layout`, else a WORKSPACE tensor in `layout` — holding
 // tensor's values when `with_values` (an operand), uninitialised otherwise (a result).
 Tensor in_layout(const Tensor& tensor, MemoryFormat layout, bool with_values) {
-  if (is_contiguous_in(tensor, layout)) return tensor;
+  if (!needs_layout_copy(tensor, layout)) return tensor;
   Tensor result =
       empty(tensor.sizes(), {.dtype = tensor.dtype(), .device = tensor.device(), .category = MemoryCategory::Workspace},
             layout);
@@ -87,7 +78,7 @@ void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight
   DType dtype = output.dtype();
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
-  MemoryFormat layout = call_layout(dtype, input, weight, output);
+  MemoryFormat layout = conv_call_layout(dtype, input, weight, output);
   Tensor x = in_layout(input, layout, direction != ConvDirection::BackwardData);
   Tensor w = in_layout(weight, layout, direction != ConvDirection::BackwardFilter);
   Tensor y = in_layout(output, layout, direction != ConvDirection::Forward);

@@ -1,5 +1,5 @@
 // cuda/cudnn/workspace_query.cpp — the workspace a convolution would borrow, asked of cuDNN
-// without running it, for memory predictions (memory/cuda_scratch_model.h).
+// without running it, for memory predictions (see the header).
 //
 // With benchmark mode off, cuda/cudnn/conv.cpp runs the first engine configuration of
 // cuDNN's heuristics that finalizes within cudnn_workspace_limit()
@@ -8,12 +8,12 @@
 // tensors at all, gives the workspace a real run of the shape borrows. Answers are kept
 // per ConvKey, one choice per shape as the real cache makes it; the real cache itself is
 // left alone (nothing here is ever run).
+#include "memgrad/cuda/cudnn/workspace_query.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 
-#include "memgrad/memory/cuda_scratch_model.h"
 #include "memgrad/cuda/cudnn/algorithm_cache.h"
 #include "memgrad/cuda/cudnn/conv_engines.h"
 #include "memgrad/cuda/cudnn/handle.h"
@@ -38,7 +38,7 @@ ConvDirection direction_of(ConvPass pass) {
 std::optional<size_t> cudnn_heuristic_workspace_bytes(const ConvCall& call) {
   if (!is_available()) return std::nullopt;
   static std::mutex mutex;
-  static auto* answers = new std::map<std::array<int64_t, 26>, size_t>;  // leaked, as the real cache is
+  static auto* answers = new std::map<decltype(ConvKey::fields), size_t>;  // leaked, as the real cache is
   const Device device = Device::cuda(0);
   // As conv.cpp describes a call; real tensors start 512-byte aligned: cuDNN's widest, 16.
   const cudnn::ConvProblem problem{direction_of(call.pass), call.dtype, call.layout, call.input, call.weight,

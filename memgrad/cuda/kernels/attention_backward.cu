@@ -24,7 +24,7 @@
 //             dK (times scale) and dV are written once at the end;
 //   grad_q:   grad_q = scale x the accumulator, into grad_q's dtype and strides.
 // The scratch, one float32 WORKSPACE tensor of B H Tq (D + 1) values (the accumulator,
-// then D), is modelled in memory/cuda_scratch_model.cpp.
+// then D), is sized by cuda/plan/attention_workspace.h, which the memory predictor asks too.
 #include <cmath>
 
 #include "memgrad/core/factory.h"
@@ -33,6 +33,7 @@
 #include "memgrad/cuda/kernels/attention_tiles.cuh"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
+#include "memgrad/cuda/plan/attention_workspace.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda {
@@ -439,10 +440,12 @@ void attention::tensor_core_backward(const Tensor& grad_output, const Tensor& q,
                grad_v_out = aligned_result(grad_v);
   // (B, H, Tq, D) dQ accumulator, then (B, H, Tq) D; freed on this stream once the kernels
   // are queued (the caching allocator orders its reuse).
-  Tensor workspace = empty({rows * (head_dim + 1)},
-                           {.dtype = DType::Float32, .device = device, .category = MemoryCategory::Workspace});
+  const AttentionBackwardWorkspace workspace_sizes = attention_backward_workspace(q.dtype(), q.sizes());
+  Tensor workspace =
+      empty({workspace_sizes.elements()},
+            {.dtype = kAttentionWorkspaceDType, .device = device, .category = MemoryCategory::Workspace});
   float* grad_q_accumulator = static_cast<float*>(workspace.raw_data());
-  float* delta = grad_q_accumulator + rows * head_dim;
+  float* delta = grad_q_accumulator + workspace_sizes.grad_q_accumulator;
   const bool dropout = params.dropout_p > 0.0;
   dispatch_floating(q.dtype(), "scaled_dot_product_attention backward", [&]<class Element>() {
     if constexpr (std::is_same_v<Element, Half> || std::is_same_v<Element, BFloat16>) {

@@ -35,7 +35,7 @@
 //     - D))^T to shared memory;
 //   dV += (P o Z r)^T dO and dK += dS^T Q (registers, written once at the end);
 //   dQ = dS K added into grad_q by float32 atomics: grad_q is float32 itself, so no
-//   accumulator in a workspace (only D is; memory/cuda_scratch_model.cpp models it).
+//   accumulator in a workspace (only D is: cuda/plan/attention_workspace.h).
 //   Q(m + 1) and dO(m + 1) are copied while dQ(m) is computed.
 #include <cmath>
 #include <initializer_list>
@@ -45,6 +45,7 @@
 #include "memgrad/cuda/kernels/attention_tiles.cuh"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
+#include "memgrad/cuda/plan/attention_workspace.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda::attention {
@@ -614,7 +615,8 @@ void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, 
   // (B, H, Tq) D; freed on this stream once the kernels are queued (the caching allocator
   // orders its reuse).
   const Tensor delta =
-      empty({rows}, {.dtype = DType::Float32, .device = q.device(), .category = MemoryCategory::Workspace});
+      empty({attention_backward_workspace(q.dtype(), q.sizes()).elements()},
+            {.dtype = kAttentionWorkspaceDType, .device = q.device(), .category = MemoryCategory::Workspace});
   const LaunchConfig prepare = launch_config(rows * 32);
   simt_prepare_kernel<<<prepare.blocks, prepare.threads, 0, stream>>>(
       float_data(grad_output), head_strides(grad_output), float_data(output), head_strides(output),

@@ -44,6 +44,7 @@
 #include "memgrad/cuda/kernels/channel_reduce.cuh"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
+#include "memgrad/cuda/plan/batch_norm_workspace.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda {
@@ -116,8 +117,13 @@ __device__ __forceinline__ A inverse_sqrt(A x) {
   else return ::rsqrtf(x);
 }
 
+// The plan's dtype (cuda/plan/batch_norm_workspace.h) as a type.
 template <class Element>
 using accumulate_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
+static_assert(dtype_of<accumulate_t<double>> == batch_norm_accumulate_dtype(DType::Float64) &&
+              dtype_of<accumulate_t<float>> == batch_norm_accumulate_dtype(DType::Float32) &&
+              dtype_of<accumulate_t<Half>> == batch_norm_accumulate_dtype(DType::Float16) &&
+              dtype_of<accumulate_t<BFloat16>> == batch_norm_accumulate_dtype(DType::BFloat16));
 
 // ---- what the per-channel sums add up (channel_reduce.cuh's Terms) ----
 
@@ -183,8 +189,6 @@ struct BackwardTerms {
   }
 };
 
-// kVec adjacent values from `data` + at (aligned).
-
 // ---- forward ----
 
 // Per-channel coefficients of the normalising pass, y = ((x - K) - (mean - K)) * scale + bias
@@ -193,8 +197,6 @@ struct BackwardTerms {
 // [1][c] = mean - K, [2][c] = scale = invstd * weight, [3][c] = bias.
 // NOTE: with the fused ReLU, training takes K = the saved mean (so mean - K = 0): the
 // backward rebuilds the mask from the saved statistics and must meet the same numbers.
-constexpr int kCoefficients = 5;  // per channel: the most any pass reads (GradInputElement's)
-
 template <class A>
 __device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
                                                            A shifted_mean, A invstd, ChannelValues weight,
@@ -393,11 +395,10 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     using A = accumulate_t<Element>;
     const T* in = static_cast<const T*>(input.raw_data());
     int64_t channels = geometry.channels;
-    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, nullptr, sizeof(T)));
+    PartialGrid grid = partial_grid(geometry, sizeof(T), in, nullptr);
     // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
     // stream once the kernels are queued: the caching allocator orders its reuse.
-    int64_t partial_values = training ? 2 * grid.chunks * channels : 0;
-    Tensor workspace = empty({kCoefficients * channels + partial_values},
+    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training)},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
     A* coefficients = static_cast<A*>(workspace.raw_data());
     if (training) {
@@ -414,7 +415,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     channel_values(bias),
                                     coefficients};
       reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in, nullptr}, finish,
-                         coefficients + kCoefficients * channels, stream);
+                         coefficients + kBatchNormCoefficients * channels, stream);
     } else {
       LaunchConfig config = launch_config(channels);
       eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
@@ -454,9 +455,9 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     const T* grad = static_cast<const T*>(grad_output.raw_data());
     const T* in = static_cast<const T*>(input.raw_data());
     int64_t channels = geometry.channels;
-    PartialGrid grid = partial_grid(geometry, channel_vector_width(geometry, vector_width_v<T>, in, grad, sizeof(T)));
+    PartialGrid grid = partial_grid(geometry, sizeof(T), in, grad);
     // (5, C) coefficients, then (2, chunks, C) partial sums.
-    Tensor workspace = empty({kCoefficients * channels + 2 * grid.chunks * channels},
+    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/true)},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
     A* coefficients = static_cast<A*>(workspace.raw_data());
     LaunchConfig config = launch_config(channels);
@@ -468,7 +469,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                              channel_values(grad_bias), coefficients, grad_input.defined()};
     auto run = [&]<bool kRelu>() {
       BackwardTerms<T, A, kRelu> terms{in, grad, coefficients, channels};
-      reduce_channels<A>(geometry, grid, terms, finish, coefficients + kCoefficients * channels, stream);
+      reduce_channels<A>(geometry, grid, terms, finish, coefficients + kBatchNormCoefficients * channels, stream);
       if (!grad_input.defined()) return;
       launch_channel_map<T, A>(GradInputElement<T, A, kRelu>{}, geometry, total, coefficients, in, grad,
                                static_cast<T*>(grad_input.raw_data()), stream);

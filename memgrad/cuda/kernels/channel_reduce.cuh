@@ -17,6 +17,9 @@
 // kernel adds each channel's partials in a fixed order (deterministic, no atomics) and hands
 // the two totals to a Finish functor, on the device.
 //
+// How many chunks each channel is cut into, and so how large the caller's workspace is, is
+// host arithmetic that the memory predictor asks too: cuda/plan/channel_reduce_plan.h.
+//
 // What is summed is a Terms functor: per channel prepare(geometry, c) once (a
 // Terms::Prepared), then add(prepared, x, g, first, second) for each value x of the channel
 // (and the value g of a second tensor at the same place when Terms::kReadsGrad);
@@ -30,6 +33,7 @@
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/kernels/row_reduce.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
+#include "memgrad/cuda/plan/channel_reduce_plan.h"
 
 namespace mg::cuda::channel_reduce {
 
@@ -38,27 +42,15 @@ struct SumOf {
   __device__ __forceinline__ A operator()(A total, A value) const { return total + value; }
 };
 
-
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- geometry ----
 
-constexpr int kPlaneThreads = 256;                // planes: a 1-D block on one channel
-constexpr int kTileChannels = 32, kTileRows = 8;  // rows: 32 threads (channel vectors) x 8 rows
-constexpr int kFinishRows = 32;                   // finishing: 32 channels x 32 partials at a time
-// NOTE: about 8 resident 256-thread blocks on each of an H200's 132 SMs; a smaller GPU
-// runs the grid in more waves. Chunks never get so short that a thread reads fewer than
-// about 8 values (the partials would then cost more than they save).
-constexpr int64_t kTargetBlocks = 1024;
-constexpr int64_t kMinValuesPerThread = 8;
-constexpr int64_t kMaxChunks = 1024;  // keeps the partials (2 x chunks x C) small
+constexpr int kFinishRows = 32;  // finishing: 32 channels x 32 partials at a time
 
-struct Geometry {
-  int64_t channels;
-  int64_t per_channel;  // N * H * W values per channel
-  int64_t inner;        // planes: H * W values per run; rows: 1
-  bool rows;            // the rows layout (channels-last or (N, C))
-  bool narrow;          // numel < 2^31: indices divide in 32 bits
+// A ChannelExtent (where the values lie) with what the kernels need to find them fast.
+struct Geometry : ChannelExtent {
+  bool narrow;                 // numel < 2^31: indices divide in 32 bits
   IntDivider inner_divider;    // of inner, valid when narrow
   IntDivider channel_divider;  // of channels, valid when narrow
 
@@ -80,12 +72,7 @@ struct Geometry {
 // The caller passes an input dense in NCHW or channels-last order (autograd/norm.cpp).
 inline Geometry geometry_of(const Tensor& input) {
   Geometry geometry{};
-  geometry.channels = input.sizes()[1];
-  int64_t inner = 1;
-  for (int d = 2; d < input.dim(); ++d) inner *= input.sizes()[d];
-  geometry.per_channel = input.sizes()[0] * inner;
-  geometry.rows = inner == 1 || !input.is_contiguous();
-  geometry.inner = geometry.rows ? 1 : inner;
+  static_cast<ChannelExtent&>(geometry) = channel_extent(input);
   geometry.narrow = input.numel() <= INT32_MAX;
   if (geometry.narrow) {
     geometry.inner_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(geometry.inner, 1)));
@@ -94,47 +81,34 @@ inline Geometry geometry_of(const Tensor& input) {
   return geometry;
 }
 
-// The grid of the partial-sum kernels; chunk k of a channel covers its values
-// [k * chunk_size, (k + 1) * chunk_size). In the rows layout each thread takes
-// `channel_vector` adjacent channels.
+// The largest power of two up to 16 that divides both addresses (grad_output may be null).
+inline size_t alignment_of(const void* input, const void* grad_output) {
+  auto bits = reinterpret_cast<uintptr_t>(input) | reinterpret_cast<uintptr_t>(grad_output);
+  size_t alignment = 16;
+  while (alignment > 1 && bits % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// The grid of the partial-sum kernels: plan_chunks's chunks along x, its channel blocks
+// along y. In the rows layout each thread takes `channel_vector` adjacent channels.
 struct PartialGrid {
   dim3 blocks, threads;
   int64_t chunks, chunk_size;
   int channel_vector = 1;
 };
 
-// The widest vector of adjacent channels (at most `widest`, a power of two) that divides C,
-// keeps a warp's 32 vectors within C, and is aligned at every row start.
-inline int channel_vector_width(const Geometry& geometry, int widest, const void* input, const void* grad_output,
-                         size_t element_size) {
-  int width = widest;
-  while (width > 1 && (geometry.channels % width != 0 || geometry.channels < kTileChannels * width ||
-                       !is_aligned(input, element_size * width) ||
-                       (grad_output != nullptr && !is_aligned(grad_output, element_size * width)))) {
-    width /= 2;
-  }
-  return width;
-}
-
-inline PartialGrid partial_grid(const Geometry& geometry, int channel_vector) {
+// For elements of `element_size` bytes read from `input` and `grad_output` (or null).
+inline PartialGrid partial_grid(const Geometry& geometry, size_t element_size, const void* input,
+                                const void* grad_output) {
+  const ChunkPlan plan = plan_chunks(geometry, element_size, alignment_of(input, grad_output));
   PartialGrid grid;
-  int64_t channel_blocks, values_per_block;
-  if (geometry.rows) {
-    grid.channel_vector = channel_vector;
-    channel_blocks = ceil_div(geometry.channels, kTileChannels * channel_vector);
-    values_per_block = kTileRows * kMinValuesPerThread;  // rows per block at least
-    grid.threads = dim3(kTileChannels, kTileRows);
-  } else {
-    channel_blocks = geometry.channels;
-    values_per_block = kPlaneThreads * kMinValuesPerThread;
-    grid.threads = dim3(kPlaneThreads);
-  }
-  int64_t wanted = ceil_div(kTargetBlocks, channel_blocks);
-  grid.chunks = std::clamp<int64_t>(std::min(wanted, ceil_div(geometry.per_channel, values_per_block)), 1, kMaxChunks);
-  grid.chunk_size = ceil_div(geometry.per_channel, grid.chunks);
-  grid.chunks = ceil_div(geometry.per_channel, grid.chunk_size);  // no empty chunk
+  grid.chunks = plan.chunks;
+  grid.chunk_size = plan.chunk_size;
+  grid.channel_vector = plan.channel_vector;
+  grid.threads = geometry.rows ? dim3(kTileChannels, kTileRows) : dim3(kPlaneThreads);
   // Channels beyond gridDim.y (65535) are taken by a loop in the kernels.
-  grid.blocks = dim3(static_cast<unsigned>(grid.chunks), static_cast<unsigned>(std::min<int64_t>(channel_blocks, 65535)));
+  grid.blocks =
+      dim3(static_cast<unsigned>(grid.chunks), static_cast<unsigned>(std::min<int64_t>(plan.channel_blocks, 65535)));
   return grid;
 }
 

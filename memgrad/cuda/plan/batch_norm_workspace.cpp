@@ -1,0 +1,11 @@
+// cuda/plan/batch_norm_workspace.cpp — the size of batch norm's workspace (see the header).
+#include "memgrad/cuda/plan/batch_norm_workspace.h"
+
+namespace mg::cuda {
+
+int64_t batch_norm_workspace_elements(int64_t channels, int64_t chunks, bool with_partials) {
+  const int64_t partial_sums = with_partials ? 2 * chunks * channels : 0;
+  return kBatchNormCoefficients * channels + partial_sums;
+}
+
+}  // namespace mg::cuda
