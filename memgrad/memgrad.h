@@ -1,7 +1,26 @@
-// memgrad.h — the umbrella header: everything a user of memgrad needs.
+// memgrad.h — the umbrella header: everything a user of memgrad needs, room by room.
+// (CUDA specifics a CPU program never needs, streams and events, are in memgrad/cuda/,
+// which a CUDA build installs without its internal headers.)
 #pragma once
 
-#include "memgrad/amp/grad_scaler.h"
+// core: tensors, devices, the caching allocator, random numbers
+#include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/print.h"
+#include "memgrad/core/random.h"
+#include "memgrad/core/tensor.h"
+
+// io: checkpoints in safetensors, JSON
+#include "memgrad/io/json.h"
+#include "memgrad/io/safetensors.h"
+
+// memory: where the bytes go, when, and how many a run will need
+#include "memgrad/memory/context.h"
+#include "memgrad/memory/recorder.h"
+#include "memgrad/memory/simulated_target.h"
+#include "memgrad/memory/snapshot.h"
+
+// autocast and autograd: mixed precision, the graph and the differentiable ops
 #include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/anomaly_mode.h"
 #include "memgrad/autograd/attention.h"
@@ -23,10 +42,13 @@
 #include "memgrad/autograd/saved_tensor_hooks.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/softmax.h"
-#include "memgrad/core/allocator/registry.h"
-#include "memgrad/core/factory.h"
-#include "memgrad/memory/snapshot.h"
-#include "memgrad/core/random.h"
-#include "memgrad/core/tensor.h"
+
+// nn, optim, amp: modules, optimizers and schedulers, the GradScaler
+#include "memgrad/amp/grad_scaler.h"
 #include "memgrad/nn/nn.h"
 #include "memgrad/optim/optim.h"
+
+// data: datasets and the DataLoader
+#include "memgrad/data/dataloader.h"
+#include "memgrad/data/dataset.h"
+#include "memgrad/data/transforms.h"
