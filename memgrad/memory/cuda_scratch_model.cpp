@@ -30,8 +30,13 @@
 // channel vectors for such views (a simulated tensor has no address to test).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <iostream>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 #include "memgrad/core/factory.h"
 #include "memgrad/core/tensor.h"
@@ -131,16 +136,45 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
 std::atomic<int64_t> estimated_calls{0};
 std::atomic<int64_t> asked_calls{0};
 
+// Without a GPU to ask: the larger of the call's input and output.
+size_t estimated_workspace(const ConvCall& call) {
+  return static_cast<size_t>(std::max(call.input.numel(), call.output.numel())) * element_size(call.dtype);
+}
+
+// NOTE: MG_TRACE_CONV_WORKSPACE=1 prints, per convolution, what cuDNN chose and what the
+// estimate would have said, so that the estimate can be checked against a GPU's answers.
+bool tracing_workspace() {
+  static const bool tracing = [] {
+    const char* value = std::getenv("MG_TRACE_CONV_WORKSPACE");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return tracing;
+}
+
+void trace_workspace(const ConvCall& call, std::optional<size_t> asked) {
+  static const char* const pass_names[] = {"forward", "backward_input", "backward_weight"};
+  std::ostringstream line;
+  line << "conv_workspace pass=" << pass_names[static_cast<int>(call.pass)] << " dtype=" << call.dtype
+       << " layout=" << (call.layout == MemoryFormat::ChannelsLast ? "channels_last" : "contiguous")
+       << " input=" << call.input << " weight=" << call.weight << " output=" << call.output
+       << " stride=" << call.window.stride_h << " padding=" << call.window.pad_h
+       << " asked=" << (asked ? std::to_string(*asked) : std::string("none"))
+       << " estimated=" << estimated_workspace(call) << "\n";
+  std::cerr << line.str();
+}
+
 size_t cudnn_workspace(const ConvCall& call) {
+  std::optional<size_t> asked;
 #ifdef MG_WITH_CUDNN
-  if (std::optional<size_t> bytes = cuda::cudnn_heuristic_workspace_bytes(call)) {
-    asked_calls.fetch_add(1, std::memory_order_relaxed);
-    return *bytes;
-  }
+  asked = cuda::cudnn_heuristic_workspace_bytes(call);
 #endif
+  if (tracing_workspace()) trace_workspace(call, asked);
+  if (asked) {
+    asked_calls.fetch_add(1, std::memory_order_relaxed);
+    return *asked;
+  }
   estimated_calls.fetch_add(1, std::memory_order_relaxed);
-  const size_t element = element_size(call.dtype);
-  return static_cast<size_t>(std::max(call.input.numel(), call.output.numel())) * element;
+  return estimated_workspace(call);
 }
 
 // The WORKSPACE tensor conv.cpp puts in `tensor`'s place when it is not dense in the call's layout.
