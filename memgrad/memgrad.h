@@ -10,6 +10,9 @@
 #include "memgrad/core/random.h"
 #include "memgrad/core/tensor.h"
 
+// cuda: is there a GPU (in every build), waiting for it, TF32
+#include "memgrad/cuda/cuda.h"
+
 // io: checkpoints in safetensors, JSON
 #include "memgrad/io/json.h"
 #include "memgrad/io/safetensors.h"

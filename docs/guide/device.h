@@ -5,14 +5,8 @@
 #include <memgrad/memgrad.h>
 
 // [guide: device]
-#ifdef MG_WITH_CUDA
-#include <memgrad/cuda/runtime.h>
-#endif
-
 inline mg::Device pick_device() {
-#ifdef MG_WITH_CUDA  // defined by the memgrad target when it was built with CUDA
-  if (mg::cuda::is_available()) return mg::Device::cuda();
-#endif
-  return mg::Device::cpu();
+  // false in a build without CUDA too, so the program builds and runs either way
+  return mg::cuda::is_available() ? mg::Device::cuda() : mg::Device::cpu();
 }
 // [guide: end]

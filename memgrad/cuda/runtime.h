@@ -1,6 +1,7 @@
-// cuda/runtime.h — the CUDA runtime in RAII form: how many devices there are, the current
-// device (DeviceGuard), streams and events, each thread's current stream per device
-// (StreamGuard), and the TF32 switch that the cuBLAS code reads.
+// cuda/runtime.h — the CUDA runtime in RAII form: the current device (DeviceGuard),
+// streams and events, each thread's current stream per device (StreamGuard). What every
+// build may ask (device_count, is_available, synchronize, the TF32 switch) is in
+// cuda/cuda.h, which this header includes.
 //
 // Streams memgrad creates do not synchronise with the legacy default stream (they are
 // created non-blocking), so work on them overlaps work on the default stream; ordering
@@ -13,18 +14,12 @@
 
 #include "memgrad/core/allocator/raw_backend.h"
 #include "memgrad/core/device.h"
+#include "memgrad/cuda/cuda.h"  // device_count, is_available, synchronize, TF32
 
 namespace mg::cuda {
 
 // Device indices memgrad tracks per-thread state for (the allocator registry's limit).
 inline constexpr int kMaxDevices = 64;
-
-// CUDA devices visible to this process; 0 when there is no driver or no device. Never
-// throws. Counted once per process, like PyTorch's device_count().
-int device_count();
-bool is_available();
-// Waits until every stream of `device` has finished its work.
-void synchronize(Device device = Device::cuda());
 
 // Makes `device` the calling thread's current CUDA device for a scope, then restores the
 // one before.
@@ -128,10 +123,5 @@ class StreamGuard {
   int index_;
   cudaStream_t previous_;
 };
-
-// Whether float32 matmuls may use TF32 tensor cores (about 10 mantissa bits instead of 23,
-// several times faster). Off by default, as in PyTorch; process-wide.
-void set_allow_tf32(bool allow);
-bool allow_tf32();
 
 }  // namespace mg::cuda

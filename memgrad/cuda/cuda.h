@@ -1,0 +1,31 @@
+// cuda/cuda.h — what any program may ask about the GPU, in every build of memgrad: whether
+// CUDA can be used, how many devices there are, waiting for them, and the TF32 switch.
+//
+//   mg::Device device = mg::cuda::is_available() ? mg::Device::cuda() : mg::Device::cpu();
+//
+// A build without CUDA answers as a machine without a GPU would (device_count() is 0), so
+// one program builds and runs with either build, as with torch::cuda::is_available(). The
+// CUDA runtime's own tools (streams, events, device guards) are in cuda/runtime.h, which
+// includes the toolkit's headers and is therefore internal to CUDA builds.
+#pragma once
+
+#include "memgrad/core/device.h"
+
+namespace mg::cuda {
+
+// CUDA devices visible to this process; 0 when memgrad was built without CUDA, or there
+// is no driver or no device. Never throws. Counted once per process, like PyTorch's.
+int device_count();
+bool is_available();
+
+// Waits until every stream of `device` has finished its work. Throws mg::Error in a build
+// without CUDA.
+void synchronize(Device device = Device::cuda());
+
+// Whether float32 matmuls may use TF32 tensor cores (about 10 mantissa bits instead of 23,
+// several times faster). Off by default, as in PyTorch; process-wide. (Kept, and without
+// effect, in a build without CUDA.)
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+}  // namespace mg::cuda
