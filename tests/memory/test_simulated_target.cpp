@@ -16,6 +16,7 @@
 #include "memgrad/memory/simulated_target.h"
 #include "memgrad/core/storage.h"
 #include "memgrad/core/tensor.h"
+#include "memgrad/cuda/cuda.h"
 
 namespace {
 
@@ -140,6 +141,43 @@ TEST_CASE("standing in for a GPU, simulated batch norm borrows coefficients and 
   // (5 + 2 x 4) x 16 float32 values, rounded to the allocator's 512 bytes.
   CHECK(borrowed.peak_workspace == (5 + 2 * 4) * 16 * 4);
   CHECK(borrowed.peak_allocated == 1024);
+}
+
+// Where no GPU answers (CI); with one, cuDNN is asked instead, and scripts/gpu-check's
+// predict stage checks its bytes.
+TEST_CASE("standing in for a GPU without one, convolutions borrow the estimated cuDNN workspace",
+          "[core][simulated]") {
+  if (mg::cuda::is_available()) {
+    WARN("a GPU is present: cuDNN is asked, not estimated (scripts/gpu-check's predict stage checks it)");
+    return;
+  }
+  const mg::SimulatedTarget gpu(Device::cuda(), kSimulated, size_t{1} << 30);
+  const mg::TensorOptions options{.dtype = DType::Float16, .device = kSimulated};
+  const auto one_call = [&](mg::MemoryFormat layout, int64_t channels, bool weight_gradient) {
+    const Tensor input = mg::empty({8, channels, 16, 16}, options, layout);
+    const Tensor weight = mg::empty({32, channels, 3, 3}, options, layout);
+    const Tensor output = mg::empty({8, 32, 16, 16}, options, layout);
+    mg::Window2d window;
+    window.pad_h = window.pad_w = 1;
+    return borrowed_by(kSimulated, [&] {
+      if (weight_gradient) {
+        mg::kernels(kSimulated).conv2d_backward_weight(output, input, window, weight);
+      } else {
+        mg::kernels(kSimulated).conv2d(input, weight, Tensor(), window, output);
+      }
+    }).peak_workspace;
+  };
+  // NCHW: the operands transposed, input + weight + output (2 bytes each; requested bytes).
+  const int64_t nchw = 2 * (8 * 16 * 16 * 16 + 32 * 16 * 9 + 8 * 32 * 16 * 16);
+  CHECK(one_call(mg::MemoryFormat::Contiguous, 16, false) == nchw);
+  // channels_last, 16 channels (a multiple of 8 float16 values): nothing for forward, a
+  // third of the operands for the weight gradient.
+  CHECK(one_call(mg::MemoryFormat::ChannelsLast, 16, false) == 0);
+  CHECK(one_call(mg::MemoryFormat::ChannelsLast, 16, true) == nchw / 3);
+  // channels_last with 3 input channels pads and transposes as NCHW does.
+  const int64_t stem = 2 * (8 * 3 * 16 * 16 + 32 * 3 * 9 + 8 * 32 * 16 * 16);
+  CHECK(one_call(mg::MemoryFormat::ChannelsLast, 3, false) == stem);
+  CHECK_THAT(gpu.describe(), Catch::Contains("ESTIMATED"));
 }
 
 TEST_CASE("the simulated device stands in for one real device at a time", "[core][simulated]") {
