@@ -129,7 +129,7 @@ class Recorder {
   int64_t dropped_events() const;
 
   // Both write a temporary file next to `path` and rename it over `path`, so a failed
-  // write never leaves half a file. JSON holds integers and strings only (core/json_parse
+  // write never leaves half a file. JSON holds integers and strings only (io/json_parse
   // reads it); HTML is one self-contained page (no network resources).
   void write_json(const std::string& path) const;
   void write_html(const std::string& path) const;
