@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bench/summarize.py — the table of a benchmark run: reads the JSON lines that
 bench_train_step, `resnet --bench` and bench/torch_reference.py printed (bench.jsonl) and
-compares memgrad with PyTorch per configuration — (model, batch, optimizer, memory format,
-autocast, checkpointing, device); a line without "memory_format" is "contiguous" (NCHW),
-without "amp" fp32, without "checkpoint" unchecked —:
+compares memgrad with PyTorch per configuration — (model, batch, optimizer, device, CPU
+threads, memory format, autocast, checkpointing); a line without "threads" ran on the
+default threads, without "memory_format" is "contiguous" (NCHW), without "amp" fp32,
+without "checkpoint" unchecked —:
 median step time of each run and their ratio, peak allocated bytes and their ratio (memgrad
 must not use more), and memgrad's peak bytes by category per configuration (what
 checkpointing and autocast change), and memgrad's predicted peaks (lines with a
@@ -87,9 +88,12 @@ def ratio_text(numerator, denominator):
 
 
 def config_name(result):
-    """"resnet50 b128 sgd cuda channels_last amp fp16 checkpoint": the options that are not
-    the default are named, so the plain rows read as before."""
+    """"resnet50 b128 sgd cuda channels_last amp fp16 checkpoint", "cnn b128 adam cpu 2
+    threads": the options that are not the default are named, so the plain rows read as
+    before."""
     name = f"{result.get('model')} b{result.get('batch')} {result.get('optim')} {result.get('device')}"
+    if result.get("threads"):
+        name += f" {result['threads']} threads"
     if (result.get("memory_format") or "contiguous") != "contiguous":
         name += f" {result['memory_format']}"
     if (result.get("amp") or "fp32") != "fp32":

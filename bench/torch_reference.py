@@ -4,8 +4,14 @@ side-by-side comparison on the same GPU, with the same model, a fixed random bat
 device, cross-entropy, the same optimizer, zero_grad with set_to_none:
 
   * --model mlp, as bench_train_step: the 784-512-256-10 MLP (nn.Linear's default
-    initialisation, as memgrad's Linear) and torch.optim's defaults (Adam: lr 1e-3, foreach;
-    sgd: lr 0.01, momentum 0.9). Defaults: --batch 128 --warmup 50 --steps 500 --optim adam.
+    initialisation, as memgrad's Linear) and torch.optim's defaults (Adam: lr 1e-3, foreach
+    on cuda, its per-parameter loop on the CPU; sgd: lr 0.01, momentum 0.9). Defaults:
+    --batch 128 --warmup 50 --steps 500 --optim adam. --device cpu --threads N runs on N CPU
+    threads (torch.set_num_threads); the peak-memory fields are then null.
+  * --model cnn, as bench_train_step --model cnn: memgrad's nn::MnistCnn (PyTorch's MNIST
+    example net, returning logits instead of log_softmax: the loss is cross-entropy in
+    both) layer for layer on (B, 1, 28, 28) inputs, torch.nn's default initialisation, and
+    the MLP's optimizers and defaults.
   * --model resnet18 / resnet50, as `resnet --bench` (examples/resnet/bench.cpp): resnet18
     with the small-image stem (3x3 stride-1 first convolution, no max pool) on 3x32x32
     inputs and 10 classes, resnet50 as on ImageNet (3x224x224, 1000 classes), torchvision's
@@ -54,6 +60,7 @@ same format as bench_train_step with "framework": "pytorch".
 
   python3 bench/torch_reference.py --model mlp --batch 128 --optim adam --device cuda \\
       --warmup 50 --steps 500
+  python3 bench/torch_reference.py --model cnn --device cpu --threads 2 --warmup 5 --steps 30
   python3 bench/torch_reference.py --model resnet50 --batch 64 --device cuda [--channels-last]
   python3 bench/torch_reference.py --model gpt2 --batch 16 --amp bf16 --device cuda --compile
   python3 bench/torch_reference.py --host-overhead --device cuda
@@ -75,7 +82,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import torch_gpt  # noqa: E402
 import torch_resnet  # noqa: E402
 
-PIXELS = 28 * 28
+IMAGE_SIZE = 28
+PIXELS = IMAGE_SIZE * IMAGE_SIZE
 CLASSES = 10
 # (channels, height, width) of the input, classes, small-image stem — as examples/resnet/bench.cpp.
 RESNET_SHAPES = {"resnet18": ((3, 32, 32), 10, True), "resnet50": ((3, 224, 224), 1000, False)}
@@ -84,18 +92,19 @@ RESNET_SHAPES = {"resnet18": ((3, 32, 32), 10, True), "resnet50": ((3, 224, 224)
 GPT_TOKENS = 50257
 GPT_VOCABULARY = 50304
 # Per model: (batch, warmup, steps, optimizer) when not given on the command line.
-DEFAULTS = {"mlp": (128, 50, 500, "adam"), "resnet18": (256, 5, 20, "sgd"), "resnet50": (256, 5, 20, "sgd"),
-            "gpt2": (16, 5, 20, "adamw")}
+DEFAULTS = {"mlp": (128, 50, 500, "adam"), "cnn": (128, 50, 500, "adam"), "resnet18": (256, 5, 20, "sgd"),
+            "resnet50": (256, 5, 20, "sgd"), "gpt2": (16, 5, 20, "adamw")}
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="PyTorch eager reference for bench_train_step and resnet --bench (same flags, "
                     "same JSON line).")
-    parser.add_argument("--model", default="mlp", choices=["mlp", *RESNET_SHAPES, "gpt2"])
-    parser.add_argument("--batch", type=int, default=None, help="default: 128 (mlp), 256 (resnets), 16 (gpt2)")
+    parser.add_argument("--model", default="mlp", choices=["mlp", "cnn", *RESNET_SHAPES, "gpt2"])
+    parser.add_argument("--batch", type=int, default=None,
+                        help="default: 128 (mlp, cnn), 256 (resnets), 16 (gpt2)")
     parser.add_argument("--optim", default=None, choices=["sgd", "adam", "adamw", "adagrad"],
-                        help="default: adam (mlp), sgd (resnets, the only choice there)")
+                        help="default: adam (mlp, cnn), sgd (resnets, the only choice there)")
     parser.add_argument("--lr", type=float, default=None,
                         help="default: torch.optim's (sgd: 0.01 with momentum 0.9); resnets: 0.1")
     parser.add_argument("--channels-last", action="store_true",
@@ -108,8 +117,8 @@ def parse_args(argv):
     parser.add_argument("--compile", action="store_true",
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
-    parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp), 5 (resnets, gpt2)")
-    parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp), 20 (resnets, gpt2)")
+    parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp, cnn), 5 (resnets, gpt2)")
+    parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp, cnn), 20 (resnets, gpt2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--host-overhead", action="store_true",
@@ -127,7 +136,7 @@ def parse_args(argv):
         parser.error(f"--model {args.model} trains with sgd only, as examples/resnet's --bench")
     if args.model == "gpt2" and args.optim != "adamw" and not args.host_overhead:
         parser.error("--model gpt2 trains with adamw only, as `gpt --bench`")
-    if args.model == "mlp" and (args.channels_last or args.amp != "fp32" or args.checkpoint):
+    if args.model in ("mlp", "cnn") and (args.channels_last or args.amp != "fp32" or args.checkpoint):
         parser.error("--channels-last, --amp and --checkpoint are for the resnets and gpt2")
     if args.model == "gpt2" and args.channels_last:
         parser.error("--channels-last is for the resnets")
@@ -211,8 +220,21 @@ def build_mlp():
         torch.nn.Linear(256, CLASSES))
 
 
+def build_cnn():
+    """memgrad's nn::MnistCnn (memgrad/nn/mnist_cnn.cpp) layer for layer: conv 1->32 3x3,
+    ReLU, conv 32->64 3x3, ReLU, max-pool 2, dropout 0.25, flatten, fc 9216->128, ReLU,
+    dropout 0.5, fc 128->10; logits out (no log_softmax: the loss is cross-entropy)."""
+    pooled = (IMAGE_SIZE - 4) // 2
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Dropout(0.25), torch.nn.Flatten(1),
+        torch.nn.Linear(64 * pooled * pooled, 128), torch.nn.ReLU(), torch.nn.Dropout(0.5),
+        torch.nn.Linear(128, CLASSES))
+
+
 def make_optimizer(args, params):
-    if args.model != "mlp":
+    if args.model in RESNET_SHAPES:
         # examples/resnet/bench.cpp's SGDOptions, field for field.
         return torch.optim.SGD(params, lr=args.lr or 0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
     if args.optim == "sgd":
@@ -228,6 +250,8 @@ def build_model(args):
     """(model on the CPU, its description, input shape without the batch, classes)."""
     if args.model == "mlp":
         return build_mlp(), "torch.nn.Sequential", (PIXELS,), CLASSES
+    if args.model == "cnn":
+        return build_cnn(), "torch.nn.Sequential", (1, IMAGE_SIZE, IMAGE_SIZE), CLASSES
     image, classes, small_image_stem = RESNET_SHAPES[args.model]
     model, source = torch_resnet.build_resnet(args.model, classes, small_image_stem)
     return model, source, image, classes
@@ -296,6 +320,8 @@ def run_train_step(args, device):
         "tf32_matmul": False,
         "tf32_cudnn": device.type == "cuda",
     }
+    if args.threads:
+        result["threads"] = args.threads
     result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
     result["peak_bytes_by_category"] = None  # PyTorch does not say what its bytes are for
     result["torch_version"] = torch.__version__

@@ -4,6 +4,7 @@
 // JSON line). `--host-overhead` instead times the host's cost of issuing one tiny op.
 //
 //   bench_train_step --model mlp --batch 128 --optim adam --device cuda --warmup 50 --steps 500
+//   bench_train_step --model cnn --batch 128 --optim adam --device cpu --threads 2 --warmup 5 --steps 30
 //   bench_train_step --host-overhead --device cuda
 //
 // How a step is timed: after --warmup untimed steps, every one of --steps steps is bracketed
@@ -14,10 +15,15 @@
 // (`mean_ms`). Peak memory is measured over one more step after the warm-up, from
 // reset_peak_stats() to the end of that step.
 //
-// Output: one JSON line on stdout. Exit codes: 0 done, 1 an error while running, 2 a bad
-// command line.
+// Models (--model): mlp, the 784-512-256-10 MLP of examples/mnist on (B, 784) inputs; cnn,
+// nn::MnistCnn (PyTorch's MNIST example net) on (B, 1, 28, 28) images; 10 classes each.
+//
+// Output: one JSON line on stdout ("threads" in it when --threads is given). Exit codes: 0
+// done, 1 an error while running, 2 a bad command line.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -49,6 +55,55 @@ using examples::quantile;
 using examples::Timeline;
 using Clock = std::chrono::steady_clock;
 
+// ---- the models ----
+
+constexpr int64_t kImageSize = 28;
+constexpr int64_t kClasses = 10;
+
+// (B, 784) -> 512 -> 256 -> (B, 10), as examples/mnist builds it.
+std::shared_ptr<mg::nn::Module> build_mlp(mg::Generator& generator) {
+  using namespace mg::nn;
+  const int64_t pixels = kImageSize * kImageSize;
+  return std::make_shared<Sequential>(
+      std::make_shared<Linear>(pixels, 512, true, &generator), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(512, 256, true, &generator), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(256, kClasses, true, &generator));
+}
+
+std::shared_ptr<mg::nn::Module> build_cnn(mg::Generator& generator) {
+  return std::make_shared<mg::nn::MnistCnn>(mg::Shape{kImageSize, kImageSize}, kClasses, &generator);
+}
+
+// What --model names: the builder and the shape of one input (without the batch).
+struct BenchModel {
+  std::string name;
+  mg::Shape input_shape;
+  std::function<std::shared_ptr<mg::nn::Module>(mg::Generator&)> build;
+};
+
+const std::vector<BenchModel>& bench_models() {
+  static const std::vector<BenchModel> models = {
+      {"mlp", {kImageSize * kImageSize}, build_mlp},
+      {"cnn", {1, kImageSize, kImageSize}, build_cnn},
+  };
+  return models;
+}
+
+// The models' names, joined by `separator`.
+std::string model_names(const std::string& separator) {
+  std::string names;
+  for (const BenchModel& model : bench_models()) names += (names.empty() ? "" : separator) + model.name;
+  return names;
+}
+
+// The model named `name`, or nullptr.
+const BenchModel* find_model(const std::string& name) {
+  const std::vector<BenchModel>& models = bench_models();
+  const auto found =
+      std::find_if(models.begin(), models.end(), [&](const BenchModel& model) { return model.name == name; });
+  return found == models.end() ? nullptr : &*found;
+}
+
 // ---- command line ----
 
 using examples::UsageError;
@@ -73,15 +128,17 @@ struct Args {
 
 std::string usage(const std::string& program) {
   return "usage: " + program +
-         " [--model mlp] [--batch N] [--optim sgd|adam|adamw|adagrad] [--lr X]\n"
+         " [--model " + model_names("|") + "] [--batch N] [--optim sgd|adam|adamw|adagrad] [--lr X]\n"
          "       [--device cpu|cuda] [--warmup N] [--steps N] [--seed N] [--threads N]\n"
          "   or: " + program + " --host-overhead [--tiny-op add|conv] [--device cpu|cuda] [--ops N]\n"
          "                [--repeats N]\n"
          "\n"
          "Times the full training step (zero_grad, forward, cross-entropy, backward, step) of\n"
-         "the 784-512-256-10 MLP on a fixed random batch and prints one JSON line: median,\n"
-         "p10 and p90 step time over --steps steps after --warmup steps, mean_ms (timed loop\n"
-         "/ steps), samples/s, and the peak allocated/reserved bytes of one step.\n"
+         "a model on a fixed random batch and prints one JSON line: median, p10 and p90 step\n"
+         "time over --steps steps after --warmup steps, mean_ms (timed loop / steps),\n"
+         "samples/s, and the peak allocated/reserved bytes of one step. --model mlp is the\n"
+         "784-512-256-10 MLP on (B, 784) inputs; cnn is PyTorch's MNIST example net\n"
+         "(nn::MnistCnn) on (B, 1, 28, 28) images.\n"
          "--host-overhead times a chain of --ops tiny ops and prints the host's microseconds\n"
          "per op: --tiny-op add (default) is y = y * 1.0001 + 0.5 on one element; conv is a\n"
          "3x3 convolution of a (1, 16, 8, 8) channels-last batch (float16 on cuda, float32 on\n"
@@ -95,7 +152,9 @@ Args parse_args(int argc, char** argv) {
   const examples::FlagHandlers flags = {
       {"--model",
        [&](const std::string& value) {
-         if (value != "mlp") throw UsageError("unknown model '" + value + "'; choose mlp");
+         if (find_model(value) == nullptr) {
+           throw UsageError("unknown model '" + value + "'; choose " + model_names(" or "));
+         }
          args.model = value;
        }},
       {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
@@ -134,16 +193,7 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// ---- the model and one training step ----
-
-// (B, 784) -> 512 -> 256 -> (B, 10), as examples/mnist builds it.
-std::shared_ptr<mg::nn::Module> build_mlp(int64_t pixels, int64_t classes, mg::Generator& generator) {
-  using namespace mg::nn;
-  return std::make_shared<Sequential>(
-      std::make_shared<Linear>(pixels, 512, true, &generator), std::make_shared<ReLU>(),
-      std::make_shared<Linear>(512, 256, true, &generator), std::make_shared<ReLU>(),
-      std::make_shared<Linear>(256, classes, true, &generator));
-}
+// ---- one training step ----
 
 // torch.optim's defaults, so that both frameworks run the same update; SGD adds momentum 0.9
 // (as examples/mnist does) so that it keeps a state tensor per parameter.
@@ -163,7 +213,7 @@ std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
 struct Trainer {
   std::shared_ptr<mg::nn::Module> model;
   std::unique_ptr<mg::optim::Optimizer> optimizer;
-  mg::Tensor inputs;   // (B, 784) float32, INPUT
+  mg::Tensor inputs;   // (B, ...the model's input shape) float32, INPUT
   mg::Tensor targets;  // (B) int64, INPUT
 
   // One full step; issues work to the device and never waits for it.
@@ -175,20 +225,20 @@ struct Trainer {
   }
 };
 
-constexpr int64_t kPixels = 28 * 28;
-constexpr int64_t kClasses = 10;
-
 Trainer make_trainer(const Args& args) {
   mg::manual_seed(args.seed);
   mg::Generator init_generator(args.seed);
+  const BenchModel& model = *find_model(args.model);
   Trainer trainer;
-  trainer.model = build_mlp(kPixels, kClasses, init_generator);
+  trainer.model = model.build(init_generator);
   trainer.model->to(args.device);
   trainer.optimizer = make_optimizer(args, trainer.model->parameters());
   // NOTE: made on the host and copied over, as a data loader's batch arrives; the one batch
   // is reused by every step so that the benchmark times the step, not the input pipeline.
   mg::Generator data_generator(args.seed + 1);
-  trainer.inputs = mg::randn({args.batch_size, kPixels}, {}, &data_generator).to(args.device);
+  mg::Shape input_shape = model.input_shape;
+  input_shape.insert(0, args.batch_size);
+  trainer.inputs = mg::randn(input_shape, {}, &data_generator).to(args.device);
   trainer.targets = mg::randint(0, kClasses, {args.batch_size}, {.dtype = mg::DType::Int64},
                                 &data_generator)
                         .to(args.device);
@@ -213,6 +263,7 @@ int run_train_step(const Args& args) {
       .key("device").value(args.device_name)
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
+  if (args.threads) json.key("threads").value(*args.threads);
   examples::write_step_fields(json, measurement, args.batch_size);
   json.end_object();
   std::cout << json.str() << std::endl;
