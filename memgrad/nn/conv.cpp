@@ -17,7 +17,7 @@ std::string pair_str(const std::array<int64_t, 2>& values) {
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
-               Conv2dOptions options, bool has_bias, Generator* generator)
+               const Conv2dOptions& options, bool has_bias, Generator* generator)
     : Module("Conv2d"),
       in_channels_(in_channels),
       out_channels_(out_channels),
@@ -43,7 +43,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2>
   }
 }
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options,
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& options,
                bool has_bias, Generator* generator)
     : Conv2d(in_channels, out_channels, std::array<int64_t, 2>{kernel_size, kernel_size}, options, has_bias,
              generator) {}

@@ -16,10 +16,16 @@ class Conv2d : public Module {
   // weight and bias start as torch.nn.Conv2d's: kaiming_uniform_(a = sqrt(5)) on the weight,
   // which is uniform within 1/sqrt(fan_in), and the bias uniform within 1/sqrt(fan_in),
   // fan_in = in_channels / groups * kh * kw; drawn from `generator` (default: the global one).
+  // NOTE: `options` is taken by reference, not by value, to dodge a wrong-code bug of GCC
+  // 12.2 with AVX-512 (-march=native): copying a caller's `{}` (1,1 0,0 1,1 1) into a
+  // by-value argument, it rebuilt the first 32 bytes as a broadcast of 1, since
+  // ix86_convert_const_wide_int_to_broadcast overlooks the zero upper half of a 256-bit
+  // constant (GCC's current source checks for it), so padding came out (1, 0). Seven int64s
+  // passed by value reproduce it in plain C at -O2 -mavx512f (CMakeLists.txt, MG_NATIVE_ARCH).
   Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
-         Conv2dOptions options = {}, bool has_bias = true, Generator* generator = nullptr);
+         const Conv2dOptions& options = {}, bool has_bias = true, Generator* generator = nullptr);
   // A square kernel.
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {},
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& options = {},
          bool has_bias = true, Generator* generator = nullptr);
 
   // (N, in_channels, H, W) -> (N, out_channels, P, Q)
