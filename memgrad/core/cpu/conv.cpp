@@ -52,20 +52,48 @@ ConvGeometry geometry(const Shape& input, const Shape& weight, const Shape& outp
           window.groups};
 }
 
+// The outputs i in [0, count) whose input coordinate i * stride + offset lies inside
+// [0, extent), as the range [begin, end): the window positions that see input, not padding.
+struct InsideRange {
+  int64_t begin, end;
+};
+InsideRange inside_range(int64_t offset, int64_t stride, int64_t extent, int64_t count) {
+  // First i with i * stride + offset >= 0, and first i with i * stride + offset >= extent.
+  auto first_reaching = [&](int64_t bound) {
+    int64_t needed = bound - offset;
+    return needed <= 0 ? int64_t(0) : std::min(count, (needed + stride - 1) / stride);
+  };
+  int64_t begin = first_reaching(0);
+  return {begin, std::max(begin, first_reaching(extent))};
+}
+
+// NOTE: im2col and col2im walk one (channel, r, s, output row) run at a time: the in-bounds
+// rows and columns are found once per (r, s), so the inner loop is a plain copy (or add) that
+// the compiler vectorizes, and zeros are written only where the window overhangs the padding.
+
 // columns (C/g*R*S, P*Q) of one group's input (C/g, H, W).
 template <class T>
 void im2col(const T* input, const ConvGeometry& g, const Window2d& window, T* columns) {
   int64_t cols = g.column_cols();
-  for (int64_t c = 0; c < g.group_channels(); ++c) {
-    for (int64_t r = 0; r < g.kernel_h; ++r) {
-      for (int64_t s = 0; s < g.kernel_w; ++s) {
+  for (int64_t r = 0; r < g.kernel_h; ++r) {
+    int64_t h_offset = r * window.dilation_h - window.pad_h;
+    InsideRange rows = inside_range(h_offset, window.stride_h, g.height, g.out_h);
+    for (int64_t s = 0; s < g.kernel_w; ++s) {
+      int64_t w_offset = s * window.dilation_w - window.pad_w;
+      InsideRange span = inside_range(w_offset, window.stride_w, g.width, g.out_w);
+      for (int64_t c = 0; c < g.group_channels(); ++c) {
         T* row = columns + ((c * g.kernel_h + r) * g.kernel_w + s) * cols;
-        for (int64_t p = 0; p < g.out_h; ++p) {
-          int64_t h = p * window.stride_h - window.pad_h + r * window.dilation_h;
-          for (int64_t q = 0; q < g.out_w; ++q) {
-            int64_t w = q * window.stride_w - window.pad_w + s * window.dilation_w;
-            bool inside = h >= 0 && h < g.height && w >= 0 && w < g.width;
-            row[p * g.out_w + q] = inside ? input[(c * g.height + h) * g.width + w] : T(0);
+        std::fill(row, row + rows.begin * g.out_w, T(0));
+        std::fill(row + rows.end * g.out_w, row + cols, T(0));
+        for (int64_t p = rows.begin; p < rows.end; ++p) {
+          T* out = row + p * g.out_w;
+          const T* in = input + (c * g.height + p * window.stride_h + h_offset) * g.width;
+          std::fill(out, out + span.begin, T(0));
+          std::fill(out + span.end, out + g.out_w, T(0));
+          if (window.stride_w == 1) {
+            std::copy(in + span.begin + w_offset, in + span.end + w_offset, out + span.begin);
+          } else {
+            for (int64_t q = span.begin; q < span.end; ++q) out[q] = in[q * window.stride_w + w_offset];
           }
         }
       }
@@ -79,14 +107,19 @@ void col2im_add(const T* columns, const ConvGeometry& g, const Window2d& window,
   int64_t cols = g.column_cols();
   for (int64_t c = 0; c < g.group_channels(); ++c) {
     for (int64_t r = 0; r < g.kernel_h; ++r) {
+      int64_t h_offset = r * window.dilation_h - window.pad_h;
+      InsideRange rows = inside_range(h_offset, window.stride_h, g.height, g.out_h);
       for (int64_t s = 0; s < g.kernel_w; ++s) {
+        int64_t w_offset = s * window.dilation_w - window.pad_w;
+        InsideRange span = inside_range(w_offset, window.stride_w, g.width, g.out_w);
         const T* row = columns + ((c * g.kernel_h + r) * g.kernel_w + s) * cols;
-        for (int64_t p = 0; p < g.out_h; ++p) {
-          int64_t h = p * window.stride_h - window.pad_h + r * window.dilation_h;
-          if (h < 0 || h >= g.height) continue;
-          for (int64_t q = 0; q < g.out_w; ++q) {
-            int64_t w = q * window.stride_w - window.pad_w + s * window.dilation_w;
-            if (w >= 0 && w < g.width) grad_input[(c * g.height + h) * g.width + w] += row[p * g.out_w + q];
+        for (int64_t p = rows.begin; p < rows.end; ++p) {
+          const T* __restrict in = row + p * g.out_w;
+          T* __restrict out = grad_input + (c * g.height + p * window.stride_h + h_offset) * g.width;
+          if (window.stride_w == 1) {
+            for (int64_t q = span.begin; q < span.end; ++q) out[q + w_offset] += in[q];
+          } else {
+            for (int64_t q = span.begin; q < span.end; ++q) out[q * window.stride_w + w_offset] += in[q];
           }
         }
       }

@@ -1,7 +1,9 @@
 // core/cpu/reduce.cpp — CPU reductions (sum, max, min over any dims) and argmax.
 //
 // Sums accumulate in double (int64 for integers) whatever the element type, so a float32
-// mean over a whole dataset does not drift.
+// mean over a whole dataset does not drift. Contiguous sums that keep one block of adjacent
+// dims (a bias gradient: (N, C, H, W) -> C) and sums of trailing runs take fast paths whose
+// order of additions is fixed by the shapes alone, so results do not depend on the threads.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -53,6 +55,78 @@ bool reduces_trailing_run(const Tensor& input, const Tensor& output) {
   return true;
 }
 
+// The sum of one contiguous run, in kLanes interleaved partial sums so that the additions
+// vectorize (the fixed interleaving keeps the result the same run to run).
+template <class T, class Acc>
+Acc sum_run(const T* values, int64_t count) {
+  constexpr int kLanes = 16;
+  Acc lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<Acc>(static_cast<compute_t<T>>(values[i + l]));
+  }
+  Acc total = 0;
+  for (; i < count; ++i) total += static_cast<Acc>(static_cast<compute_t<T>>(values[i]));
+  for (Acc lane : lanes) total += lane;
+  return total;
+}
+
+// A contiguous input seen as (outer, kept, inner) where the output keeps exactly the middle
+// block of dims: outer == 0 when the reduction does not have that form.
+struct KeptBlock {
+  int64_t outer = 0, kept = 1, inner = 1;
+};
+
+KeptBlock kept_block(const Tensor& input, const Tensor& output) {
+  if (!input.is_contiguous() || !output.is_contiguous() || output.dim() != input.dim()) return {};
+  const Shape& in = input.sizes();
+  const Shape& out = output.sizes();
+  // Dims of size 1 are neither kept nor reduced; of the others, the kept ones must be adjacent.
+  int first = -1, last = -1;
+  for (int d = 0; d < input.dim(); ++d) {
+    if (in[d] == 1) continue;
+    if (out[d] == in[d]) {
+      if (first < 0) first = d;
+      last = d;
+    } else if (out[d] != 1) {
+      return {};
+    }
+  }
+  if (first < 0) return {};
+  for (int d = first; d <= last; ++d) {
+    if (in[d] != 1 && out[d] != in[d]) return {};
+  }
+  KeptBlock block{1, 1, 1};
+  for (int d = 0; d < input.dim(); ++d) (d < first ? block.outer : d <= last ? block.kept : block.inner) *= in[d];
+  return block;
+}
+
+// out[k] = the sum over (a, i) of in[a][k][i], accumulated a by a.
+template <class T, class Acc>
+void sum_kept_block(const T* in, const KeptBlock& block, Acc* totals) {
+  bool parallel = block.outer * block.kept * block.inner >= kParallelGrain;
+  if (block.inner == 1) {
+    // Rows of kept values: add each row to the totals (vectorizes across k).
+    constexpr int64_t kColumns = 1024;
+#pragma omp parallel for schedule(static) if (parallel && block.kept > kColumns)
+    for (int64_t k0 = 0; k0 < block.kept; k0 += kColumns) {
+      int64_t k1 = std::min(block.kept, k0 + kColumns);
+      std::fill(totals + k0, totals + k1, Acc(0));
+      for (int64_t a = 0; a < block.outer; ++a) {
+        const T* row = in + a * block.kept;
+        for (int64_t k = k0; k < k1; ++k) totals[k] += static_cast<Acc>(static_cast<compute_t<T>>(row[k]));
+      }
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (parallel && block.kept > 1)
+  for (int64_t k = 0; k < block.kept; ++k) {
+    Acc total = 0;
+    for (int64_t a = 0; a < block.outer; ++a) total += sum_run<T, Acc>(in + (a * block.kept + k) * block.inner, block.inner);
+    totals[k] = total;
+  }
+}
+
 template <class T, class Acc>
 void reduce_typed(ReduceOp op, const Tensor& input, const Tensor& output) {
   if (reduces_trailing_run(input, output) && output.is_contiguous()) {
@@ -63,11 +137,21 @@ void reduce_typed(ReduceOp op, const Tensor& input, const Tensor& output) {
     Acc* totals = accumulated.data_ptr<Acc>();
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain && outputs > 1)
     for (int64_t o = 0; o < outputs; ++o) {
-      Acc total = identity<Acc>(op);
       const T* values = in + o * run;
+      if (op == ReduceOp::Sum) {
+        totals[o] = sum_run<T, Acc>(values, run);
+        continue;
+      }
+      Acc total = identity<Acc>(op);
       for (int64_t i = 0; i < run; ++i) total = combine<Acc>(op, total, static_cast<Acc>(static_cast<compute_t<T>>(values[i])));
       totals[o] = total;
     }
+    copy(accumulated, output);
+    return;
+  }
+  if (KeptBlock block = kept_block(input, output); op == ReduceOp::Sum && block.outer > 0) {
+    Tensor accumulated = empty(output.sizes(), {.dtype = dtype_of<Acc>});
+    sum_kept_block<T, Acc>(input.data_ptr<T>(), block, accumulated.data_ptr<Acc>());
     copy(accumulated, output);
     return;
   }
