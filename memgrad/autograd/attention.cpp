@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "memgrad/autocast/autocast.h"
+#include "memgrad/autocast/cast_policy.h"
 #include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/dropout.h"
 #include "memgrad/autograd/elementwise.h"
@@ -46,9 +47,7 @@ constexpr const char* kOp = "scaled_dot_product_attention";
 
 // The dtype x has once autocast (a lower-precision op here, like matmul) has cast it.
 DType autocast_dtype_of(const Tensor& x) {
-  const DType dtype = x.dtype();
-  const bool castable = dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16;
-  return castable && amp::is_autocast_on_for(x) ? amp::autocast_dtype(x.device().type) : dtype;
+  return amp::autocast_cast_dtype(x, amp::CastPolicy::LowerPrecision).value_or(x.dtype());
 }
 
 // The simulated device chooses as the device it stands in for, so that a prediction for a
