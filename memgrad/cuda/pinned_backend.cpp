@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/error.h"
 #include "memgrad/cuda/check.h"
@@ -60,7 +61,7 @@ CachingAllocator& pinned_host_allocator() {
   // NOTE: leaked on purpose, like the registry's allocators: tensors destroyed during static
   // destruction must still find it, and cudaFreeHost must not run after CUDA shut down.
   static CachingAllocator* const allocator =
-      new CachingAllocator(Device::cpu(), std::make_unique<PinnedBackend>());
+      new CachingAllocator(Device::cpu(), std::make_unique<PinnedBackend>(), caching_from_environment());
   return *allocator;
 }
 

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -396,6 +397,55 @@ TEST_CASE("the simulated backend hands out distinct aligned fake addresses", "[a
   backend.deallocate(first, 1000);
   CHECK(backend.describe_memory() == "simulated device: capacity 10.00 MiB, used 1.00 MiB");
   CHECK_THROWS_AS(mg::SimulatedBackend(0), mg::Error);
+}
+
+TEST_CASE("without caching every request is its own segment, of exactly its bytes, returned at free",
+          "[allocator]") {
+  CachingAllocator allocator(Device::simulated(), std::make_unique<mg::SimulatedBackend>(64 * MiB),
+                             CachingAllocator::Caching::Off);
+  CHECK(allocator.caching() == CachingAllocator::Caching::Off);
+  Allocation first = allocator.allocate(1000, MemoryCategory::Parameter);
+  Allocation second = allocator.allocate(3 * MiB + 7, MemoryCategory::Activation);
+  mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.reserved_bytes.current == bytes(1000 + 3 * MiB + 7));  // no rounding, no spare
+  CHECK(stats.segment_count.current == 2);
+  CHECK(stats.allocated_bytes.current == stats.requested_bytes.current);
+  CHECK(stats.category(MemoryCategory::Parameter).current == 1000);
+  CHECK(stats.category(MemoryCategory::Activation).current == bytes(3 * MiB + 7));
+  CHECK(allocator.block_size(first.block) == 1000);
+
+  allocator.free(first.block);
+  stats = allocator.stats();
+  CHECK(stats.reserved_bytes.current == bytes(3 * MiB + 7));  // back to the backend at once
+  CHECK(stats.num_backend_frees == 1);
+  CHECK(stats.inactive_split_bytes.current == 0);
+
+  // The same request again is a new backend allocation: nothing is cached for it.
+  Allocation again = allocator.allocate(1000, MemoryCategory::Parameter);
+  CHECK(allocator.stats().num_backend_allocs == 3);
+  allocator.free(again.block);
+  allocator.free(second.block);
+  stats = allocator.stats();
+  CHECK(stats.reserved_bytes.current == 0);
+  CHECK(stats.segment_count.current == 0);
+  CHECK(stats.reserved_bytes.peak == bytes(1000 + 3 * MiB + 7));
+}
+
+TEST_CASE("MG_NO_MEMORY_CACHING turns caching off, except on simulated devices", "[allocator]") {
+  const char* saved = std::getenv("MG_NO_MEMORY_CACHING");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("MG_NO_MEMORY_CACHING");
+  CHECK(mg::caching_from_environment() == CachingAllocator::Caching::On);
+  setenv("MG_NO_MEMORY_CACHING", "0", 1);
+  CHECK(mg::caching_from_environment() == CachingAllocator::Caching::On);
+  setenv("MG_NO_MEMORY_CACHING", "1", 1);
+  CHECK(mg::caching_from_environment() == CachingAllocator::Caching::Off);
+  CHECK(mg::allocator_for(Device::simulated(13)).caching() == CachingAllocator::Caching::On);
+  if (saved != nullptr) {
+    setenv("MG_NO_MEMORY_CACHING", restore.c_str(), 1);
+  } else {
+    unsetenv("MG_NO_MEMORY_CACHING");
+  }
 }
 
 TEST_CASE("the registry keeps one allocator per device", "[allocator]") {

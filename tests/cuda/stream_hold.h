@@ -1,7 +1,9 @@
 // tests/cuda/stream_hold.h — holds a CUDA stream at a point until the test releases it (or a
 // time limit passes), so a test can queue work behind the hold and see whether the host got
 // back before that work ran: code that synchronises with the stream cannot return while the
-// hold lasts.
+// hold lasts. Test cases that assert the host never waited carry the tag [host-sync]: under
+// compute-sanitizer, which may serialise work, scripts/gpu-sanitize judges them by the
+// tool's reports alone.
 //
 // NOTE: the hold is a host function spinning on a flag. A limit, not a plain flag, ends it:
 // code under test that waits for the stream would otherwise wait forever, and a test should

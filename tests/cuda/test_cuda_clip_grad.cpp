@@ -129,7 +129,7 @@ TEST_CASE("CUDA clip_grad_value_ matches the CPU", "[cuda][clip_grad]") {
   }
 }
 
-TEST_CASE("CUDA clip_grad_norm_ never waits for the device", "[cuda][clip_grad]") {
+TEST_CASE("CUDA clip_grad_norm_ never waits for the device", "[cuda][clip_grad][host-sync]") {
   mg::cuda::Stream stream;
   mg::cuda::StreamGuard use(stream);
   // NOTE: the gradients' copies from pageable host memory wait for the stream, so they are

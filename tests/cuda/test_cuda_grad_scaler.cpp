@@ -81,7 +81,7 @@ TEST_CASE("CUDA update_scale matches the CPU kernel", "[cuda][amp]") {
   CHECK(scale_cpu.item<float>() == 1000.0f * 3 * 0.25f * 0.25f * 3);
 }
 
-TEST_CASE("CUDA GradScaler: a scaled step never waits for the device", "[cuda][amp]") {
+TEST_CASE("CUDA GradScaler: a scaled step never waits for the device", "[cuda][amp][host-sync]") {
   mg::cuda::Stream stream;
   mg::cuda::StreamGuard use(stream);
   std::vector<Tensor> params = mg_test::make_params(Device::cuda());

@@ -154,8 +154,8 @@ size_t CachingAllocator::segment_size_for(size_t rounded_bytes) {
   return (rounded_bytes + kLargeRoundBytes - 1) / kLargeRoundBytes * kLargeRoundBytes;
 }
 
-CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> backend)
-    : device_(device), backend_(std::move(backend)), pools_(std::make_unique<Pools>()) {
+CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> backend, Caching caching)
+    : device_(device), backend_(std::move(backend)), caching_(caching), pools_(std::make_unique<Pools>()) {
   MG_CHECK(backend_ != nullptr, "CachingAllocator for ", device_,
            " needs a raw backend, got nullptr");
 }
@@ -195,21 +195,25 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
            "integer looks like this; check the shape that produced it.");
   std::lock_guard<std::mutex> lock(mutex_);
   process_pending_frees(/*wait=*/false);
-  const size_t rounded = round_size(bytes);
+  const bool caching = caching_ == Caching::On;
+  const size_t rounded = caching ? round_size(bytes) : bytes;
   const bool small = rounded <= kSmallRequestMax;
   FreeBlockSet& pool = small ? pools_->small : pools_->large;
   InactiveSplitChange split_change;
 
   // Best fit: the smallest free block of this pool and stream that is large enough.
   Block* block = nullptr;
-  auto fit = pool.lower_bound(FreeKey{stream, rounded, 0});
-  if (fit != pool.end() && (*fit)->stream == stream) {
-    block = *fit;
-    pools_->erase_free(block, split_change);
+  if (caching) {
+    auto fit = pool.lower_bound(FreeKey{stream, rounded, 0});
+    if (fit != pool.end() && (*fit)->stream == stream) {
+      block = *fit;
+      pools_->erase_free(block, split_change);
+    }
   }
 
   if (block == nullptr) {
-    const size_t segment_bytes = segment_size_for(rounded);
+    // Without caching the segment is the request itself, so nothing is split off below.
+    const size_t segment_bytes = caching ? segment_size_for(rounded) : rounded;
     auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
     void* base = backend_->allocate(segment_bytes);
     if (base == nullptr) {
@@ -349,6 +353,8 @@ void CachingAllocator::release_block(Block* block) {
   pools_->insert_free(block, split_change);
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
+  // Without caching the pools hold no other free block: the segment goes straight back.
+  if (caching_ == Caching::Off) pools_->release_free_segments(*backend_, stats_);
 }
 
 void CachingAllocator::process_pending_frees(bool wait) {

@@ -19,6 +19,12 @@
 //
 // Every live block carries a MemoryCategory so memory can be reported by purpose.
 // Thread-safe: one mutex guards the pools (the data loader allocates from its thread).
+//
+// Without caching (Caching::Off, PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING), every request
+// is its own segment of exactly the requested bytes, returned to the backend when freed.
+// Memory checkers (compute-sanitizer, AddressSanitizer) see only the backend's
+// allocations, so only then do they catch an access past a tensor's end: with caching, the
+// bytes past it belong to the same segment. Statistics and categories stay exact.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +49,7 @@ struct Allocation {
 
 class CachingAllocator {
  public:
+  enum class Caching { On, Off };
   static constexpr size_t kRoundBytes = 512;
   static constexpr size_t kSmallRequestMax = size_t{1} << 20;    // 1 MiB
   static constexpr size_t kSmallSegmentBytes = size_t{2} << 20;  // 2 MiB
@@ -50,7 +57,7 @@ class CachingAllocator {
   static constexpr size_t kLargeRequestDirect = size_t{10} << 20;  // >= this: own segment
   static constexpr size_t kLargeRoundBytes = size_t{2} << 20;    // 2 MiB
 
-  CachingAllocator(Device device, std::unique_ptr<RawBackend> backend);
+  CachingAllocator(Device device, std::unique_ptr<RawBackend> backend, Caching caching = Caching::On);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -89,6 +96,7 @@ class CachingAllocator {
   std::string memory_summary() const;
 
   Device device() const { return device_; }
+  Caching caching() const { return caching_; }
   RawBackend& backend() { return *backend_; }
   const RawBackend& backend() const { return *backend_; }
 
@@ -108,6 +116,7 @@ class CachingAllocator {
 
   Device device_;
   std::unique_ptr<RawBackend> backend_;
+  Caching caching_;
   std::unique_ptr<Pools> pools_;
   mutable std::mutex mutex_;
   MemoryStats stats_;

@@ -7,7 +7,9 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "memgrad/core/allocator/host_backend.h"
@@ -80,9 +82,17 @@ CachingAllocator& allocator_for(Device device) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   if (CachingAllocator* allocator = slot.load(std::memory_order_acquire)) return *allocator;
-  auto allocator = std::make_unique<CachingAllocator>(device, make_backend(device));
+  const CachingAllocator::Caching caching =
+      device.type == DeviceType::Simulated ? CachingAllocator::Caching::On : caching_from_environment();
+  auto allocator = std::make_unique<CachingAllocator>(device, make_backend(device), caching);
   slot.store(allocator.get(), std::memory_order_release);
   return *allocator.release();  // leaked on purpose: see the NOTE on registry()
+}
+
+CachingAllocator::Caching caching_from_environment() {
+  const char* value = std::getenv("MG_NO_MEMORY_CACHING");
+  const bool off = value != nullptr && *value != '\0' && std::string_view(value) != "0";
+  return off ? CachingAllocator::Caching::Off : CachingAllocator::Caching::On;
 }
 
 void set_simulated_capacity(int index, size_t capacity_bytes, SegmentPlacement placement) {

@@ -14,6 +14,13 @@ namespace mg {
 
 CachingAllocator& allocator_for(Device device);
 
+// Caching::Off when the environment sets MG_NO_MEMORY_CACHING (to anything but "0"): then
+// the CPU's and the CUDA devices' allocators, pinned host memory's too, hand every request
+// to the backend and give it back at free, so that compute-sanitizer and AddressSanitizer
+// see each tensor's bounds (scripts/gpu-sanitize sets it). Simulated devices always cache:
+// they exist to model the caching. Read when an allocator is created.
+CachingAllocator::Caching caching_from_environment();
+
 // Replaces simulated:N's allocator with a fresh one of the given capacity, placing its
 // segments as `placement` says. Any tensor still alive on that device must be gone first
 // (checked).
