@@ -2,8 +2,9 @@
 //
 // A segment is one piece of memory from the backend. It is cut into blocks laid end to
 // end and linked prev/next, so that a freed block can find its neighbours and merge with
-// the free ones. Free blocks wait in one of two pools (small: requests <= 1 MiB, large:
-// the rest), each a set ordered by (stream, size, address): the first entry at or after
+// the free ones. Every segment belongs to one BlockPool: the default one, or a private
+// pool of a CUDA graph. Free blocks wait in their pool's small set (requests <= 1 MiB) or
+// large set, each ordered by (stream, size, address): the first entry at or after
 // (stream, size, 0) is the best fit. Live blocks are kept in a hash set so that free()
 // can reject a handle it never gave out, and so that the destructor can find every
 // segment.
@@ -11,7 +12,12 @@
 // A block that other streams used (record_stream) is, when freed, marked with one backend
 // event per such stream and parked in a pending list, still `allocated` so that no
 // neighbour merges with it; allocate() (cheaply: one emptiness check when nothing waits)
-// and empty_cache() (waiting) finish the free of those whose events are done.
+// and empty_cache() (waiting) finish the free of those whose events are done. While a
+// routing to a private pool is active (a capture may be underway) no event is recorded
+// or queried: such a block waits, unmarked, in a second list until the routing ends.
+//
+// A released private pool lives on, unreachable by id, until its last segment is wholly
+// free and returned; it never holds a wholly free segment.
 //
 // Statistics follow PyTorch's definitions. The subtle one is inactive_split: a free block
 // counts when its segment is split (it has a neighbour), i.e. free bytes that only the
@@ -23,6 +29,7 @@
 
 #include <limits>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -33,11 +40,14 @@
 
 namespace mg {
 
+struct BlockPool;
+
 struct Block {
   uintptr_t address = 0;   // start; kept as an integer because simulated addresses are fake
   size_t size = 0;         // rounded bytes this block spans
   size_t requested = 0;    // bytes asked for (0 while free)
   StreamId stream = 0;     // the stream of the segment; blocks are reused on it only
+  BlockPool* pool = nullptr;  // the pool of the segment; blocks return to it only
   MemoryCategory category = MemoryCategory::Temporary;
   bool allocated = false;  // live, or freed and awaiting other streams' events
   bool in_small_pool = false;
@@ -75,6 +85,24 @@ struct FreeBlockOrder {
 
 using FreeBlockSet = std::set<Block*, FreeBlockOrder>;
 
+}  // namespace
+
+// The free blocks and segment totals of one pool: the default pools (kDefaultPool) or a
+// private pool.
+struct BlockPool {
+  explicit BlockPool(PoolId pool_id) : id(pool_id) {}
+  PoolId id;
+  FreeBlockSet small;  // free blocks of segments for requests <= 1 MiB
+  FreeBlockSet large;
+  int64_t reserved_bytes = 0;  // of its segments
+  int64_t segment_count = 0;
+  bool released = false;  // its owner is gone: segments go back as soon as wholly free
+
+  FreeBlockSet& free_blocks(bool small_pool) { return small_pool ? small : large; }
+};
+
+namespace {
+
 // The net change of inactive-split bytes and blocks during one operation.
 struct InactiveSplitChange {
   int64_t bytes = 0;
@@ -92,8 +120,17 @@ constexpr size_t kMaxRequestBytes = std::numeric_limits<size_t>::max() / 2;
 }  // namespace
 
 struct CachingAllocator::Pools {
-  FreeBlockSet small;
-  FreeBlockSet large;
+  BlockPool shared{kDefaultPool};
+  // Live private pools, and released ones that still hold segments (`released` set).
+  std::unordered_map<PoolId, std::unique_ptr<BlockPool>> private_pools;
+  PoolId next_private_id = kDefaultPool + 1;
+  // Streams whose requests go to a private pool (a capture may be underway on them).
+  struct Route {
+    StreamId stream;
+    BlockPool* pool;
+  };
+  std::vector<Route> routes;
+
   std::unordered_set<Block*> live;  // blocks handed out and not yet freed
   // Blocks freed while other streams may still use them: one entry per outstanding event.
   struct PendingEvent {
@@ -101,11 +138,40 @@ struct CachingAllocator::Pools {
     Block* block;
   };
   std::vector<PendingEvent> pending;
+  // Blocks freed during a routing while other streams may still use them, whose events
+  // are recorded once no routing is active.
+  std::vector<Block*> freed_during_routing;
 
-  FreeBlockSet& pool_of(const Block* block) { return block->in_small_pool ? small : large; }
+  FreeBlockSet& free_set_of(const Block* block) { return block->pool->free_blocks(block->in_small_pool); }
+
+  BlockPool& pool_for(StreamId stream) {
+    for (const Route& route : routes) {
+      if (route.stream == stream) return *route.pool;
+    }
+    return shared;
+  }
+
+  // The live private pool `id`; throws mg::Error naming `operation` otherwise.
+  BlockPool& private_pool(PoolId id, const char* operation, const Device& device) {
+    MG_CHECK(id != kDefaultPool, operation, "(", id, ") on ", device, ": pool 0 is the default pools, "
+             "not a private pool. Hint: make one with create_private_pool().");
+    auto found = private_pools.find(id);
+    const bool alive = found != private_pools.end() && !found->second->released;
+    MG_CHECK(alive, operation, "(", id, ") on ", device, ": ",
+             id < next_private_id ? "that private pool was released" : "no private pool has that id",
+             ". Hint: use the id create_private_pool() returned, and only until release_pool().");
+    return *found->second;
+  }
+
+  const Route* route_to(const BlockPool& pool) const {
+    for (const Route& route : routes) {
+      if (route.pool == &pool) return &route;
+    }
+    return nullptr;
+  }
 
   void insert_free(Block* block, InactiveSplitChange& change) {
-    bool inserted = pool_of(block).insert(block).second;
+    bool inserted = free_set_of(block).insert(block).second;
     MG_ASSERT(inserted, "free block at ", block->address, " was already in its pool");
     if (block->is_split()) {
       change.bytes += static_cast<int64_t>(block->size);
@@ -114,7 +180,7 @@ struct CachingAllocator::Pools {
   }
 
   void erase_free(Block* block, InactiveSplitChange& change) {
-    size_t erased = pool_of(block).erase(block);
+    size_t erased = free_set_of(block).erase(block);
     MG_ASSERT(erased == 1, "free block at ", block->address, " was missing from its pool");
     if (block->is_split()) {
       change.bytes -= static_cast<int64_t>(block->size);
@@ -122,24 +188,56 @@ struct CachingAllocator::Pools {
     }
   }
 
-  // Returns every whole free segment (a free block without neighbours) to the backend.
-  // Such a block is not an inactive split, so those statistics do not change.
-  void release_free_segments(RawBackend& backend, MemoryStats& stats) {
-    for (FreeBlockSet* pool : {&small, &large}) {
-      for (auto it = pool->begin(); it != pool->end();) {
+  // Returns the segment that the free, unsplit `block` spans (and that no free set holds)
+  // to the backend. Such a block is not an inactive split, so those statistics do not
+  // change.
+  static void return_segment(Block* block, RawBackend& backend, MemoryStats& stats) {
+    const auto segment_bytes = static_cast<int64_t>(block->size);
+    backend.deallocate(block->ptr(), block->size);
+    stats.num_backend_frees += 1;
+    stats.reserved_bytes.decrease(segment_bytes);
+    stats.segment_count.decrease(1);
+    block->pool->reserved_bytes -= segment_bytes;
+    block->pool->segment_count -= 1;
+    delete block;
+  }
+
+  // Returns every whole free segment (a free block without neighbours) of `pool`.
+  static void release_free_segments(BlockPool& pool, RawBackend& backend, MemoryStats& stats) {
+    for (FreeBlockSet* free_set : {&pool.small, &pool.large}) {
+      for (auto it = free_set->begin(); it != free_set->end();) {
         Block* block = *it;
         if (block->is_split()) {
           ++it;
           continue;
         }
-        it = pool->erase(it);
-        backend.deallocate(block->ptr(), block->size);
-        stats.num_backend_frees += 1;
-        stats.reserved_bytes.decrease(static_cast<int64_t>(block->size));
-        stats.segment_count.decrease(1);
-        delete block;
+        it = free_set->erase(it);
+        return_segment(block, backend, stats);
       }
     }
+  }
+
+  // Records one event per other stream that used the freed `block` and holds the block back
+  // for them (pending_events). On failure nothing changes and the error propagates.
+  void record_stream_events(Block* block, RawBackend& backend) {
+    const size_t first_event = pending.size();
+    pending.reserve(first_event + block->stream_uses.size());
+    try {
+      for (StreamId use : block->stream_uses) {
+        if (void* event = backend.record_event(use)) pending.push_back({event, block});
+      }
+    } catch (...) {
+      for (size_t i = first_event; i < pending.size(); ++i) backend.destroy_event(pending[i].event);
+      pending.resize(first_event);
+      throw;
+    }
+    block->stream_uses.clear();
+    block->pending_events = static_cast<int>(pending.size() - first_event);
+  }
+
+  // Forgets a released private pool once its last segment is gone.
+  void drop_if_finished(BlockPool& pool) {
+    if (pool.released && pool.segment_count == 0) private_pools.erase(pool.id);
   }
 };
 
@@ -162,15 +260,20 @@ CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> ba
 
 CachingAllocator::~CachingAllocator() {
   // Live blocks at this point are the owner's leak; the segments go back regardless.
-  // Every segment has exactly one first block (prev == nullptr), live, free or pending (a
+  // Every segment has exactly one first block (prev == nullptr), live, free or held back (a
   // set: a pending block appears once per event).
   std::unordered_set<Block*> segment_heads;
   auto collect = [&](Block* block) {
     if (block->prev == nullptr) segment_heads.insert(block);
   };
-  for (Block* block : pools_->small) collect(block);
-  for (Block* block : pools_->large) collect(block);
+  std::vector<BlockPool*> every_pool{&pools_->shared};
+  for (auto& [id, pool] : pools_->private_pools) every_pool.push_back(pool.get());
+  for (BlockPool* pool : every_pool) {
+    for (Block* block : pool->small) collect(block);
+    for (Block* block : pool->large) collect(block);
+  }
   for (Block* block : pools_->live) collect(block);
+  for (Block* block : pools_->freed_during_routing) collect(block);
   for (const Pools::PendingEvent& entry : pools_->pending) {
     collect(entry.block);
     backend_->destroy_event(entry.event);
@@ -194,18 +297,22 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
            ": the size is impossibly large. Hint: a negative size converted to an unsigned "
            "integer looks like this; check the shape that produced it.");
   std::lock_guard<std::mutex> lock(mutex_);
-  process_pending_frees(/*wait=*/false);
+  // NOTE: during a routing a capture may be underway, and querying or waiting for an event
+  // would invalidate it: held-back blocks stay held back until the routing ends.
+  const bool routing = !pools_->routes.empty();
+  if (!routing) process_pending_frees(/*wait=*/false);
   const bool caching = caching_ == Caching::On;
   const size_t rounded = caching ? round_size(bytes) : bytes;
   const bool small = rounded <= kSmallRequestMax;
-  FreeBlockSet& pool = small ? pools_->small : pools_->large;
+  BlockPool& pool = pools_->pool_for(stream);
+  FreeBlockSet& free_set = pool.free_blocks(small);
   InactiveSplitChange split_change;
 
   // Best fit: the smallest free block of this pool and stream that is large enough.
   Block* block = nullptr;
   if (caching) {
-    auto fit = pool.lower_bound(FreeKey{stream, rounded, 0});
-    if (fit != pool.end() && (*fit)->stream == stream) {
+    auto fit = free_set.lower_bound(FreeKey{stream, rounded, 0});
+    if (fit != free_set.end() && (*fit)->stream == stream) {
       block = *fit;
       pools_->erase_free(block, split_change);
     }
@@ -217,10 +324,11 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
     void* base = backend_->allocate(segment_bytes);
     if (base == nullptr) {
-      // The backend is out of memory: wait for the blocks other streams still use, give back
-      // every cached free segment and try once more.
-      process_pending_frees(/*wait=*/true);
-      pools_->release_free_segments(*backend_, stats_);
+      // The backend is out of memory: wait for the blocks other streams still use (not
+      // during a routing), give back every cached free segment of the default pools (a live
+      // private pool's hold a graph's addresses) and try once more.
+      if (!routing) process_pending_frees(/*wait=*/true);
+      Pools::release_free_segments(pools_->shared, *backend_, stats_);
       stats_.num_alloc_retries += 1;
       base = backend_->allocate(segment_bytes);
     }
@@ -235,7 +343,10 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     segment->address = reinterpret_cast<uintptr_t>(base);
     segment->size = segment_bytes;
     segment->stream = stream;
+    segment->pool = &pool;
     segment->in_small_pool = small;
+    pool.reserved_bytes += static_cast<int64_t>(segment_bytes);
+    pool.segment_count += 1;
     block = segment.release();
   }
 
@@ -249,6 +360,7 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     remainder->address = block->address + rounded;
     remainder->size = rest;
     remainder->stream = block->stream;
+    remainder->pool = block->pool;
     remainder->in_small_pool = block->in_small_pool;
     remainder->prev = block;
     remainder->next = block->next;
@@ -288,25 +400,19 @@ void CachingAllocator::free(Block* block) {
            " got a block this allocator did not hand out or has already freed. Hint: "
            "each Allocation must be freed exactly once, by the allocator that made it.");
 
-  // Mark what the other streams have enqueued so far; the block waits for those marks.
-  // Recorded before anything changes, so a failing backend leaves the block live.
-  const size_t first_event = pools_->pending.size();
+  // Mark what the other streams have enqueued so far; the block waits for those marks
+  // (during a routing, unmarked until it ends). Done before anything changes, so a failing
+  // backend leaves the block live.
+  bool held_back = false;
   if (!block->stream_uses.empty()) {
-    pools_->pending.reserve(first_event + block->stream_uses.size());
-    try {
-      for (StreamId use : block->stream_uses) {
-        if (void* event = backend_->record_event(use)) pools_->pending.push_back({event, block});
-      }
-    } catch (...) {
-      for (size_t i = first_event; i < pools_->pending.size(); ++i) {
-        backend_->destroy_event(pools_->pending[i].event);
-      }
-      pools_->pending.resize(first_event);
-      throw;
+    if (pools_->routes.empty()) {
+      pools_->record_stream_events(block, *backend_);
+      held_back = block->pending_events > 0;
+    } else {
+      pools_->freed_during_routing.push_back(block);
+      held_back = true;
     }
-    block->stream_uses.clear();
   }
-  block->pending_events = static_cast<int>(pools_->pending.size() - first_event);
   pools_->live.erase(live);
 
   // The tensor is gone: it no longer counts as allocated, requested or in its category.
@@ -325,7 +431,7 @@ void CachingAllocator::free(Block* block) {
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
 
-  if (block->pending_events == 0) release_block(block);
+  if (!held_back) release_block(block);
 }
 
 void CachingAllocator::release_block(Block* block) {
@@ -350,14 +456,30 @@ void CachingAllocator::release_block(Block* block) {
     if (block->next != nullptr) block->next->prev = block;
     delete next;
   }
-  pools_->insert_free(block, split_change);
+  // A wholly free segment that nobody may cache goes straight back: one of a released pool,
+  // or, without caching, of the default pools (a live private pool keeps it even then:
+  // its graph may replay into it).
+  BlockPool& pool = *block->pool;
+  const bool uncached = pool.released || (caching_ == Caching::Off && pool.id == kDefaultPool);
+  if (uncached && !block->is_split()) {
+    Pools::return_segment(block, *backend_, stats_);
+    pools_->drop_if_finished(pool);
+  } else {
+    pools_->insert_free(block, split_change);
+  }
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
-  // Without caching the pools hold no other free block: the segment goes straight back.
-  if (caching_ == Caching::Off) pools_->release_free_segments(*backend_, stats_);
 }
 
 void CachingAllocator::process_pending_frees(bool wait) {
+  // No capture is underway now: mark the blocks freed during a routing.
+  std::vector<Block*>& unmarked = pools_->freed_during_routing;
+  while (!unmarked.empty()) {
+    Block* block = unmarked.back();
+    pools_->record_stream_events(block, *backend_);  // on failure the block stays listed
+    unmarked.pop_back();
+    if (block->pending_events == 0) release_block(block);
+  }
   std::vector<Pools::PendingEvent>& pending = pools_->pending;
   // NOTE: each entry leaves the list before its event is destroyed, so a backend error
   // (thrown by event_done or synchronize_event) leaves the list consistent. The list is
@@ -425,9 +547,18 @@ size_t CachingAllocator::requested_size(const Block* block) const {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  MG_CHECK(pools_->routes.empty(), "empty_cache() on ", device_, " while stream ", pools_->routes.front().stream,
+           " allocates to private pool ", pools_->routes.front().pool->id, ": it would wait for device events, "
+           "which invalidates a CUDA graph capture that may be underway. Hint: empty the cache before "
+           "begin_allocate_to_pool() or after end_allocate_to_pool().");
   process_pending_frees(/*wait=*/true);
   const int64_t reserved_before = stats_.reserved_bytes.current;
-  pools_->release_free_segments(*backend_, stats_);
+  // Released pools hold no wholly free segment (release_block returns them at once).
+  Pools::release_free_segments(pools_->shared, *backend_, stats_);
+  report_release(reserved_before);
+}
+
+void CachingAllocator::report_release(int64_t reserved_before) {
   AllocatorObserver* observer = allocator_observer();
   if (observer != nullptr && stats_.reserved_bytes.current != reserved_before) {
     observer->on_allocator_event({device_, AllocatorEventKind::ReleaseCache, nullptr,
@@ -435,6 +566,57 @@ void CachingAllocator::empty_cache() {
                                   MemoryCategory::Temporary},
                                  stats_);
   }
+}
+
+PoolId CachingAllocator::create_private_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const PoolId id = pools_->next_private_id;
+  pools_->private_pools.emplace(id, std::make_unique<BlockPool>(id));
+  pools_->next_private_id += 1;
+  return id;
+}
+
+void CachingAllocator::begin_allocate_to_pool(PoolId pool, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  BlockPool& target = pools_->private_pool(pool, "begin_allocate_to_pool", device_);
+  for (const Pools::Route& route : pools_->routes) {
+    MG_CHECK(route.stream != stream, "begin_allocate_to_pool(", pool, ", stream ", stream, ") on ", device_,
+             ": that stream already allocates to private pool ", route.pool->id,
+             ". Hint: a stream routes to one pool at a time; call end_allocate_to_pool(", route.pool->id,
+             ") first.");
+  }
+  pools_->routes.push_back({stream, &target});
+}
+
+void CachingAllocator::end_allocate_to_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  BlockPool& target = pools_->private_pool(pool, "end_allocate_to_pool", device_);
+  std::vector<Pools::Route>& routes = pools_->routes;
+  const size_t before = routes.size();
+  std::erase_if(routes, [&](const Pools::Route& route) { return route.pool == &target; });
+  MG_CHECK(routes.size() != before, "end_allocate_to_pool(", pool, ") on ", device_,
+           ": no stream allocates to that pool. Hint: each end_allocate_to_pool() ends a "
+           "begin_allocate_to_pool() of the same pool.");
+}
+
+void CachingAllocator::release_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  BlockPool& target = pools_->private_pool(pool, "release_pool", device_);
+  const Pools::Route* route = pools_->route_to(target);
+  MG_CHECK(route == nullptr, "release_pool(", pool, ") on ", device_, ": stream ", route->stream,
+           " still allocates to it. Hint: call end_allocate_to_pool(", pool, ") first.");
+  target.released = true;
+  const int64_t reserved_before = stats_.reserved_bytes.current;
+  Pools::release_free_segments(target, *backend_, stats_);
+  pools_->drop_if_finished(target);
+  report_release(reserved_before);
+}
+
+size_t CachingAllocator::pool_reserved_bytes(PoolId pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const BlockPool& target =
+      pool == kDefaultPool ? pools_->shared : pools_->private_pool(pool, "pool_reserved_bytes", device_);
+  return static_cast<size_t>(target.reserved_bytes);
 }
 
 MemoryStats CachingAllocator::stats() const {

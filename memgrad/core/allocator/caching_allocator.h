@@ -17,11 +17,24 @@
 // events recorded on those streams at free time have completed; until then it counts in
 // active_bytes but no longer in allocated_bytes (PyTorch's semantics).
 //
+// Private pools (CUDA graphs): a captured graph bakes in the addresses its kernels use, so
+// those blocks must not go to anyone else while the graph may replay. A private pool has
+// its own small and large free blocks and its own segments; between
+// begin_allocate_to_pool(pool, stream) and end_allocate_to_pool(pool) every request on
+// that stream is served from the pool (best fit, splitting and merging as above, new
+// segments when nothing fits), never from the default pools, and no request outside the
+// routing ever takes a pool's block. Graphs that always replay in the order they were
+// captured may share one pool. Statistics and categories count pool blocks like any
+// other; empty_cache() and the out-of-memory retry leave a live pool's segments alone;
+// release_pool() returns them as soon as they are wholly free. While any routing is
+// active the allocator neither records nor queries events (either invalidates a capture).
+//
 // Every live block carries a MemoryCategory so memory can be reported by purpose.
 // Thread-safe: one mutex guards the pools (the data loader allocates from its thread).
 //
 // Without caching (Caching::Off, PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING), every request
-// is its own segment of exactly the requested bytes, returned to the backend when freed.
+// is its own segment of exactly the requested bytes, returned to the backend when freed
+// (a live private pool's when the pool is released: see begin_allocate_to_pool).
 // Memory checkers (compute-sanitizer, AddressSanitizer) see only the backend's
 // allocations, so only then do they catch an access past a tensor's end: with caching, the
 // bytes past it belong to the same segment. Statistics and categories stay exact.
@@ -41,6 +54,11 @@
 namespace mg {
 
 struct Block;  // defined in caching_allocator.cpp; opaque to everyone else
+
+// Names a pool of free blocks: kDefaultPool for the shared pools, or a private pool made by
+// CachingAllocator::create_private_pool (ids are unique per allocator, never reused).
+using PoolId = uint64_t;
+inline constexpr PoolId kDefaultPool = 0;
 
 struct Allocation {
   void* ptr = nullptr;     // start of the usable bytes (nullptr for zero-byte requests)
@@ -83,9 +101,36 @@ class CachingAllocator {
   size_t block_size(const Block* block) const;
   size_t requested_size(const Block* block) const;
 
-  // Waits for the blocks held back for other streams, then returns every free segment to
-  // the backend.
+  // Waits for the blocks held back for other streams, then returns every free segment of
+  // the default pools to the backend (a live private pool keeps its segments). Throws
+  // mg::Error while a routing is active: waiting for events would invalidate a capture.
   void empty_cache();
+
+  // ---- private pools (for CUDA graphs; see the top of this file) ----
+  // A new, empty private pool.
+  PoolId create_private_pool();
+  // From now on, requests on `stream` are served from `pool`. A stream routes to one pool
+  // at a time; several streams may route to the same pool (a capture that forks).
+  // NOTE: while any routing is active, free() of a block that other streams used
+  // (record_stream) records no events: the block stays held back, active but not
+  // allocated, and its events are recorded once no routing is active (at the next
+  // allocate() or empty_cache()). End the routing only after the capture has ended.
+  // NOTE: new segments are still taken from the backend during routing, and an
+  // out-of-memory retry (or release_pool of another pool) still returns segments to it:
+  // a CUDA backend must make its allocate and deallocate legal during a capture.
+  // Caching::Off: routing works the same, each request its own segment, but a freed pool
+  // block stays reserved by its pool (neither reused nor returned) until release_pool,
+  // because the graph may still replay into it.
+  void begin_allocate_to_pool(PoolId pool, StreamId stream);
+  // Stops routing every stream that routes to `pool`; the pool's blocks stay where they are.
+  void end_allocate_to_pool(PoolId pool);
+  // The pool's owner is gone (graphs sharing a pool release it once, when the last one
+  // goes): its free segments go back to the backend now (reported as a ReleaseCache event),
+  // the others as soon as their blocks are all freed. The id is invalid afterwards.
+  void release_pool(PoolId pool);
+  // Bytes of the segments `pool` holds (kDefaultPool: the default pools').
+  size_t pool_reserved_bytes(PoolId pool) const;
+
   MemoryStats stats() const;
   void reset_peak_stats();
   // Zeroes the cumulative totals (allocated/freed of every Stat) and the counters
@@ -106,11 +151,15 @@ class CachingAllocator {
   static size_t segment_size_for(size_t rounded_bytes);
 
  private:
-  struct Pools;  // the small and large pools; defined in caching_allocator.cpp
+  struct Pools;  // the default and the private pools; defined in caching_allocator.cpp
 
-  // Finishes the free of every held-back block whose events are done (all of them, after
-  // waiting, when `wait`). Called with mutex_ held.
+  // Records the events of the blocks freed during a routing, then finishes the free of
+  // every held-back block whose events are done (all of them, after waiting, when `wait`).
+  // Called with mutex_ held and no routing active.
   void process_pending_frees(bool wait);
+  // Tells the observer that `reserved_before - reserved now` bytes went back to the backend.
+  // Called with mutex_ held.
+  void report_release(int64_t reserved_before);
   // The second half of free(): the block goes back to its pool. Called with mutex_ held.
   void release_block(Block* block);
 
