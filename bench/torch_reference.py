@@ -54,6 +54,13 @@ and the same measurements:
     for convolutions (cuDNN), recorded in the JSON line as tf32_matmul / tf32_cudnn. The
     MLP so computes in full float32; the ResNets' convolutions may use TF32 in both.
 
+--cuda-graph (mlp and cnn on cuda, float32, sgd/adam/adamw) captures the whole step as
+one CUDA graph, as PyTorch's documentation does for whole-network capture: the optimizer
+made with capturable=True (Adam, AdamW), three warm-up steps on a side stream,
+zero_grad(set_to_none=True) before torch.cuda.graph(g) records forward, loss, backward and
+step; each timed step is then g.replay() (the --warmup steps replay too). Compare with
+bench_train_step --cuda-graph.
+
 --host-overhead times a chain of tiny ops (y = y * 1.0001 + 0.5 on one element, no grad)
 and reports the host's microseconds per op. Output: one JSON line per run on stdout, in the
 same format as bench_train_step with "framework": "pytorch".
@@ -116,6 +123,8 @@ def parse_args(argv):
                              "gpt2: each transformer block")
     parser.add_argument("--compile", action="store_true",
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="mlp, cnn: capture the whole step as a CUDA graph and time its replays")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp, cnn), 5 (resnets, gpt2)")
     parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp, cnn), 20 (resnets, gpt2)")
@@ -142,6 +151,9 @@ def parse_args(argv):
         parser.error("--channels-last is for the resnets")
     if args.compile and args.model != "gpt2":
         parser.error("--compile is for --model gpt2")
+    if args.cuda_graph and (args.model not in ("mlp", "cnn") or args.device != "cuda" or
+                            args.optim not in ("sgd", "adam", "adamw")):
+        parser.error("--cuda-graph is for --model mlp or cnn on --device cuda with sgd, adam or adamw")
     if args.amp == "fp16" and args.device != "cuda":
         parser.error("--amp fp16 needs --device cuda (CPU autocast computes in bfloat16)")
     for name, minimum in (("batch", 1), ("warmup", 0), ("steps", 1), ("ops", 2), ("repeats", 1)):
@@ -234,15 +246,18 @@ def build_cnn():
 
 
 def make_optimizer(args, params):
+    # Adam's step counters live on the host unless capturable, and a CUDA graph cannot
+    # advance host state.
+    capturable = {"capturable": True} if args.cuda_graph and args.optim in ("adam", "adamw") else {}
     if args.model in RESNET_SHAPES:
         # examples/resnet/bench.cpp's SGDOptions, field for field.
         return torch.optim.SGD(params, lr=args.lr or 0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
     if args.optim == "sgd":
         return torch.optim.SGD(params, lr=args.lr or 0.01, momentum=0.9)
     if args.optim == "adam":
-        return torch.optim.Adam(params, lr=args.lr or 1e-3)
+        return torch.optim.Adam(params, lr=args.lr or 1e-3, **capturable)
     if args.optim == "adamw":
-        return torch.optim.AdamW(params, lr=args.lr or 1e-3)
+        return torch.optim.AdamW(params, lr=args.lr or 1e-3, **capturable)
     return torch.optim.Adagrad(params, lr=args.lr or 1e-2)
 
 
@@ -308,8 +323,12 @@ def run_train_step(args, device):
         scaler.step(optimizer)
         scaler.update()
 
+    if args.cuda_graph:
+        step = captured_step(model, loss_fn, optimizer, inputs, targets)
+
     result = {
         "framework": "pytorch",
+        "cuda_graph": args.cuda_graph,
         "model": args.model,
         "batch": args.batch,
         "optim": args.optim,
@@ -327,6 +346,28 @@ def run_train_step(args, device):
     result["torch_version"] = torch.__version__
     result["model_source"] = model_source
     return result
+
+
+def captured_step(model, loss_fn, optimizer, inputs, targets):
+    """The whole training step as one CUDA graph (PyTorch's whole-network capture): three
+    warm-up steps on a side stream, then forward, loss, backward and step recorded once;
+    returns the graph's replay."""
+    def body():
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        body()
+    return graph.replay
 
 
 def measure_steps(step, device, warmup, steps, batch):

@@ -39,6 +39,7 @@
 #include <memgrad/io/json.h>
 #include <memgrad/core/memory_category.h>
 #include <memgrad/core/random.h>
+#include <memgrad/cuda/captured_step.h>
 #include "examples/common/cli.h"
 #include "examples/common/step_benchmark.h"
 #include "examples/common/timeline.h"
@@ -120,6 +121,7 @@ struct Args {
   uint64_t seed = 0;
   std::optional<int> threads;  // CPU only; unset: all cores
   bool host_overhead = false;
+  bool cuda_graph = false;  // time replays of the step captured as a CUDA graph
   std::string tiny_op = "add";  // what the host-overhead chain is made of: add or conv
   int64_t ops = 1000;          // length of the host-overhead chain
   int64_t repeats = 20;        // chains timed for the host overhead (the median is reported)
@@ -129,7 +131,7 @@ struct Args {
 std::string usage(const std::string& program) {
   return "usage: " + program +
          " [--model " + model_names("|") + "] [--batch N] [--optim sgd|adam|adamw|adagrad] [--lr X]\n"
-         "       [--device cpu|cuda] [--warmup N] [--steps N] [--seed N] [--threads N]\n"
+         "       [--device cpu|cuda] [--warmup N] [--steps N] [--seed N] [--threads N] [--cuda-graph]\n"
          "   or: " + program + " --host-overhead [--tiny-op add|conv] [--device cpu|cuda] [--ops N]\n"
          "                [--repeats N]\n"
          "\n"
@@ -138,7 +140,9 @@ std::string usage(const std::string& program) {
          "time over --steps steps after --warmup steps, mean_ms (timed loop / steps),\n"
          "samples/s, and the peak allocated/reserved bytes of one step. --model mlp is the\n"
          "784-512-256-10 MLP on (B, 784) inputs; cnn is PyTorch's MNIST example net\n"
-         "(nn::MnistCnn) on (B, 1, 28, 28) images.\n"
+         "(nn::MnistCnn) on (B, 1, 28, 28) images. --cuda-graph (cuda only) captures the step\n"
+         "once (mg::cuda::CapturedStep, three warm-up steps) and times its replays, adding\n"
+         "graph_pool_bytes, what the graph's private memory pool holds.\n"
          "--host-overhead times a chain of --ops tiny ops and prints the host's microseconds\n"
          "per op: --tiny-op add (default) is y = y * 1.0001 + 0.5 on one element; conv is a\n"
          "3x3 convolution of a (1, 16, 8, 8) channels-last batch (float16 on cuda, float32 on\n"
@@ -188,8 +192,13 @@ Args parse_args(int argc, char** argv) {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
       {"--host-overhead", [&] { args.host_overhead = true; }},
+      {"--cuda-graph", [&] { args.cuda_graph = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
+  if (args.cuda_graph && (!args.device.is_cuda() || args.host_overhead)) {
+    throw UsageError("--cuda-graph captures a training step on a CUDA device: it needs --device cuda and "
+                     "no --host-overhead");
+  }
   return args;
 }
 
@@ -251,12 +260,21 @@ Trainer make_trainer(const Args& args) {
 
 int run_train_step(const Args& args) {
   Trainer trainer = make_trainer(args);
+  std::optional<mg::cuda::CapturedStep> captured;
+  if (args.cuda_graph) captured.emplace([&] { trainer.step(); }, mg::cuda::CaptureOptions{.device = args.device});
   const examples::StepMeasurement measurement =
-      examples::measure_steps(args.device, args.warmup, args.steps, [&] { trainer.step(); });
+      examples::measure_steps(args.device, args.warmup, args.steps, [&] {
+        if (captured) {
+          captured->replay();
+        } else {
+          trainer.step();
+        }
+      });
 
   mg::JsonWriter json;
   json.begin_object()
       .key("framework").value("memgrad")
+      .key("cuda_graph").value(args.cuda_graph)
       .key("model").value(args.model)
       .key("batch").value(args.batch_size)
       .key("optim").value(args.optimizer)
@@ -265,6 +283,7 @@ int run_train_step(const Args& args) {
       .key("steps").value(args.steps);
   if (args.threads) json.key("threads").value(*args.threads);
   examples::write_step_fields(json, measurement, args.batch_size);
+  if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
   std::cout << json.str() << std::endl;
   return 0;

@@ -10,7 +10,8 @@
 #include "memgrad/core/random.h"
 #include "memgrad/core/tensor.h"
 
-// cuda: is there a GPU (in every build), waiting for it, TF32
+// cuda: is there a GPU (in every build), waiting for it, TF32, steps captured as CUDA graphs
+#include "memgrad/cuda/captured_step.h"
 #include "memgrad/cuda/cuda.h"
 
 // io: checkpoints in safetensors, JSON

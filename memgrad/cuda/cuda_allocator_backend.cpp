@@ -8,6 +8,7 @@
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/error.h"
+#include "memgrad/cuda/capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/nvml.h"
 #include "memgrad/cuda/runtime.h"
@@ -37,7 +38,15 @@ void* CudaAllocatorBackend::allocate(size_t bytes) {
   if (used_bytes() + bytes > capacity()) return nullptr;
   DeviceGuard guard(device_);
   void* ptr = nullptr;
+  // NOTE: while this thread captures a CUDA graph (cuda/captured_step.h), cudaMalloc counts
+  // as potentially unsafe and would fail the capture; the graph's private pool needs new
+  // segments then, and cudaMalloc enqueues nothing on the captured stream, so the call runs
+  // in relaxed capture mode, as PyTorch's allocator does.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool capturing = capture_underway();
+  if (capturing) MG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   const cudaError_t status = cudaMalloc(&ptr, bytes);
+  if (capturing) MG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));  // the capture's own mode again
   if (status == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // clear it, so the next check reports its own problem
     return nullptr;

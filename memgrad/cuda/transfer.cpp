@@ -11,6 +11,7 @@
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/memory_format.h"
+#include "memgrad/cuda/capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/device_error.h"
 
@@ -21,6 +22,10 @@ namespace {
 // A copy between host memory and a CUDA device, on the device's current stream.
 void copy_with_host(const Tensor& host, Device device, void* destination, const void* source,
                     size_t bytes, cudaMemcpyKind kind, bool non_blocking) {
+  refuse_during_capture("copying between a CUDA tensor and host memory (item(), to(Device::cpu()), a host "
+                        "tensor's to(Device::cuda()))",
+                        "copy each batch into the step's static input tensors before replay(), and read "
+                        "results (the loss) after it.");
   DeviceGuard guard(device);  // the legacy default stream (nullptr) is the current device's
   cudaStream_t stream = current_stream(device);
   MG_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, kind, stream));

@@ -1,7 +1,9 @@
-// cuda/without_cuda.cpp — cuda/cuda.h's answers in a build without CUDA: no devices.
-// Built only when MG_WITH_CUDA is off (CMakeLists.txt); a CUDA build defines these in
-// cuda/runtime.cpp.
+// cuda/without_cuda.cpp — the cuda room's public answers in a build without CUDA: no
+// devices (cuda/cuda.h), and a CapturedStep (cuda/captured_step.h) that explains why it
+// cannot be made. Built only when MG_WITH_CUDA is off (CMakeLists.txt); a CUDA build
+// defines these in cuda/runtime.cpp and cuda/captured_step.cpp.
 #include "memgrad/cuda/cuda.h"
+#include "memgrad/cuda/captured_step.h"
 
 #include <atomic>
 
@@ -25,5 +27,21 @@ void synchronize(Device device) {
 void set_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 
 bool allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }
+
+// Never made in this build: the constructor throws, so the other members cannot be reached.
+struct CapturedStep::Graph {};
+
+CapturedStep::CapturedStep(std::function<void()> /*step*/, CaptureOptions options) {
+  MG_CHECK(false, "CapturedStep on ", options.device, ": memgrad was built without CUDA support, and "
+           "CUDA graphs need it. Hint: rebuild with -DMG_WITH_CUDA=ON, or run the step eagerly.");
+}
+
+CapturedStep::~CapturedStep() = default;
+
+void CapturedStep::replay() { MG_ASSERT(false, "CapturedStep::replay without CUDA"); }
+
+size_t CapturedStep::pool_bytes() const { return 0; }
+
+int64_t CapturedStep::replays() const { return 0; }
 
 }  // namespace mg::cuda

@@ -1,10 +1,11 @@
-// tests/core/test_cuda_without_gpu.cpp — cuda/cuda.h answers in every build: a build
-// without CUDA (and a machine without a GPU) says there is no device instead of failing to
-// link or crashing, so one program runs with either build. (The CUDA build's answers on a
-// GPU are tested in tests/cuda/.)
+// tests/core/test_cuda_without_gpu.cpp — cuda/cuda.h and CapturedStep answer in every
+// build: a build without CUDA (and a machine without a GPU) says there is no device
+// instead of failing to link or crashing, so one program runs with either build. (The
+// CUDA build's answers on a GPU are tested in tests/cuda/.)
 #include <catch2/catch.hpp>
 
 #include "memgrad/core/error.h"
+#include "memgrad/cuda/captured_step.h"
 #include "memgrad/cuda/cuda.h"
 
 TEST_CASE("cuda::is_available() agrees with device_count() in every build", "[cuda-api]") {
@@ -25,3 +26,11 @@ TEST_CASE("a build without CUDA has no devices and says why when asked to wait f
   mg::cuda::set_allow_tf32(before);
 }
 #endif
+
+TEST_CASE("CapturedStep refuses a CPU device, and a build without CUDA says why", "[cuda-api]") {
+  CHECK_THROWS_WITH(mg::cuda::CapturedStep([] {}, {.device = mg::Device::cpu()}), Catch::Contains("cpu"));
+#ifndef MG_WITH_CUDA
+  CHECK_THROWS_WITH(mg::cuda::CapturedStep([] {}), Catch::Contains("built without CUDA") &&
+                                                       Catch::Contains("run the step eagerly"));
+#endif
+}

@@ -1,0 +1,203 @@
+// tests/cuda/test_cuda_captured_step.cpp — whole training steps captured as CUDA graphs
+// (cuda/captured_step.h): N replays leave the parameters bit for bit where N eager steps
+// leave them (an MLP with Adam, the MNIST CNN with AdamW, convolutions with batch norm and
+// SGD with momentum), allocations between replays never land on the graph's memory, and
+// what a capture cannot hold is an mg::Error naming it, after which eager work goes on.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <memory>
+#include <vector>
+
+#include "memgrad/autograd/dropout.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/cuda/captured_step.h"
+#include "memgrad/nn/nn.h"
+#include "memgrad/optim/optim.h"
+#include "cuda/kernel_checks.h"
+
+using namespace mg;
+using namespace cuda_checks;
+
+namespace {
+
+constexpr int kWarmupSteps = 3;
+constexpr int kReplays = 5;
+
+// One model, its optimizer and the step's static inputs on the GPU.
+struct Trainer {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  Tensor input, target, loss;
+
+  void step() {
+    optimizer->zero_grad();
+    loss = cross_entropy((*model)(input), target);
+    loss.backward();
+    optimizer->step();
+  }
+};
+
+using MakeTrainer = std::function<Trainer()>;
+
+// Batches as the data loader would give them: host tensors, a new one every step.
+std::vector<std::pair<Tensor, Tensor>> host_batches(const Shape& input_shape, int count) {
+  Generator generator(77);
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int i = 0; i < count; ++i) {
+    batches.emplace_back(randn(input_shape, {}, &generator),
+                         randint(0, 10, {input_shape[0]}, {.dtype = DType::Int64}, &generator));
+  }
+  return batches;
+}
+
+void load(Trainer& trainer, const std::pair<Tensor, Tensor>& batch) {
+  trainer.input.copy_(batch.first.to(kCuda));
+  trainer.target.copy_(batch.second.to(kCuda));
+}
+
+// Trains one model eagerly and one through a CapturedStep on the same batches; the
+// warm-up steps of both see the first batch.
+void check_replays_match_eager(const MakeTrainer& make, const Shape& input_shape) {
+  const auto batches = host_batches(input_shape, kReplays + 1);
+  Trainer eager = make(), captured = make();
+  load(eager, batches[0]);
+  for (int i = 0; i < kWarmupSteps; ++i) eager.step();
+  for (int i = 1; i <= kReplays; ++i) {
+    load(eager, batches[i]);
+    eager.step();
+  }
+
+  load(captured, batches[0]);
+  cuda::CapturedStep step([&] { captured.step(); }, {.warmup_steps = kWarmupSteps});
+  CHECK(step.pool_bytes() > 0);
+  for (int i = 1; i <= kReplays; ++i) {
+    load(captured, batches[i]);
+    step.replay();
+  }
+  CHECK(step.replays() == kReplays);
+
+  check_equal(captured.loss, eager.loss, "the last step's loss");
+  const std::vector<Tensor> expected = eager.model->parameters(), actual = captured.model->parameters();
+  REQUIRE(expected.size() == actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], "parameter " + std::to_string(i));
+  const std::vector<Tensor> expected_buffers = eager.model->buffers(), actual_buffers = captured.model->buffers();
+  REQUIRE(expected_buffers.size() == actual_buffers.size());
+  for (size_t i = 0; i < expected_buffers.size(); ++i) {
+    check_equal(actual_buffers[i], expected_buffers[i], "buffer " + std::to_string(i));
+  }
+}
+
+Trainer mlp_with_adam() {
+  Generator generator(1);
+  Trainer trainer;
+  trainer.model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(784, 256, true, &generator),
+                                                   std::make_shared<nn::ReLU>(),
+                                                   std::make_shared<nn::Linear>(256, 10, true, &generator));
+  trainer.model->to(kCuda);
+  trainer.optimizer = std::make_unique<optim::Adam>(trainer.model->parameters(), optim::AdamOptions{.lr = 1e-3});
+  trainer.input = zeros({64, 784}, {.device = kCuda});
+  trainer.target = zeros({64}, {.dtype = DType::Int64, .device = kCuda});
+  return trainer;
+}
+
+}  // namespace
+
+TEST_CASE("CapturedStep: replays of an MLP's Adam step equal eager steps bit for bit", "[cuda][graph]") {
+  check_replays_match_eager(mlp_with_adam, {64, 784});
+}
+
+TEST_CASE("CapturedStep: replays of the MNIST CNN's AdamW step equal eager steps bit for bit", "[cuda][graph]") {
+  check_replays_match_eager(
+      [] {
+        Generator generator(2);
+        Trainer trainer;
+        trainer.model = std::make_shared<nn::MnistCnn>(Shape{28, 28}, 10, &generator);
+        trainer.model->to(kCuda);
+        trainer.optimizer = std::make_unique<optim::AdamW>(trainer.model->parameters(), optim::AdamWOptions{});
+        trainer.input = zeros({32, 1, 28, 28}, {.device = kCuda});
+        trainer.target = zeros({32}, {.dtype = DType::Int64, .device = kCuda});
+        return trainer;
+      },
+      {32, 1, 28, 28});
+}
+
+TEST_CASE("CapturedStep: replays with batch norm and SGD momentum equal eager steps, running statistics too",
+          "[cuda][graph]") {
+  check_replays_match_eager(
+      [] {
+        Generator generator(3);
+        Trainer trainer;
+        trainer.model = std::make_shared<nn::Sequential>(
+            std::make_shared<nn::Conv2d>(3, 16, 3, Conv2dOptions{.padding = {1, 1}}, false, &generator),
+            std::make_shared<nn::BatchNorm2d>(16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+            std::make_shared<nn::Linear>(16 * 8 * 8, 10, true, &generator));
+        trainer.model->to(kCuda);
+        trainer.optimizer = std::make_unique<optim::SGD>(trainer.model->parameters(),
+                                                         optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+        trainer.input = zeros({16, 3, 8, 8}, {.device = kCuda});
+        trainer.target = zeros({16}, {.dtype = DType::Int64, .device = kCuda});
+        return trainer;
+      },
+      {16, 3, 8, 8});
+}
+
+TEST_CASE("CapturedStep: memory allocated between replays never lands on the graph's", "[cuda][graph]") {
+  const auto batches = host_batches({64, 784}, 4);
+  Trainer eager = mlp_with_adam(), captured = mlp_with_adam();
+  load(eager, batches[0]);
+  load(captured, batches[0]);
+  for (int i = 0; i < kWarmupSteps; ++i) eager.step();
+  cuda::CapturedStep step([&] { captured.step(); }, {.warmup_steps = kWarmupSteps});
+  std::vector<Tensor> clutter;
+  for (int i = 1; i < 4; ++i) {
+    load(eager, batches[i]);
+    eager.step();
+    load(captured, batches[i]);
+    step.replay();
+    // Between replays, tensors of the sizes the step's temporaries have, filled with NaN:
+    // if any took a block of the graph's pool, the next replay would read NaN.
+    for (int64_t numel : {64 * 256, 64 * 10, 256 * 784, 1, 4096}) {
+      clutter.push_back(full({numel}, std::numeric_limits<double>::quiet_NaN(), {.device = kCuda}));
+    }
+    clutter.erase(clutter.begin(), clutter.begin() + 2);  // and frees some, to churn the cache
+  }
+  const std::vector<Tensor> expected = eager.model->parameters(), actual = captured.model->parameters();
+  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], "parameter " + std::to_string(i));
+}
+
+TEST_CASE("CapturedStep: what a capture cannot hold is an mg::Error naming it, and eager work goes on",
+          "[cuda][graph]") {
+  Trainer trainer = mlp_with_adam();
+  auto capture = [](const std::function<void()>& step) { cuda::CapturedStep captured(step, {.warmup_steps = 1}); };
+  bool warm = false;  // the refusals come during capture, after an eager warm-up that may do anything
+  CHECK_THROWS_WITH(capture([&] {
+                      trainer.step();
+                      if (warm) (void)trainer.loss.item<float>();
+                      warm = true;
+                    }),
+                    Catch::Contains("item()") && Catch::Contains("during CUDA graph capture") &&
+                        Catch::Contains("after it"));
+  warm = false;
+  CHECK_THROWS_WITH(capture([&] {
+                      if (warm) cuda::synchronize();
+                      warm = true;
+                    }),
+                    Catch::Contains("cuda::synchronize during CUDA graph capture"));
+  warm = false;
+  CHECK_THROWS_WITH(capture([&] {
+                      (void)dropout(trainer.input, 0.5);
+                      warm = true;
+                    }),
+                    Catch::Contains("dropout during CUDA graph capture") && Catch::Contains("eval mode"));
+  CHECK_THROWS_WITH(cuda::CapturedStep([] {}, {.device = Device::cpu()}), Catch::Contains("CUDA devices"));
+  CHECK_THROWS_WITH(cuda::CapturedStep([] {}, {.warmup_steps = 0}), Catch::Contains("warm-up"));
+
+  // The failed captures were abandoned cleanly: eager steps still train.
+  const std::vector<double> before = host_values(trainer.model->parameters()[0]);
+  trainer.step();
+  CHECK(host_values(trainer.model->parameters()[0]) != before);
+}
