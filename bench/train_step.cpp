@@ -262,14 +262,8 @@ int run_train_step(const Args& args) {
   Trainer trainer = make_trainer(args);
   std::optional<mg::cuda::CapturedStep> captured;
   if (args.cuda_graph) captured.emplace([&] { trainer.step(); }, mg::cuda::CaptureOptions{.device = args.device});
-  const examples::StepMeasurement measurement =
-      examples::measure_steps(args.device, args.warmup, args.steps, [&] {
-        if (captured) {
-          captured->replay();
-        } else {
-          trainer.step();
-        }
-      });
+  const examples::StepMeasurement measurement = examples::measure_steps(
+      args.device, args.warmup, args.steps, examples::replay_or(captured, [&] { trainer.step(); }));
 
   mg::JsonWriter json;
   json.begin_object()

@@ -2,6 +2,7 @@
 #include "examples/common/step_benchmark.h"
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include <memgrad/core/memory_category.h>
@@ -52,6 +53,16 @@ void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement,
     json.key(mg::category_name(static_cast<mg::MemoryCategory>(c))).value(memory.by_category[c].peak);
   }
   json.end_object();
+}
+
+std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step) {
+  return [&captured, step = std::move(step)] {
+    if (captured) {
+      captured->replay();
+    } else {
+      step();
+    }
+  };
 }
 
 }  // namespace examples

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include <memgrad/core/device.h>
+#include <memgrad/cuda/captured_step.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
 
@@ -35,6 +37,10 @@ struct StepMeasurement {
 // Runs `step` (which issues a full training step and does not wait for the device)
 // warmup + 1 + steps times and measures it as above.
 StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step);
+
+// What a --cuda-graph benchmark times: replays of `captured` when it holds a step captured
+// as a CUDA graph, else `step` itself. `captured` must outlive the returned function.
+std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step);
 
 // Adds the measured members of bench_train_step's JSON line to an open object, from
 // "step_ms_median" to "peak_bytes_by_category".

@@ -116,6 +116,7 @@ Args parse_args(int argc, char** argv) {
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--bench", [&] { args.bench = true; }},
+      {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
@@ -149,6 +150,11 @@ Args parse_args(int argc, char** argv) {
                      "--sample do not go with them");
   }
   if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
+  if (args.cuda_graph && (!args.bench || !args.device.is_cuda() || !args.memory_timeline.empty() ||
+                          args.predict_memory || args.fit_batch || args.detect_anomaly)) {
+    throw UsageError("--cuda-graph times a captured step: it needs --bench and --device cuda, and goes with "
+                     "none of --memory-timeline, --predict-memory, --fit-batch and --detect-anomaly");
+  }
   if (!args.resume_path.empty() && !args.save_init.empty()) {
     throw UsageError("--save-init writes the weights before step 0; a --resume run starts later");
   }
@@ -173,7 +179,8 @@ int64_t bench_warmup_steps(const Args& args) { return args.warmup.value_or(5); }
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
-                [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda] [--memory-timeline FILE.html]
+                [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
 
 Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
@@ -257,6 +264,10 @@ Benchmark:
                            time, tokens/s and one step's peak memory, and one JSON line
                            on stdout with bench_train_step's fields
                            (bench/torch_reference.py --model gpt2 is PyTorch's twin)
+  --cuda-graph             with --bench on cuda: capture the step once as a CUDA graph
+                           (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
+                           the step must be free of dropout (the gpt2 preset has none;
+                           the small one needs --dropout 0)
 
   --help                   show this text
 

@@ -49,6 +49,7 @@ struct Args {
   // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then
   // count timed steps, untimed steps (bench_warmup_steps) and windows of random tokens.
   bool bench = false;
+  bool cuda_graph = false;  // --bench only: time replays of the step captured as a CUDA graph
   // Sampling after training: `sample` bytes after the prompt.
   int64_t sample = 0;
   double temperature = 0.8;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <memgrad/core/factory.h>
@@ -21,6 +22,7 @@
 #include <memgrad/core/memory_category.h>
 #include <memgrad/memory/context.h>
 #include <memgrad/core/random.h>
+#include <memgrad/cuda/captured_step.h>
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
@@ -133,7 +135,10 @@ int run_bench(const Args& args) {
   const int64_t warmup = bench_warmup_steps(args);
 
   memory_timeline.start();
-  const examples::StepMeasurement measurement = examples::measure_steps(args.device, warmup, args.steps, std::ref(step));
+  std::optional<mg::cuda::CapturedStep> captured;
+  if (args.cuda_graph) captured.emplace(std::ref(step), mg::cuda::CaptureOptions{.device = args.device});
+  const examples::StepMeasurement measurement =
+      examples::measure_steps(args.device, warmup, args.steps, examples::replay_or(captured, std::ref(step)));
   memory_timeline.finish();
   const mg::memory::Snapshot& memory = measurement.memory;
   const double tokens_per_s = measurement.samples_per_s(windows_per_step) * static_cast<double>(options.block_size);
@@ -143,10 +148,12 @@ int run_bench(const Args& args) {
   write_bench_config(json, args, args.batch_size);
   json.key("parameters").value(step.model().num_parameters())
       .key("memory_timeline").value(!args.memory_timeline.empty())
+      .key("cuda_graph").value(args.cuda_graph)
       .key("warmup").value(warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, windows_per_step);
   json.key("tokens_per_s").value(tokens_per_s);
+  if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
   const std::string line = json.str();
 

@@ -51,6 +51,7 @@ Args parse_args(int argc, char** argv) {
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
+      {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
   };
@@ -62,6 +63,11 @@ Args parse_args(int argc, char** argv) {
   }
   if (args.bench && (!args.save_path.empty() || !args.resume_path.empty() || args.augment)) {
     throw UsageError("--save, --resume and --augment are for training, not --bench");
+  }
+  if (args.cuda_graph && (!args.bench || !args.device.is_cuda() || !args.memory_timeline.empty() ||
+                          args.predict_memory || args.fit_batch || args.detect_anomaly)) {
+    throw UsageError("--cuda-graph times a captured step: it needs --bench and --device cuda, and goes with "
+                     "none of --memory-timeline, --predict-memory, --fit-batch and --detect-anomaly");
   }
   if ((args.predict_memory || args.fit_batch) &&
       (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty())) {
@@ -75,7 +81,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last] [--memory-timeline FILE.html]
+                [--channels-last] [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
@@ -126,6 +132,8 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            micro-batches and one optimizer step; prints the median step
                            time, samples/s and the peak memory of one step, and one JSON
                            line on stdout with bench_train_step's fields
+  --cuda-graph             with --bench on cuda: capture the step once as a CUDA graph
+                           (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays
 )" + examples::detect_anomaly_usage() + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):

@@ -13,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <memgrad/autograd/loss.h>
@@ -23,6 +24,7 @@
 #include <memgrad/memory/context.h>
 #include <memgrad/core/memory_format.h>
 #include <memgrad/core/random.h>
+#include <memgrad/cuda/captured_step.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/memory_prediction.h"
@@ -145,7 +147,10 @@ int run_bench(const Args& args) {
   const int64_t samples_per_step = args.batch_size * args.accum;
 
   memory_timeline.start();
-  const examples::StepMeasurement measurement = examples::measure_steps(args.device, args.warmup, args.steps, std::ref(step));
+  std::optional<mg::cuda::CapturedStep> captured;
+  if (args.cuda_graph) captured.emplace(std::ref(step), mg::cuda::CaptureOptions{.device = args.device});
+  const examples::StepMeasurement measurement =
+      examples::measure_steps(args.device, args.warmup, args.steps, examples::replay_or(captured, std::ref(step)));
   memory_timeline.finish();
   const mg::memory::Snapshot& memory = measurement.memory;
 
@@ -153,9 +158,11 @@ int run_bench(const Args& args) {
   json.begin_object();
   write_bench_config(json, args, args.batch_size);
   json.key("memory_timeline").value(!args.memory_timeline.empty())
+      .key("cuda_graph").value(args.cuda_graph)
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, samples_per_step);
+  if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
   const std::string line = json.str();
 
