@@ -88,7 +88,7 @@ def ratio_text(numerator, denominator):
 
 
 def config_name(result):
-    """"resnet50 b128 sgd cuda channels_last amp fp16 checkpoint", "cnn b128 adam cpu 2
+    """"resnet50 b128 sgd cuda channels_last amp fp16 checkpoint cuda-graph", "cnn b128 adam cpu 2
     threads": the options that are not the default are named, so the plain rows read as
     before."""
     name = f"{result.get('model')} b{result.get('batch')} {result.get('optim')} {result.get('device')}"
@@ -100,6 +100,8 @@ def config_name(result):
         name += f" amp {result['amp']}"
     if result.get("checkpoint"):
         name += " checkpoint"
+    if result.get("cuda_graph"):
+        name += " cuda-graph"
     if result.get("memory_timeline"):
         name += RECORDING
     return name
