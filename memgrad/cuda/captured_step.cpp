@@ -7,7 +7,7 @@
 
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
-#include "memgrad/cuda/capture.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/runtime.h"
 
@@ -35,10 +35,12 @@ struct CapturedStep::Graph {
   std::shared_ptr<PoolLease> pool;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t executable = nullptr;
+  uint64_t capture = 0;  // its id in core/graph_capture.h, live until the graph is destroyed
   int64_t replays = 0;
 
   explicit Graph(Device on) : device(on) {}
   ~Graph() {
+    if (capture != 0) retire_graph_capture(capture);
     // NOTE: errors are ignored here: a destructor must not throw, and a failed destroy
     // leaves nothing the caller could repair.
     if (executable != nullptr) (void)cudaGraphExecDestroy(executable);
@@ -87,7 +89,8 @@ CapturedStep::CapturedStep(std::function<void()> step, CaptureOptions options) {
   allocator.begin_allocate_to_pool(g.pool->id, g.stream->id());
   MG_CUDA_CHECK(cudaStreamBeginCapture(g.stream->handle(), cudaStreamCaptureModeThreadLocal));
   try {
-    CaptureScope capturing;
+    GraphCaptureScope capturing;
+    g.capture = capturing.id();
     StreamGuard on_side(*g.stream);
     step();
   } catch (...) {

@@ -31,7 +31,7 @@
 // nothing.
 //
 // What a step may not contain, refused with an mg::Error naming it while capturing
-// (cuda/capture.h): host synchronisation, copies to or from host memory (item(), to(cpu)),
+// (core/graph_capture.h): host synchronisation, copies to or from host memory (item(), to(cpu)),
 // and random numbers on the GPU (dropout: every replay would repeat the captured mask).
 // Hyper-parameters the host passes to kernels (the learning rate) are captured as values:
 // a scheduler's later changes do not reach the replays.

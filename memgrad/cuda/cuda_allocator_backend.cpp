@@ -8,7 +8,7 @@
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/error.h"
-#include "memgrad/cuda/capture.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/nvml.h"
 #include "memgrad/cuda/runtime.h"
@@ -43,7 +43,7 @@ void* CudaAllocatorBackend::allocate(size_t bytes) {
   // segments then, and cudaMalloc enqueues nothing on the captured stream, so the call runs
   // in relaxed capture mode, as PyTorch's allocator does.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  const bool capturing = capture_underway();
+  const bool capturing = graph_capture_underway();
   if (capturing) MG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   if (capturing) MG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));  // the capture's own mode again

@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "memgrad/core/cuda_hooks.h"
-#include "memgrad/cuda/capture.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/lt_matmul.h"
 
@@ -19,30 +19,30 @@ constexpr std::string_view kRandomHint =
 
 void dropout_outside_capture(const Tensor& input, double p, PhiloxState rng, const Tensor& mask,
                              const Tensor& output) {
-  refuse_during_capture("dropout", kRandomHint);
+  refuse_during_graph_capture("dropout", kRandomHint);
   dropout(input, p, rng, mask, output);
 }
 
 void fill_uniform_outside_capture(const Tensor& destination, double low, double high, PhiloxState rng) {
-  refuse_during_capture("rand (uniform random numbers)", kRandomHint);
+  refuse_during_graph_capture("rand (uniform random numbers)", kRandomHint);
   fill_uniform(destination, low, high, rng);
 }
 
 void fill_normal_outside_capture(const Tensor& destination, double mean, double std, PhiloxState rng) {
-  refuse_during_capture("randn (normal random numbers)", kRandomHint);
+  refuse_during_graph_capture("randn (normal random numbers)", kRandomHint);
   fill_normal(destination, mean, std, rng);
 }
 
 void multinomial_outside_capture(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
                                  const Tensor& output) {
-  refuse_during_capture("multinomial sampling", kRandomHint);
+  refuse_during_graph_capture("multinomial sampling", kRandomHint);
   multinomial(probs, num_samples, replacement, rng, output);
 }
 
 void attention_forward_outside_capture(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const AttentionParams& params, const Tensor& output,
                                        const Tensor& logsumexp) {
-  if (params.dropout_p > 0) refuse_during_capture("attention dropout", kRandomHint);
+  if (params.dropout_p > 0) refuse_during_graph_capture("attention dropout", kRandomHint);
   attention_forward(q, k, v, params, output, logsumexp);
 }
 

@@ -13,7 +13,7 @@
 
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/error.h"
-#include "memgrad/cuda/capture.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/device_error.h"
 
@@ -57,7 +57,7 @@ int device_count() {
 bool is_available() { return device_count() > 0; }
 
 void synchronize(Device device) {
-  refuse_during_capture("cuda::synchronize", "wait for the device after replay(), outside the captured step.");
+  refuse_during_graph_capture("cuda::synchronize", "wait for the device after replay(), outside the captured step.");
   DeviceGuard guard(device);
   MG_CUDA_CHECK(cudaDeviceSynchronize());
   check_device_errors(device);  // what kernels found in their data (cuda/device_error.h)
@@ -110,7 +110,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 
 void Stream::synchronize() const {
-  refuse_during_capture("Stream::synchronize", "wait for the device after replay(), outside the captured step.");
+  refuse_during_graph_capture("Stream::synchronize", "wait for the device after replay(), outside the captured step.");
   // The device matters for the legacy default stream (nullptr names the current device's).
   DeviceGuard guard(device_);
   MG_CUDA_CHECK(cudaStreamSynchronize(handle_));
@@ -118,7 +118,7 @@ void Stream::synchronize() const {
 }
 
 bool Stream::query() const {
-  refuse_during_capture("Stream::query", "wait for the device after replay(), outside the captured step.");
+  refuse_during_graph_capture("Stream::query", "wait for the device after replay(), outside the captured step.");
   DeviceGuard guard(device_);
   const cudaError_t status = cudaStreamQuery(handle_);
   if (status == cudaErrorNotReady) {
@@ -164,14 +164,14 @@ void Event::record(const Stream& stream) {
 }
 
 void Event::synchronize() const {
-  refuse_during_capture("Event::synchronize", "wait for the device after replay(), outside the captured step.");
+  refuse_during_graph_capture("Event::synchronize", "wait for the device after replay(), outside the captured step.");
   if (event_ == nullptr) return;
   MG_CUDA_CHECK(cudaEventSynchronize(event_));
   check_device_errors(device_);
 }
 
 bool Event::query() const {
-  refuse_during_capture("Event::query", "wait for the device after replay(), outside the captured step.");
+  refuse_during_graph_capture("Event::query", "wait for the device after replay(), outside the captured step.");
   if (event_ == nullptr) return true;
   const cudaError_t status = cudaEventQuery(event_);
   if (status == cudaErrorNotReady) {

@@ -9,9 +9,9 @@
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/memory_format.h"
-#include "memgrad/cuda/capture.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/device_error.h"
 
@@ -22,7 +22,7 @@ namespace {
 // A copy between host memory and a CUDA device, on the device's current stream.
 void copy_with_host(const Tensor& host, Device device, void* destination, const void* source,
                     size_t bytes, cudaMemcpyKind kind, bool non_blocking) {
-  refuse_during_capture("copying between a CUDA tensor and host memory (item(), to(Device::cpu()), a host "
+  refuse_during_graph_capture("copying between a CUDA tensor and host memory (item(), to(Device::cpu()), a host "
                         "tensor's to(Device::cuda()))",
                         "copy each batch into the step's static input tensors before replay(), and read "
                         "results (the loss) after it.");

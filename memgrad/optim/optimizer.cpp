@@ -8,6 +8,7 @@
 
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/memory/context.h"
 #include "memgrad/core/memory_format.h"
 
@@ -108,8 +109,24 @@ void Optimizer::step_skipping_if(const Tensor& found_inf) {
 double Optimizer::lr() const { return groups_.front().lr; }
 
 void Optimizer::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(g, lr);
+}
+
+void Optimizer::set_group_lr(size_t group_index, double lr) {
+  check_group_lr(group_index, lr);
+  groups_[group_index].lr = lr;
+}
+
+void Optimizer::check_group_lr(size_t group_index, double lr) const {
+  MG_CHECK(group_index < groups_.size(), "set_group_lr: group ", group_index, " does not exist; the optimizer has ",
+           groups_.size(), " groups.");
   check_non_negative(lr, "learning rate");
-  for (ParamGroup& group : groups_) group.lr = lr;
+  const ParamGroup& group = groups_[group_index];
+  MG_CHECK(lr == group.lr || captured_in_ == 0 || !graph_capture_live(captured_in_),
+           "the learning rate of group ", group_index, " cannot change from ", group.lr, " to ", lr,
+           ": this optimizer's step was captured in a CUDA graph (cuda::CapturedStep) that is still alive, and "
+           "its replays keep the learning rate they were captured with. Hint: keep the learning rate constant "
+           "while replaying (no scheduler), or destroy the CapturedStep and capture again.");
 }
 
 const ParamState* Optimizer::state(const Tensor& param) const {
@@ -144,6 +161,7 @@ void Optimizer::for_each_update(const Update& update) {
            groups_.size(), " groups but ", groups_added_, " were added with their options. ",
            "Hint: add groups with the optimizer's add_param_group(params, options).");
   NoGradGuard no_grad;
+  if (const uint64_t capture = current_graph_capture(); capture != 0) captured_in_ = capture;
   // Every optimizer's step() runs through here, so its memory (state created at the first
   // step, scratch of the updates) shows as the optimizer phase in a memory::Recorder.
   memory::PhaseScope optimizer_phase(memory::Phase::Optimizer);

@@ -72,11 +72,18 @@ class Optimizer {
   // fills them with zeros.
   void zero_grad(bool set_to_none = true);
 
-  // The first group's learning rate; set_lr() sets every group's.
+  // The first group's learning rate; set_lr() sets every group's, set_group_lr() one's.
+  // NOTE: a step captured as a CUDA graph (cuda::CapturedStep) keeps the learning rates it
+  // was captured with: while that graph is alive, both refuse a different one with an
+  // mg::Error (learning-rate schedulers call set_group_lr), since its replays would not
+  // see it.
   double lr() const;
   void set_lr(double lr);
-  // NOTE: change learning rates here freely, but add groups with the optimizer's own
-  // add_param_group(), which also records that group's options.
+  void set_group_lr(size_t group_index, double lr);
+  // What set_group_lr checks, without setting (for callers that set several groups at once).
+  void check_group_lr(size_t group_index, double lr) const;
+  // NOTE: add groups with the optimizer's own add_param_group(), which also records that
+  // group's options; learning rates written here directly escape the check above.
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
@@ -132,6 +139,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   size_t groups_added_ = 0;  // to catch groups added through param_groups() directly
   const Tensor* found_inf_ = nullptr;  // set during step_skipping_if()
+  uint64_t captured_in_ = 0;  // the last CUDA graph capture that recorded a step (core/graph_capture.h)
   // NOTE: keyed by the parameter's TensorImpl, which the groups keep alive; set_data()
   // (a module moved to another device) keeps the impl, so state follows the parameter.
   std::unordered_map<const TensorImpl*, ParamState> state_;

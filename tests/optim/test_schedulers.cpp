@@ -9,6 +9,7 @@
 
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/core/graph_capture.h"
 #include "memgrad/optim/optim.h"
 
 using namespace mg;
@@ -229,4 +230,30 @@ TEST_CASE("WarmupCosineLR refuses invalid settings with the value", "[scheduler]
   CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, 1, 10, 1.5), Contains("min_lr_factor must be in [0, 1], got 1.5"));
   CHECK_THROWS_WITH(optim::WarmupCosineLR(sgd, 1, 10, 0.1, -0.5), Contains("start_factor must be in [0, 1], got -0.5"));
   CHECK(sgd.lr() == 1.0);  // a refused scheduler never touched the optimizer
+}
+
+TEST_CASE("a learning rate a live CUDA graph would not see is refused, the graph gone it is set",
+          "[scheduler][graph-capture]") {
+  Tensor param = make_param({1.0, 2.0});
+  param.set_grad(from_vector(Values{0.5, -0.5}, {2}));
+  optim::SGD optimizer({param}, {.lr = 0.1});
+  optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.5);
+  uint64_t capture = 0;
+  {
+    // What cuda::CapturedStep does around the captured call of the step.
+    GraphCaptureScope capturing;
+    capture = capturing.id();
+    optimizer.step();
+  }
+  CHECK_NOTHROW(optimizer.set_lr(0.1));  // the same value: nothing changes
+  CHECK_THROWS_WITH(scheduler.step(), Contains("cannot change from 0.1 to 0.05") &&
+                                          Contains("captured in a CUDA graph") && Contains("Hint"));
+  CHECK(optimizer.lr() == 0.1);  // nothing written
+  CHECK(scheduler.last_epoch() == 0);
+  CHECK_THROWS_WITH(optimizer.set_lr(1.0), Contains("captured in a CUDA graph"));
+  retire_graph_capture(capture);
+  scheduler.step();
+  CHECK(optimizer.lr() == Approx(0.05));
+  optimizer.set_lr(1.0);
+  CHECK(optimizer.lr() == 1.0);
 }
