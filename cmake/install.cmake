@@ -32,6 +32,7 @@ install(TARGETS memgrad EXPORT memgradTargets
 install(EXPORT memgradTargets NAMESPACE memgrad:: DESTINATION ${mg_package_dir})
 
 set(mg_package_with_cuda ${MG_WITH_CUDA})
+set(mg_package_with_mpi ${MG_WITH_MPI})
 if(MG_WITH_CUDA AND MG_WITH_CUDNN)  # MG_WITH_CUDNN exists only with MG_WITH_CUDA
   set(mg_package_with_cudnn ON)
 else()

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <numeric>
-#include <random>
 #include <utility>
 
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/data/permutation.h"
 
 namespace mg::data {
 
@@ -23,13 +23,16 @@ DataLoader::DataLoader(const MnistDataset& dataset, DataLoaderOptions options)
   }
   MG_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be 0 or more batches, got ",
            options_.prefetch, ".");
+  MG_CHECK(!(options_.sampler && options_.shuffle),
+           "DataLoader: shuffle = true and a sampler were both given; the sampler chooses each "
+           "epoch's order. Hint: leave shuffle false and let the sampler shuffle.");
   start_epoch(0);
 }
 
 DataLoader::~DataLoader() { stop_prefetching(); }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t size = dataset_.size();
+  const auto size = static_cast<int64_t>(order_.size());
   return options_.drop_last ? size / options_.batch_size
                             : (size + options_.batch_size - 1) / options_.batch_size;
 }
@@ -38,14 +41,18 @@ void DataLoader::start_epoch(int64_t epoch) {
   epoch_ = epoch;
   position_ = 0;
   served_ = 0;
-  order_.resize(dataset_.size());
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (!options_.shuffle) return;
-  std::mt19937_64 engine(options_.seed + static_cast<uint64_t>(epoch));
-  for (int64_t i = dataset_.size() - 1; i > 0; --i) {
-    // NOTE: the modulo's bias is below 2^-40 for any dataset that fits in memory.
-    const auto j = static_cast<int64_t>(engine() % static_cast<uint64_t>(i + 1));
-    std::swap(order_[i], order_[j]);
+  if (options_.sampler) {
+    order_ = options_.sampler(epoch);
+    for (const int64_t sample : order_) {
+      MG_CHECK(sample >= 0 && sample < dataset_.size(), "DataLoader: the sampler gave index ",
+               sample, " in epoch ", epoch, ", outside the dataset's ", dataset_.size(),
+               " samples. Hint: build the sampler with this dataset's size.");
+    }
+  } else if (options_.shuffle) {
+    order_ = random_permutation(dataset_.size(), options_.seed + static_cast<uint64_t>(epoch));
+  } else {
+    order_.resize(dataset_.size());
+    std::iota(order_.begin(), order_.end(), int64_t{0});
   }
 }
 
@@ -69,7 +76,7 @@ bool DataLoader::next(Batch& batch) {
 }
 
 bool DataLoader::build_next(Batch& batch) {
-  const int64_t remaining = dataset_.size() - position_;
+  const int64_t remaining = static_cast<int64_t>(order_.size()) - position_;
   const int64_t batch_size = std::min(options_.batch_size, remaining);
   if (batch_size <= 0 || (options_.drop_last && batch_size < options_.batch_size)) return false;
 

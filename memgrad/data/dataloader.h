@@ -5,9 +5,12 @@
 //   for (int epoch = 0; epoch < 3; ++epoch)
 //     for (const Batch& batch : loader) { ... }   // each loop is a new epoch
 //
-// NOTE: the shuffle is a Fisher–Yates pass driven by std::mt19937_64 seeded with
-// seed + epoch, written out here rather than std::shuffle (whose algorithm each standard
-// library chooses), so a seed gives the same batches everywhere.
+// NOTE: the shuffle is data/permutation.h's random_permutation seeded with seed + epoch,
+// so a seed gives the same batches everywhere.
+//
+// A `.sampler` chooses each epoch's samples instead (e.g. a distributed::DistributedSampler,
+// which gives every rank its own shard):
+//   .sampler = [&](int64_t epoch) { return sampler.indices(epoch); }
 //
 // For a GPU, `.pin_memory = true` assembles each batch in page-locked host memory and
 // copies it with to(device, /*non_blocking=*/true), and `.prefetch = N` lets a background
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <thread>
@@ -45,6 +49,9 @@ struct DataLoaderOptions {
   bool pin_memory = false;
   // Batches prepared ahead by a background thread (0: each batch is built when asked for).
   int prefetch = 0;
+  // When set, the dataset indices of each epoch, in order (called once per epoch, with the
+  // epoch from 0); replaces `shuffle`, which must then be false.
+  std::function<std::vector<int64_t>(int64_t epoch)> sampler = nullptr;
 };
 
 class DataLoader {
