@@ -58,25 +58,32 @@ struct PhiloxState {
 
 // Hyper-parameters of the fused optimizer updates (see optim/): one update call reads them
 // by value, so changing the learning rate between steps costs nothing on the device.
-// Each ends with `found_inf`, null unless a GradScaler steps (amp/grad_scaler.h): a
-// one-element float32 on the parameters' device; where it holds a non-zero value the
-// update leaves parameters, state and step counters as they were. The device reads it, so
-// skipping a step after an overflow needs no host sync.
+// Each ends with two optional tensors on the parameters' device:
+//   found_inf, null unless a GradScaler steps (amp/grad_scaler.h): a one-element float32;
+//     where it holds a non-zero value the update leaves parameters, state and step
+//     counters as they were. The device reads it, so skipping a step after an overflow
+//     needs no host sync.
+//   lr_on_device, null unless the step may be captured as a CUDA graph (the optimizer
+//     makes it during a CapturedStep's warm-up): a one-element float64 that the update
+//     reads instead of lr, so that replays see the learning rate the host set last.
 struct SgdHyper {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
   bool first_step;  // the momentum buffer was just created: it starts as the gradient
   const Tensor* found_inf = nullptr;
+  const Tensor* lr_on_device = nullptr;
 };
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW: param *= 1 - lr * weight_decay, not grad += wd * param
   bool amsgrad;
   const Tensor* found_inf = nullptr;
+  const Tensor* lr_on_device = nullptr;
 };
 struct AdagradHyper {
   double lr, lr_decay, weight_decay, eps;
   const Tensor* found_inf = nullptr;
+  const Tensor* lr_on_device = nullptr;
 };
 
 // Scaled dot-product attention computed tile by tile with an online softmax

@@ -35,12 +35,10 @@ struct CapturedStep::Graph {
   std::shared_ptr<PoolLease> pool;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t executable = nullptr;
-  uint64_t capture = 0;  // its id in core/graph_capture.h, live until the graph is destroyed
   int64_t replays = 0;
 
   explicit Graph(Device on) : device(on) {}
   ~Graph() {
-    if (capture != 0) retire_graph_capture(capture);
     // NOTE: errors are ignored here: a destructor must not throw, and a failed destroy
     // leaves nothing the caller could repair.
     if (executable != nullptr) (void)cudaGraphExecDestroy(executable);
@@ -81,6 +79,7 @@ CapturedStep::CapturedStep(std::function<void()> step, CaptureOptions options) {
   const Stream caller = Stream::current(options.device);
   Graph::order_after(caller, *g.stream);
   {
+    GraphWarmupScope warming_up;
     StreamGuard on_side(*g.stream);
     for (int i = 0; i < options.warmup_steps; ++i) step();
   }
@@ -90,7 +89,6 @@ CapturedStep::CapturedStep(std::function<void()> step, CaptureOptions options) {
   MG_CUDA_CHECK(cudaStreamBeginCapture(g.stream->handle(), cudaStreamCaptureModeThreadLocal));
   try {
     GraphCaptureScope capturing;
-    g.capture = capturing.id();
     StreamGuard on_side(*g.stream);
     step();
   } catch (...) {

@@ -33,8 +33,9 @@
 // What a step may not contain, refused with an mg::Error naming it while capturing
 // (core/graph_capture.h): host synchronisation, copies to or from host memory (item(), to(cpu)),
 // and random numbers on the GPU (dropout: every replay would repeat the captured mask).
-// Hyper-parameters the host passes to kernels (the learning rate) are captured as values:
-// a scheduler's later changes do not reach the replays.
+// Other numbers the host passes to kernels are captured as values, except learning rates:
+// optimizers keep those on the device from the warm-up on, so a scheduler stepped between
+// replays reaches them (optim/optimizer.h).
 #pragma once
 
 #include <cstddef>

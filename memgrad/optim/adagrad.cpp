@@ -26,6 +26,8 @@ void Adagrad::step() {
                        .weight_decay = options.weight_decay,
                        .eps = options.eps,
                        .found_inf = found_inf()};
+    const Tensor rate_on_device = lr_on_device(group_index, params[0].device());
+    if (rate_on_device.defined()) hyper.lr_on_device = &rate_on_device;
     std::vector<Tensor> sums, steps;
     for (const Tensor& param : params) {
       ParamState& state = state_for(param);

@@ -52,6 +52,8 @@ void Adam::step() {
                     .decoupled_weight_decay = decoupled_weight_decay_,
                     .amsgrad = options.amsgrad,
                     .found_inf = found_inf()};
+    const Tensor rate_on_device = lr_on_device(group_index, params[0].device());
+    if (rate_on_device.defined()) hyper.lr_on_device = &rate_on_device;
     kernels(params[0].device()).adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper);
   });
 }

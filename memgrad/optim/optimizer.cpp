@@ -113,20 +113,32 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_group_lr(size_t group_index, double lr) {
-  check_group_lr(group_index, lr);
-  groups_[group_index].lr = lr;
-}
-
-void Optimizer::check_group_lr(size_t group_index, double lr) const {
   MG_CHECK(group_index < groups_.size(), "set_group_lr: group ", group_index, " does not exist; the optimizer has ",
            groups_.size(), " groups.");
   check_non_negative(lr, "learning rate");
-  const ParamGroup& group = groups_[group_index];
-  MG_CHECK(lr == group.lr || captured_in_ == 0 || !graph_capture_live(captured_in_),
-           "the learning rate of group ", group_index, " cannot change from ", group.lr, " to ", lr,
-           ": this optimizer's step was captured in a CUDA graph (cuda::CapturedStep) that is still alive, and "
-           "its replays keep the learning rate they were captured with. Hint: keep the learning rate constant "
-           "while replaying (no scheduler), or destroy the CapturedStep and capture again.");
+  const bool on_devices = group_index < lrs_on_device_.size() && !lrs_on_device_[group_index].empty();
+  if (on_devices) {
+    refuse_during_graph_capture("changing the learning rate",
+                                "change it between replays (a scheduler's step() after replay()), not inside the step.");
+  }
+  groups_[group_index].lr = lr;
+  if (!on_devices) return;
+  for (const Tensor& on_device : lrs_on_device_[group_index]) on_device.fill_(lr);
+}
+
+Tensor Optimizer::lr_on_device(size_t group_index, Device device) {
+  if (lrs_on_device_.size() < groups_.size()) lrs_on_device_.resize(groups_.size());
+  std::vector<Tensor>& made = lrs_on_device_[group_index];
+  for (const Tensor& on_device : made) {
+    if (on_device.device() == device) return on_device;
+  }
+  MG_CHECK(!graph_capture_underway(), "optimizer.step() is being captured as a CUDA graph without having run in "
+           "a warm-up first, so its learning rate would be baked into the graph. Hint: capture through "
+           "cuda::CapturedStep, whose warm-up runs the step before capturing it.");
+  if (!graph_warmup_underway()) return Tensor();
+  made.push_back(full({}, groups_[group_index].lr,
+                      {.dtype = DType::Float64, .device = device, .category = MemoryCategory::OptimizerState}));
+  return made.back();
 }
 
 const ParamState* Optimizer::state(const Tensor& param) const {
@@ -161,7 +173,6 @@ void Optimizer::for_each_update(const Update& update) {
            groups_.size(), " groups but ", groups_added_, " were added with their options. ",
            "Hint: add groups with the optimizer's add_param_group(params, options).");
   NoGradGuard no_grad;
-  if (const uint64_t capture = current_graph_capture(); capture != 0) captured_in_ = capture;
   // Every optimizer's step() runs through here, so its memory (state created at the first
   // step, scratch of the updates) shows as the optimizer phase in a memory::Recorder.
   memory::PhaseScope optimizer_phase(memory::Phase::Optimizer);

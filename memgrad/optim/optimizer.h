@@ -72,18 +72,16 @@ class Optimizer {
   // fills them with zeros.
   void zero_grad(bool set_to_none = true);
 
-  // The first group's learning rate; set_lr() sets every group's, set_group_lr() one's.
-  // NOTE: a step captured as a CUDA graph (cuda::CapturedStep) keeps the learning rates it
-  // was captured with: while that graph is alive, both refuse a different one with an
-  // mg::Error (learning-rate schedulers call set_group_lr), since its replays would not
-  // see it.
+  // The first group's learning rate; set_lr() sets every group's, set_group_lr() one's
+  // (learning-rate schedulers call it). Where a step may be captured as a CUDA graph, the
+  // rate also lives on the device (lr_on_device below), and these update it there, in
+  // stream order, so that the graph's replays use it.
   double lr() const;
   void set_lr(double lr);
   void set_group_lr(size_t group_index, double lr);
-  // What set_group_lr checks, without setting (for callers that set several groups at once).
-  void check_group_lr(size_t group_index, double lr) const;
   // NOTE: add groups with the optimizer's own add_param_group(), which also records that
-  // group's options; learning rates written here directly escape the check above.
+  // group's options; set learning rates with set_lr or set_group_lr, not by writing
+  // ParamGroup::lr, which a captured step would not see.
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
@@ -134,12 +132,18 @@ class Optimizer {
   static Tensor new_state(const Tensor& param, double value);
   // A new step counter for `param`: a 0-d float32 zero on its device, OPTIMIZER_STATE.
   static Tensor new_step_counter(const Tensor& param);
+  // The group's learning rate as a one-element float64 on `device`, for the fused updates'
+  // hyper.lr_on_device (core/kernels.h); undefined unless made, which happens in a
+  // CapturedStep's warm-up (core/graph_capture.h): a captured update then reads the rate
+  // from the device, where set_group_lr keeps it current, instead of baking in a number.
+  Tensor lr_on_device(size_t group_index, Device device);
 
  private:
   std::vector<ParamGroup> groups_;
   size_t groups_added_ = 0;  // to catch groups added through param_groups() directly
   const Tensor* found_inf_ = nullptr;  // set during step_skipping_if()
-  uint64_t captured_in_ = 0;  // the last CUDA graph capture that recorded a step (core/graph_capture.h)
+  // Per group: its learning rate on each device it was made for (see lr_on_device).
+  std::vector<std::vector<Tensor>> lrs_on_device_;
   // NOTE: keyed by the parameter's TensorImpl, which the groups keep alive; set_data()
   // (a module moved to another device) keeps the impl, so state follows the parameter.
   std::unordered_map<const TensorImpl*, ParamState> state_;

@@ -24,13 +24,11 @@ void LRScheduler::step() {
            " parameter groups but had ", base_lrs_.size(), " when the scheduler was made. Hint: add ",
            "every group before creating the scheduler.");
   int64_t epoch = last_epoch_ + 1;
-  // NOTE: all lrs are computed and checked before any is written, so a step that throws
-  // (OneCycleLR past its end, a learning rate a live CUDA graph would not see) leaves the
-  // optimizer and the epoch as they were.
+  // NOTE: all lrs are computed before any is written, so a step that throws (OneCycleLR
+  // past its end) leaves the optimizer and the epoch as they were.
   std::vector<double> lrs;
   lrs.reserve(groups.size());
   for (double base_lr : base_lrs_) lrs.push_back(lr_at(epoch, base_lr));
-  for (size_t g = 0; g < groups.size(); ++g) optimizer_.check_group_lr(g, lrs[g]);
   for (size_t g = 0; g < groups.size(); ++g) optimizer_.set_group_lr(g, lrs[g]);
   last_lrs_ = std::move(lrs);
   last_epoch_ = epoch;

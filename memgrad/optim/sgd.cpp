@@ -29,6 +29,8 @@ void SGD::step() {
                    .nesterov = options.nesterov,
                    .first_step = false,
                    .found_inf = found_inf()};
+    const Tensor rate_on_device = lr_on_device(group_index, params[0].device());
+    if (rate_on_device.defined()) hyper.lr_on_device = &rate_on_device;
     const KernelTable& device_kernels = kernels(params[0].device());
     if (options.momentum == 0) {
       device_kernels.sgd_step(params, grads, {}, hyper);

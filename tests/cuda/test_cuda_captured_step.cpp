@@ -1,8 +1,9 @@
 // tests/cuda/test_cuda_captured_step.cpp — whole training steps captured as CUDA graphs
 // (cuda/captured_step.h): N replays leave the parameters bit for bit where N eager steps
 // leave them (an MLP with Adam, the MNIST CNN with AdamW, convolutions with batch norm and
-// SGD with momentum), allocations between replays never land on the graph's memory, and
-// what a capture cannot hold is an mg::Error naming it, after which eager work goes on.
+// SGD with momentum, AdamW under a learning-rate schedule), allocations between replays
+// never land on the graph's memory, and what a capture cannot hold is an mg::Error naming
+// it, after which eager work goes on.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -143,6 +144,35 @@ TEST_CASE("CapturedStep: replays with batch norm and SGD momentum equal eager st
         return trainer;
       },
       {16, 3, 8, 8});
+}
+
+TEST_CASE("CapturedStep: a scheduler's learning rates reach the replays, bit for bit as in eager AdamW steps",
+          "[cuda][graph]") {
+  const auto batches = host_batches({64, 784}, kReplays + 1);
+  auto adamw_trainer = [] {
+    Trainer trainer = mlp_with_adam();
+    trainer.optimizer = std::make_unique<optim::AdamW>(trainer.model->parameters(),
+                                                       optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1});
+    return trainer;
+  };
+  Trainer eager = adamw_trainer(), captured = adamw_trainer();
+  optim::StepLR eager_schedule(*eager.optimizer, /*step_size=*/1, /*gamma=*/0.5);
+  optim::StepLR captured_schedule(*captured.optimizer, /*step_size=*/1, /*gamma=*/0.5);
+  load(eager, batches[0]);
+  for (int i = 0; i < kWarmupSteps; ++i) eager.step();
+  load(captured, batches[0]);
+  cuda::CapturedStep step([&] { captured.step(); }, {.warmup_steps = kWarmupSteps});
+  for (int i = 1; i <= kReplays; ++i) {
+    load(eager, batches[i]);
+    eager.step();
+    eager_schedule.step();
+    load(captured, batches[i]);
+    step.replay();
+    captured_schedule.step();  // between replays: the rate on the device follows
+  }
+  CHECK(captured.optimizer->lr() == eager.optimizer->lr());
+  const std::vector<Tensor> expected = eager.model->parameters(), actual = captured.model->parameters();
+  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], "parameter " + std::to_string(i));
 }
 
 TEST_CASE("CapturedStep: memory allocated between replays never lands on the graph's", "[cuda][graph]") {

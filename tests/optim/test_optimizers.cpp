@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/core/kernels.h"
 #include "memgrad/optim/optim.h"
 
 using namespace mg;
@@ -370,4 +372,38 @@ TEST_CASE("step_skipping_if: a set flag leaves parameters, state and step counte
   optim::SGD sgd({param});
   CHECK_THROWS_WITH(sgd.step_skipping_if(zeros({2})), Contains("one-element float32"));
   CHECK_THROWS_WITH(sgd.step_skipping_if(zeros({}, {.dtype = DType::Float64})), Contains("one-element float32"));
+}
+
+TEST_CASE("the fused updates read the learning rate on the device in place of lr where it is given",
+          "[optim][graph-capture]") {
+  // lr 0 in the hyper-parameters, 0.5 in the tensor: only the tensor can move the parameter.
+  const Tensor rate = full({}, 0.5, {.dtype = DType::Float64});
+  auto updated = [&](const std::function<void(const Tensor&, const Tensor&)>& step) {
+    Tensor param = from_vector(Values{1.0, 2.0}, {2});
+    const Tensor grad = from_vector(Values{1.0, -1.0}, {2});
+    step(param, grad);
+    return param.to_vector<double>();
+  };
+  const KernelTable& cpu = kernels(Device::cpu());
+  CHECK(updated([&](const Tensor& p, const Tensor& g) {
+          cpu.sgd_step({&p, 1}, {&g, 1}, {},
+                       {.lr = 0, .momentum = 0, .dampening = 0, .weight_decay = 0, .nesterov = false,
+                        .first_step = false, .lr_on_device = &rate});
+        }) == Values{0.5, 2.5});
+  // Adam's first step moves each parameter by lr (sign of the gradient, up to eps).
+  const std::vector<double> adam = updated([&](const Tensor& p, const Tensor& g) {
+    const Tensor m = zeros({2}, {.dtype = DType::Float64}), v = zeros({2}, {.dtype = DType::Float64}), step = zeros({});
+    cpu.adam_step({&p, 1}, {&g, 1}, {&m, 1}, {&v, 1}, {}, {&step, 1},
+                  {.lr = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+                   .decoupled_weight_decay = false, .amsgrad = false, .lr_on_device = &rate});
+  });
+  CHECK(adam[0] == Approx(0.5));
+  CHECK(adam[1] == Approx(2.5));
+  const std::vector<double> adagrad = updated([&](const Tensor& p, const Tensor& g) {
+    const Tensor sum = zeros({2}, {.dtype = DType::Float64}), step = zeros({});
+    cpu.adagrad_step({&p, 1}, {&g, 1}, {&sum, 1}, {&step, 1},
+                     {.lr = 0, .lr_decay = 0, .weight_decay = 0, .eps = 1e-10, .lr_on_device = &rate});
+  });
+  CHECK(adagrad[0] == Approx(0.5));
+  CHECK(adagrad[1] == Approx(2.5));
 }

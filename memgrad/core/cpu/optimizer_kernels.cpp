@@ -36,6 +36,14 @@ Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty()
 // memory: reading it is no sync.
 bool overflowed(const Tensor* found_inf) { return found_inf != nullptr && *found_inf->data_ptr<float>() != 0.0f; }
 
+// The hyper-parameters with the learning rate that lr_on_device holds, where set (host
+// memory on the CPU, so reading it is no sync).
+template <class Hyper>
+Hyper with_lr_on_device(Hyper hyper) {
+  if (hyper.lr_on_device != nullptr) hyper.lr = *hyper.lr_on_device->template data_ptr<double>();
+  return hyper;
+}
+
 void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdHyper& hyper) {
   dispatch_floating(param.dtype(), "sgd_step", [&]<class T>() {
@@ -131,24 +139,27 @@ void update_adagrad(const Tensor& param, const Tensor& grad, const Tensor& state
 
 // On the CPU a list is updated one parameter after another: there is no launch to save.
 void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads,
-              std::span<const Tensor> momentum_buffers, const SgdHyper& hyper) {
-  if (overflowed(hyper.found_inf)) return;
+              std::span<const Tensor> momentum_buffers, const SgdHyper& given) {
+  if (overflowed(given.found_inf)) return;
+  const SgdHyper hyper = with_lr_on_device(given);
   for (size_t i = 0; i < params.size(); ++i) update_sgd(params[i], grads[i], optional_at(momentum_buffers, i), hyper);
 }
 
 void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads,
                std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
-               const AdamHyper& hyper) {
-  if (overflowed(hyper.found_inf)) return;
+               const AdamHyper& given) {
+  if (overflowed(given.found_inf)) return;
+  const AdamHyper hyper = with_lr_on_device(given);
   for (size_t i = 0; i < params.size(); ++i) {
     update_adam(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], optional_at(max_exp_avg_sqs, i), steps[i], hyper);
   }
 }
 
 void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
-                  std::span<const Tensor> steps, const AdagradHyper& hyper) {
-  if (overflowed(hyper.found_inf)) return;
+                  std::span<const Tensor> steps, const AdagradHyper& given) {
+  if (overflowed(given.found_inf)) return;
+  const AdagradHyper hyper = with_lr_on_device(given);
   for (size_t i = 0; i < params.size(); ++i) update_adagrad(params[i], grads[i], state_sums[i], steps[i], hyper);
 }
 

@@ -16,7 +16,9 @@
 //
 // A GradScaler's found_inf (core/kernels.h's hyper.found_inf) is read by both launches:
 // where it is set, the counters are not incremented and every block returns at once, so
-// a skipped step costs two near-empty launches and no host sync.
+// a skipped step costs two near-empty launches and no host sync. hyper.lr_on_device, where
+// set (a step that may be captured as a CUDA graph), is read by the update kernels in
+// place of the lr they were launched with, so a graph's replays see the host's latest.
 //
 // The packing of many tensors into one launch is multi_tensor_apply.cuh's; optimizer_apply
 // adds the checks, the counters and the skip flag for every optimizer, and each optimizer
@@ -64,32 +66,49 @@ void increment_steps(std::span<const Tensor> steps, const float* found_inf, cuda
   }
 }
 
+// A one-element tensor of `dtype` on `device`, as the optional hyper-parameter tensors
+// (found_inf, lr_on_device) must be, or a clear error naming `what`.
+void check_scalar_on(const char* op, const char* what, const Tensor& tensor, DType dtype, Device device) {
+  MG_CHECK(tensor.numel() == 1 && tensor.dtype() == dtype && tensor.device() == device, op, ": ", what,
+           " must be a one-element ", dtype, " tensor on ", device, " (the parameters' device); got ", tensor.sizes(),
+           " ", tensor.dtype(), " on ", tensor.device());
+}
+
+// The device pointers of the update's optional hyper-parameter tensors (null where unset).
+struct HyperPointers {
+  const float* found_inf;
+  const double* lr;
+};
+
 // The update of every parameter of `lists` (see check_lists) in few launches: increments
 // the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream,
-// found_inf) for each group of up to kTensorsPerLaunch<kLists> non-empty tensors (one
-// launch for any parameter group of a GPT-2; T the parameters' device element type, found_inf the skip flag's device pointer or null). Empty tensors
-// are skipped (their counters were still incremented, as on the CPU).
+// pointers) for each group of up to kTensorsPerLaunch<kLists> non-empty tensors (one
+// launch for any parameter group of a GPT-2; T the parameters' device element type,
+// pointers the skip flag's and the device learning rate's, each null where unset). Empty
+// tensors are skipped (their counters were still incremented, as on the CPU).
 template <int kLists, class Launch>
 void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, kLists>& lists,
                      const std::array<bool, kLists>& optional, std::span<const Tensor> steps, bool needs_steps,
-                     const Tensor* found_inf, Launch launch) {
+                     const Tensor* found_inf, const Tensor* lr_on_device, Launch launch) {
   check_lists<kLists>(op, lists, optional, steps, needs_steps);
   std::span<const Tensor> params = lists[0];
   if (params.empty()) return;
   Device device = params[0].device();
-  const float* skip_flag = nullptr;
+  HyperPointers pointers{nullptr, nullptr};
   if (found_inf != nullptr) {
-    MG_CHECK(found_inf->numel() == 1 && found_inf->dtype() == DType::Float32 && found_inf->device() == device, op,
-             ": found_inf must be a one-element float32 tensor on ", device, " (the parameters' device); got ",
-             found_inf->sizes(), " ", found_inf->dtype(), " on ", found_inf->device());
-    skip_flag = found_inf->data_ptr<float>();
+    check_scalar_on(op, "found_inf", *found_inf, DType::Float32, device);
+    pointers.found_inf = found_inf->data_ptr<float>();
+  }
+  if (lr_on_device != nullptr) {
+    check_scalar_on(op, "lr_on_device", *lr_on_device, DType::Float64, device);
+    pointers.lr = lr_on_device->data_ptr<double>();
   }
   DeviceGuard guard(device);  // kernels launch on the current device
   cudaStream_t stream = current_stream(device);
-  increment_steps(steps, skip_flag, stream);
+  increment_steps(steps, pointers.found_inf, stream);
   launch_multi_tensor<kLists>(op, lists, steps, stream,
                               [&]<class T>(const TensorLists<kLists>& packed, unsigned blocks, cudaStream_t on) {
-                                launch.template operator()<T>(packed, blocks, on, skip_flag);
+                                launch.template operator()<T>(packed, blocks, on, pointers);
                               });
 }
 
@@ -102,7 +121,7 @@ struct SgdConstants {
   double lr, momentum, weight_decay, undampened;
   bool nesterov, first_step;
 };
-static_assert(kFitsBesideLists<SgdConstants, const float*>, "sgd_kernel's arguments must fit one launch");
+static_assert(kFitsBesideLists<SgdConstants, HyperPointers>, "sgd_kernel's arguments must fit one launch");
 
 // One element of the update, in the compute type C, as the CPU computes it.
 template <class T, class C>
@@ -122,8 +141,9 @@ __host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, in
 
 template <class T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    sgd_kernel(TensorLists<3> lists, SgdConstants constants, const float* found_inf) {
-  if (overflowed(found_inf)) return;
+    sgd_kernel(TensorLists<3> lists, SgdConstants constants, HyperPointers pointers) {
+  if (overflowed(pointers.found_inf)) return;
+  if (pointers.lr != nullptr) constants.lr = *pointers.lr;
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   T* p = static_cast<T*>(lists.data[0][work.tensor]);
@@ -137,10 +157,17 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 struct AdamConstants {
   double lr, beta1, beta2, eps;
   double beta1_complement, beta2_complement;
-  double param_scale;  // AdamW shrinks the parameter: 1 - lr * weight_decay
-  double grad_decay;   // Adam adds weight_decay * param to the gradient
+  double param_scale;         // AdamW shrinks the parameter: 1 - lr * weight_decay
+  double grad_decay;          // Adam adds weight_decay * param to the gradient
+  double decoupled_decay;     // AdamW's weight_decay (0 for Adam), for param_scale on the device
 };
-static_assert(kFitsBesideLists<AdamConstants, const float*>, "adam_kernel's arguments must fit one launch");
+static_assert(kFitsBesideLists<AdamConstants, HyperPointers>, "adam_kernel's arguments must fit one launch");
+
+// param_scale for the learning rate `lr`, rounded as the host's 1.0 - lr * weight_decay
+// (no fused multiply-add), so a step with the rate on the device matches one without.
+__device__ __forceinline__ double adam_param_scale(double lr, double decoupled_decay) {
+  return __dsub_rn(1.0, __dmul_rn(lr, decoupled_decay));
+}
 
 // The per-step scalars from the (already incremented) step count, in double as on the CPU.
 struct AdamStepScalars {
@@ -178,8 +205,12 @@ __host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* 
 
 template <class T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    adam_kernel(TensorLists<5> lists, AdamConstants constants, const float* found_inf) {
-  if (overflowed(found_inf)) return;  // every thread of the block, before __syncthreads
+    adam_kernel(TensorLists<5> lists, AdamConstants constants, HyperPointers pointers) {
+  if (overflowed(pointers.found_inf)) return;  // every thread of the block, before __syncthreads
+  if (pointers.lr != nullptr) {
+    constants.lr = *pointers.lr;
+    constants.param_scale = adam_param_scale(constants.lr, constants.decoupled_decay);
+  }
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   __shared__ AdamStepScalars scalars;
@@ -201,7 +232,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 struct AdagradConstants {
   double lr, lr_decay, weight_decay, eps;
 };
-static_assert(kFitsBesideLists<AdagradConstants, const float*>, "adagrad_kernel's arguments must fit one launch");
+static_assert(kFitsBesideLists<AdagradConstants, HyperPointers>, "adagrad_kernel's arguments must fit one launch");
 
 // The decayed learning rate from the (already incremented) step count, in double.
 __host__ __device__ __forceinline__ double adagrad_clr(const AdagradConstants& k, double step_count) {
@@ -222,8 +253,9 @@ __host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum
 
 template <class T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    adagrad_kernel(TensorLists<3> lists, AdagradConstants constants, const float* found_inf) {
-  if (overflowed(found_inf)) return;
+    adagrad_kernel(TensorLists<3> lists, AdagradConstants constants, HyperPointers pointers) {
+  if (overflowed(pointers.found_inf)) return;
+  if (pointers.lr != nullptr) constants.lr = *pointers.lr;
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   double decayed_lr = adagrad_clr(constants, *lists.step[work.tensor]);  // one cached load per thread
@@ -246,10 +278,10 @@ void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads, std
                          .nesterov = hyper.nesterov,
                          .first_step = hyper.first_step};
   optimizer_apply<3>("sgd_step", {params, grads, momentum_buffers}, /*optional=*/{false, false, true},
-                     /*steps=*/{}, /*needs_steps=*/false, hyper.found_inf,
+                     /*steps=*/{}, /*needs_steps=*/false, hyper.found_inf, hyper.lr_on_device,
                      [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
-                                  const float* found_inf) {
-                       sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                                  HyperPointers pointers) {
+                       sgd_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, pointers);
                      });
 }
 
@@ -264,12 +296,14 @@ void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, st
       .beta1_complement = 1.0 - hyper.beta1,
       .beta2_complement = 1.0 - hyper.beta2,
       .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
-      .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay};
+      .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay,
+      .decoupled_decay = hyper.decoupled_weight_decay ? hyper.weight_decay : 0.0};
   optimizer_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
                      /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     hyper.lr_on_device,
                      [&]<class T>(const TensorLists<5>& lists, unsigned blocks, cudaStream_t stream,
-                                  const float* found_inf) {
-                       adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                                  HyperPointers pointers) {
+                       adam_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, pointers);
                      });
 }
 
@@ -279,9 +313,10 @@ void adagrad_step(std::span<const Tensor> params, std::span<const Tensor> grads,
       .lr = hyper.lr, .lr_decay = hyper.lr_decay, .weight_decay = hyper.weight_decay, .eps = hyper.eps};
   optimizer_apply<3>("adagrad_step", {params, grads, state_sums},
                      /*optional=*/{false, false, false}, steps, /*needs_steps=*/true, hyper.found_inf,
+                     hyper.lr_on_device,
                      [&]<class T>(const TensorLists<3>& lists, unsigned blocks, cudaStream_t stream,
-                                  const float* found_inf) {
-                       adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, found_inf);
+                                  HyperPointers pointers) {
+                       adagrad_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(lists, constants, pointers);
                      });
 }
 
