@@ -101,7 +101,7 @@ void divide_by(const Tensor& tensor, int divisor) {
 struct Collective {
   std::string description;  // "all_reduce (sum) of a float32 tensor of shape [4] on cpu"
   MPI_Request request = MPI_REQUEST_NULL;
-  std::vector<Tensor> tensors;   // held alive (and unused by others) until done
+  std::vector<Tensor> tensors;   // held alive until done: MPI reads and writes their bytes
   std::function<void()> finish;  // run once done (e.g. the average's division); may be empty
   std::chrono::milliseconds timeout{};
   Clock::time_point deadline;  // its start + timeout

@@ -8,7 +8,8 @@
 // Every collective is asynchronous: it starts and returns a Work (distributed/work.h) at
 // once. Every rank must call the same collectives, on tensors of the same dtype and
 // element count, in the same order; a collective that some rank never joins ends, after
-// the group's timeout, with an mg::Error instead of a hang.
+// the group's timeout, with an mg::Error instead of a hang (and the MPI job, once that
+// process ends, with MPI_Abort: distributed/mpi_runtime.h says why).
 //
 // The checks every backend shares (tensors defined and contiguous, element counts that
 // fit the group's size, a root that exists) run here, before the backend starts anything,

@@ -17,6 +17,7 @@ class Work {
   virtual ~Work() = default;
 
   // True once the collective is done on this rank (its results in place); never blocks.
+  // Past the timeout it throws as wait() does.
   virtual bool is_completed() = 0;
   // Blocks until the collective is done on this rank. Throws mg::Error when it does not
   // complete within the group's timeout (another rank died, is stuck, or called a
