@@ -29,6 +29,8 @@ int64_t batches_per_epoch(const mg::data::DataLoader& loader, int64_t batch_size
 EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, mg::data::DataLoader& loader,
                         mg::Device device, const EpochPlan& plan) {
   MG_CHECK(plan.accum >= 1, "train_epoch: accum must be at least 1, got ", plan.accum);
+  MG_CHECK(plan.graph == nullptr || plan.accum == 1, "train_epoch: a step captured as a CUDA graph is one batch; "
+           "accum ", plan.accum, " needs eager steps");
   model.train();
   const int64_t num_batches = batches_to_run(loader, plan.max_batches);
   Progress progress(plan.epoch + 1, plan.epochs, num_batches);
@@ -42,18 +44,24 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     // Micro-batch `position` of a step of `step_batches` (accum, or the epoch's remainder).
     const int64_t position = batches % plan.accum;
     const int64_t step_batches = std::min(plan.accum, num_batches - (batches - position));
-    if (position == 0) optimizer.zero_grad();
     const mg::data::Batch batch = plan.transform ? plan.transform(loaded) : loaded;
-    mg::Tensor loss;
-    {
-      AutocastRegion autocast(precision);
-      // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
-      mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-      loss = mg::cross_entropy(model(batch.inputs), batch.targets);
-    }
-    backward_micro_batch(precision.scale(loss), step_batches);
+    // Micro-batch `position` of the step: its forward and backward, and the optimizer's
+    // step after the last one; the loss of the batch.
+    auto micro_batch = [&](const mg::data::Batch& on) {
+      if (position == 0) optimizer.zero_grad();
+      mg::Tensor batch_loss;
+      {
+        AutocastRegion autocast(precision);
+        // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
+        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
+        batch_loss = mg::cross_entropy(model(on.inputs), on.targets);
+      }
+      backward_micro_batch(precision.scale(batch_loss), step_batches);
+      if (position + 1 == step_batches) precision.step(optimizer);
+      return batch_loss;
+    };
+    const mg::Tensor loss = plan.graph != nullptr ? plan.graph->run(batch, micro_batch) : micro_batch(batch);
     if (position + 1 == step_batches) {
-      precision.step(optimizer);
       if (plan.scheduler != nullptr) plan.scheduler->step();
       if (plan.memory_timeline != nullptr) plan.memory_timeline->step_done();
       ++result.steps;

@@ -13,6 +13,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/data/dataloader.h>
+#include "examples/common/graphed_step.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include <memgrad/nn/module.h>
@@ -38,6 +39,8 @@ struct EpochPlan {
   BatchTransform transform;
   // --memory-timeline: told of every optimizer step; nullptr: nothing records.
   MemoryTimeline* memory_timeline = nullptr;
+  // --cuda-graph: steps captured once and replayed (accum 1 only); nullptr: eager steps.
+  GraphedStep* graph = nullptr;
   // Off: no progress lines and no loss read back (a prediction on the simulated device,
   // where no loss is computed; EpochResult::mean_loss is then 0).
   bool show_progress = true;

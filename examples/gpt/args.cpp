@@ -7,6 +7,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -150,11 +151,10 @@ Args parse_args(int argc, char** argv) {
                      "--sample do not go with them");
   }
   if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
-  if (args.cuda_graph && (!args.bench || !args.device.is_cuda() || !args.memory_timeline.empty() ||
-                          args.predict_memory || args.fit_batch || args.detect_anomaly)) {
-    throw UsageError("--cuda-graph times a captured step: it needs --bench and --device cuda, and goes with "
-                     "none of --memory-timeline, --predict-memory, --fit-batch and --detect-anomaly");
-  }
+  if (args.cuda_graph && !args.bench) throw UsageError("--cuda-graph is for --bench (the training loop runs eagerly)");
+  examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
+                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
+                                 args.detect_anomaly);
   if (!args.resume_path.empty() && !args.save_init.empty()) {
     throw UsageError("--save-init writes the weights before step 0; a --resume run starts later");
   }

@@ -5,6 +5,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -75,6 +76,7 @@ Args parse_args(int argc, char** argv) {
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
                                              {"--checkpoint", [&] { args.checkpoint = true; }},
+                                             {"--cuda-graph", [&] { args.cuda_graph = true; }},
                                              {"--predict-memory", [&] { args.predict_memory = true; }},
                                              {"--detect-anomaly", [&] { args.detect_anomaly = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
@@ -86,6 +88,9 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--checkpoint is for --model cnn: the MLP's activations are smaller than the input a "
                      "checkpoint would keep");
   }
+  examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
+                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
+                                 args.detect_anomaly);
   if ((args.predict_memory || args.fit_batch) && !args.memory_timeline.empty()) {
     throw UsageError("--predict-memory and --fit-batch train nothing: --memory-timeline does not go with them");
   }
@@ -116,7 +121,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            the convolutions' own backward (see docs/memory.md); refused
                            for the MLP, whose saved activations are smaller than the
                            input a checkpoint keeps
-  --amp fp16|bf16|fp32     mixed precision: forward under autocast (linear layers and
+)" + examples::cuda_graph_usage() + R"(  --amp fp16|bf16|fp32     mixed precision: forward under autocast (linear layers and
                            convolutions in float16/bfloat16, the loss in float32, float32
                            master weights); fp16 scales the loss with a GradScaler and
                            needs --device cuda (default fp32: none)

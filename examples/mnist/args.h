@@ -17,6 +17,7 @@ struct Args {
   int64_t batch_size = 128;  // samples per micro-batch when accumulating
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
   bool checkpoint = false;   // cnn: recompute the convolutions' activations in backward
+  bool cuda_graph = false;   // capture the training step once as a CUDA graph and replay it
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   int64_t limit = 0;         // > 0: about this many training and test samples per epoch
   std::string optimizer = "adam";

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -181,6 +182,8 @@ int run(const Args& args) {
               args.device.str().c_str());
   std::fflush(stdout);
 
+  std::optional<examples::GraphedStep> graph;
+  if (args.cuda_graph) graph.emplace(args.device);
   memory_timeline.start();
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
@@ -193,7 +196,8 @@ int run(const Args& args) {
          .scheduler = scheduler.get(),
          .precision = &precision,
          .transform = {},
-         .memory_timeline = &memory_timeline});
+         .memory_timeline = &memory_timeline,
+         .graph = graph ? &*graph : nullptr});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
     result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches, &precision);

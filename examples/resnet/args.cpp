@@ -3,6 +3,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 
@@ -64,11 +65,9 @@ Args parse_args(int argc, char** argv) {
   if (args.bench && (!args.save_path.empty() || !args.resume_path.empty() || args.augment)) {
     throw UsageError("--save, --resume and --augment are for training, not --bench");
   }
-  if (args.cuda_graph && (!args.bench || !args.device.is_cuda() || !args.memory_timeline.empty() ||
-                          args.predict_memory || args.fit_batch || args.detect_anomaly)) {
-    throw UsageError("--cuda-graph times a captured step: it needs --bench and --device cuda, and goes with "
-                     "none of --memory-timeline, --predict-memory, --fit-batch and --detect-anomaly");
-  }
+  examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
+                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
+                                 args.detect_anomaly);
   if ((args.predict_memory || args.fit_batch) &&
       (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty())) {
     throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume and --memory-timeline "
@@ -132,9 +131,10 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            micro-batches and one optimizer step; prints the median step
                            time, samples/s and the peak memory of one step, and one JSON
                            line on stdout with bench_train_step's fields
-  --cuda-graph             with --bench on cuda: capture the step once as a CUDA graph
-                           (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays
-)" + examples::detect_anomaly_usage() + R"(  --help                   show this text
+  --cuda-graph             with --bench: capture the step once as a CUDA graph
+                           (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
+                           training: as below
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):
 )" + examples::prediction_usage();

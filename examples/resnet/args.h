@@ -19,7 +19,7 @@ struct Args {
   int64_t batch_size = 256;  // samples per micro-batch when accumulating
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
   bool checkpoint = false;   // gradient checkpointing of layer1..layer4
-  bool cuda_graph = false;   // --bench only: time replays of the step captured as a CUDA graph
+  bool cuda_graph = false;   // capture the step once as a CUDA graph and replay it
   double lr = 0.1;  // the one-cycle schedule's peak
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -219,6 +220,8 @@ int run_training(const Args& args) {
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
   std::fflush(stdout);
 
+  std::optional<examples::GraphedStep> graph;
+  if (args.cuda_graph) graph.emplace(args.device);
   memory_timeline.start();
   const int64_t last_epoch = args.stop_after > 0 ? std::min(args.stop_after, args.epochs) : args.epochs;
   for (int64_t epoch = progress.epochs_done; epoch < last_epoch; ++epoch) {
@@ -233,7 +236,8 @@ int run_training(const Args& args) {
          .scheduler = &scheduler,
          .precision = &precision,
          .transform = std::ref(prepare),
-         .memory_timeline = &memory_timeline});
+         .memory_timeline = &memory_timeline,
+         .graph = graph ? &*graph : nullptr});
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;
     prepare.start_epoch(epoch, /*augment=*/false);

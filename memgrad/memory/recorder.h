@@ -103,7 +103,7 @@ struct LiveTensor {
 
 struct RecorderOptions {
   size_t capacity = size_t{1} << 18;  // events kept (64 bytes each: 16 MiB by default)
-  std::optional<Device> device;       // record this device only; nullopt: every device
+  std::optional<Device> device = std::nullopt;  // record this device only; nullopt: every device
 };
 
 class Recorder {

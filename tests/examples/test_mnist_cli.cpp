@@ -37,6 +37,9 @@ TEST_CASE("mnist refuses a bad command line with exit code 2 and the usage", "[e
       {"--checkpoint", "--checkpoint is for --model cnn"},
       {"--amp fp16", "--amp fp16 needs --device cuda"},
       {"--amp int8", "--amp must be fp16, bf16 or fp32, got 'int8'"},
+      {"--cuda-graph", "--cuda-graph captures CUDA work: it needs --device cuda"},
+      {"--cuda-graph --device cuda --accum 2", "--cuda-graph captures a step of one batch"},
+      {"--cuda-graph --device cuda --predict-memory", "it goes with none of --memory-timeline"},
   }));
   mg_test::check_usage_error(dir, "mnist", arguments, message);
 }
