@@ -56,3 +56,8 @@
 #include "memgrad/data/dataloader.h"
 #include "memgrad/data/dataset.h"
 #include "memgrad/data/transforms.h"
+
+// distributed: process groups (MPI on CPU tensors) and the distributed sampler
+#include "memgrad/distributed/distributed_sampler.h"
+#include "memgrad/distributed/init_process_group.h"
+#include "memgrad/distributed/process_group.h"
