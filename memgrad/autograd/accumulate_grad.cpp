@@ -1,5 +1,9 @@
-// autograd/accumulate_grad.cpp — accumulation into leaf gradients.
+// autograd/accumulate_grad.cpp — accumulation into leaf gradients, and the hooks that run
+// once a leaf's gradient has been accumulated.
 #include "memgrad/autograd/accumulate_grad.h"
+
+#include <algorithm>
+#include <atomic>
 
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/core/factory.h"
@@ -12,6 +16,16 @@ AccumulateGrad::AccumulateGrad(Tensor leaf) : Node("AccumulateGrad"), leaf_(std:
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   if (!grad.defined()) return {};
+  accumulate(std::move(grad));
+  AutogradMeta& meta = *leaf_.autograd_meta();
+  if (meta.post_accumulate_grad_hooks.empty()) return {};
+  // A copy: a hook may remove itself (or another) while they run.
+  const auto hooks = meta.post_accumulate_grad_hooks;
+  for (const auto& [id, hook] : hooks) hook(leaf_);
+  return {};
+}
+
+void AccumulateGrad::accumulate(Tensor grad) {
   AutogradMeta& meta = leaf_.ensure_autograd_meta();
   for (const TensorHook& hook : meta.hooks) {
     Tensor replaced = hook(grad);
@@ -21,7 +35,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
             " for a leaf of shape ", leaf_.sizes());
   if (meta.grad.defined()) {
     meta.grad.add_(grad);  // in place: accumulation costs no new memory
-    return {};
+    return;
   }
   // The gradient takes its leaf's layout (a channels_last weight gets a channels_last
   // .grad, as in PyTorch): fused optimizers walk a parameter and its gradient as one flat
@@ -37,7 +51,6 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   if (!sole_owner) owned = contiguous_copy(owned, layout);
   owned.set_memory_category(MemoryCategory::Gradient);
   meta.grad = owned;
-  return {};
 }
 
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
@@ -50,3 +63,24 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
 }
 
 }  // namespace mg::autograd
+
+namespace mg {
+
+uint64_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  MG_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: the tensor (shape ",
+           sizes(), ") is ", requires_grad() ? "not a leaf" : "a tensor that does not require grad",
+           "; only leaves that require grad have a .grad to accumulate into. Hint: on a "
+           "non-leaf, register_hook sees its gradient.");
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  ensure_autograd_meta().post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
+  AutogradMeta* meta = autograd_meta();
+  if (meta == nullptr) return;
+  std::erase_if(meta->post_accumulate_grad_hooks, [id](const auto& entry) { return entry.first == id; });
+}
+
+}  // namespace mg

@@ -1,5 +1,6 @@
 // autograd/accumulate_grad.h — the node at the end of every path: it adds the incoming
-// gradient into a leaf's .grad, where the bytes become GRADIENT memory.
+// gradient into a leaf's .grad, where the bytes become GRADIENT memory, then runs the
+// leaf's post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook).
 #pragma once
 
 #include "memgrad/autograd/node.h"
@@ -12,6 +13,9 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
 
  private:
+  // Adds `grad` (after the leaf's register_hook hooks) into the leaf's .grad.
+  void accumulate(Tensor grad);
+
   Tensor leaf_;
 };
 

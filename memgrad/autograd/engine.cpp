@@ -16,6 +16,36 @@ namespace mg::autograd {
 
 namespace {
 
+// The backward calls running on this thread (more than one when a node runs a nested
+// backward) and the callbacks queued for the outermost's end.
+struct BackwardCalls {
+  int depth = 0;
+  std::vector<std::function<void()>> callbacks;
+};
+thread_local BackwardCalls backward_calls;
+
+// One backward() call: counted while it runs; the outermost runs the queued callbacks when
+// it finishes, and drops them however it ends.
+class BackwardCall {
+ public:
+  BackwardCall() { ++backward_calls.depth; }
+  ~BackwardCall() {
+    if (--backward_calls.depth == 0) backward_calls.callbacks.clear();
+  }
+  BackwardCall(const BackwardCall&) = delete;
+  BackwardCall& operator=(const BackwardCall&) = delete;
+
+  void run_callbacks() {
+    if (backward_calls.depth != 1) return;
+    // By index: a callback may queue another.
+    for (size_t i = 0; i < backward_calls.callbacks.size(); ++i) {
+      std::function<void()> callback = std::move(backward_calls.callbacks[i]);
+      callback();
+    }
+    backward_calls.callbacks.clear();
+  }
+};
+
 struct PendingNode {
   int dependencies = 0;                // edges into the node not yet delivered
   std::vector<Tensor> grad_outputs;    // sums of the gradients delivered so far
@@ -60,6 +90,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
   memory::PhaseScope backward_phase(memory::Phase::Backward);
+  BackwardCall call;
   // NOTE: no autocast in backward, even when called inside an autocast region: each
   // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
   // must not turn a bfloat16 input's gradient into float32).
@@ -126,6 +157,15 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
       if (--target.dependencies == 0) ready.push(edge.function.get());
     }
   }
+  call.run_callbacks();
 }
+
+void queue_callback(std::function<void()> callback) {
+  MG_CHECK(in_backward(), "queue_callback: no backward is running on this thread; a callback "
+           "queued for the end of backward must be queued from inside it (a node or a hook).");
+  backward_calls.callbacks.push_back(std::move(callback));
+}
+
+bool in_backward() { return backward_calls.depth > 0; }
 
 }  // namespace mg::autograd

@@ -1,6 +1,7 @@
 // autograd/engine.h — backward: runs the recorded graph from the roots to the leaves.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "memgrad/core/tensor.h"
@@ -20,5 +21,20 @@ namespace mg::autograd {
 // backward) lets each root's data and seed go as soon as the first node has consumed them,
 // instead of holding them until the whole backward ends.
 void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots = {}, bool retain_graph = false);
+
+// Runs `callback` when the backward now running on this thread ends: after its last node,
+// before backward() returns (as PyTorch's Variable._execution_engine.queue_callback); how
+// data-parallel training waits for its last reductions once every gradient is in. Called
+// from a node or hook inside backward; outside one it throws. Callbacks run in the order
+// queued, and one may queue another (it runs too); an exception from one ends backward
+// with it, dropping the rest.
+//
+// NOTE: a backward started inside another's node (checkpoint's recomputation) is part of
+// the outer one: its callbacks run when the outermost backward ends, once every gradient of
+// the user's backward() call is in, not after the recomputed segment's. A backward that
+// throws drops the callbacks queued during it.
+void queue_callback(std::function<void()> callback);
+// True while a backward runs on this thread (inside its nodes and hooks).
+bool in_backward();
 
 }  // namespace mg::autograd

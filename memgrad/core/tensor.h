@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memgrad/core/device.h"
@@ -46,6 +47,8 @@ struct TensorImpl {
 };
 
 using TensorHook = std::function<Tensor(const Tensor& grad)>;
+// Runs with the leaf itself once backward has accumulated into its .grad.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
 
 class Tensor {
  public:
@@ -125,6 +128,14 @@ class Tensor {
   void register_hook(TensorHook hook) const;
   // Keeps .grad for a non-leaf tensor.
   void retain_grad() const;
+  // (autograd/accumulate_grad.cpp) Leaves that require grad only: `hook(leaf)` runs each
+  // time backward has accumulated a gradient into this leaf's .grad (after the hooks of
+  // register_hook and the accumulation itself), as PyTorch's
+  // register_post_accumulate_grad_hook; how data-parallel training learns that a
+  // gradient is ready to be reduced. Returns an id for remove_post_accumulate_grad_hook.
+  uint64_t register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
+  // Removes the hook `id` names; an id already removed is ignored.
+  void remove_post_accumulate_grad_hook(uint64_t id) const;
 
   // ---- differentiable ops, each defined in its family's file in autograd/ ----
   // copy.cpp
@@ -199,6 +210,7 @@ struct AutogradMeta {
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that fills .grad
   std::vector<TensorHook> hooks;
+  std::vector<std::pair<uint64_t, PostAccumulateGradHook>> post_accumulate_grad_hooks;  // by id
   bool retains_grad = false;
 };
 
