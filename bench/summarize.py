@@ -294,7 +294,7 @@ def attention_memory_rows(results):
     return rows
 
 
-CATEGORIES = ("ACTIVATION", "TEMPORARY", "WORKSPACE", "AUTOCAST_CACHE")
+CATEGORIES = ("ACTIVATION", "TEMPORARY", "WORKSPACE", "AUTOCAST_CACHE", "COMMUNICATION")
 
 
 def category_rows(results):

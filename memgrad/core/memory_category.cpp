@@ -13,6 +13,7 @@ const char* category_name(MemoryCategory category) {
     case MemoryCategory::Temporary: return "TEMPORARY";
     case MemoryCategory::Workspace: return "WORKSPACE";
     case MemoryCategory::AutocastCache: return "AUTOCAST_CACHE";
+    case MemoryCategory::Communication: return "COMMUNICATION";
   }
   return "UNKNOWN";
 }

@@ -18,9 +18,13 @@ enum class MemoryCategory : uint8_t {
   Temporary,       // everything else: intermediate results, outputs not saved
   Workspace,       // scratch space of libraries (cuBLAS, cuDNN)
   AutocastCache,   // 16-bit copies of parameters that autocast keeps for its region
+  Communication,   // what data-parallel training holds beyond the gradients themselves:
+                   // staging for coalesced collectives (distributed_data_parallel.h says
+                   // exactly which bytes; its buckets, being the gradients' storage, are
+                   // GRADIENT)
 };
 
-inline constexpr int kNumMemoryCategories = 8;
+inline constexpr int kNumMemoryCategories = 9;
 
 // Upper-case names, as used in reports and JSON: "PARAMETER", "OPTIMIZER_STATE", ...
 const char* category_name(MemoryCategory category);

@@ -24,13 +24,14 @@ constexpr int kColumns = static_cast<int>(kPlotWidth);
 
 // Tableau 10: distinct for most kinds of colour blindness.
 constexpr const char* kCategoryColours[kNumMemoryCategories] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
-                                                                  "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+                                                                  "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
+                                                                  "#ff9da7"};
 // Stacking order, bottom up: what lives across steps first (a steady floor), what comes
 // and goes within a step last, so a step's rise and fall reads as the top layers' shape.
 constexpr MemoryCategory kDrawOrder[kNumMemoryCategories] = {
     MemoryCategory::Parameter,     MemoryCategory::Input,         MemoryCategory::OptimizerState,
     MemoryCategory::AutocastCache, MemoryCategory::Gradient,      MemoryCategory::Activation,
-    MemoryCategory::Temporary,     MemoryCategory::Workspace};
+    MemoryCategory::Communication, MemoryCategory::Temporary,     MemoryCategory::Workspace};
 constexpr const char* kPhaseColours[kNumPhases] = {"#bab0ac", "#4e79a7", "#e15759", "#59a14f"};
 
 // One kept event with the state right after it.

@@ -36,7 +36,7 @@ TEST_CASE("snapshot counts a tensor's bytes under its category", "[memory]") {
   for (MemoryCategory other : {MemoryCategory::Parameter, MemoryCategory::Gradient,
                                MemoryCategory::OptimizerState, MemoryCategory::Activation,
                                MemoryCategory::Temporary, MemoryCategory::Workspace,
-                               MemoryCategory::AutocastCache}) {
+                               MemoryCategory::AutocastCache, MemoryCategory::Communication}) {
     CHECK(delta(after, before, other) == 0);
   }
   CHECK(after.requested_bytes - before.requested_bytes == 1024);
@@ -112,10 +112,10 @@ TEST_CASE("to_json writes every number of a snapshot", "[memory]") {
         "\"num_allocations\":9,\"num_segments\":10,\"num_alloc_retries\":11,\"num_ooms\":12,"
         "\"bytes_by_category\":{\"PARAMETER\":100,\"GRADIENT\":101,\"OPTIMIZER_STATE\":102,"
         "\"ACTIVATION\":103,\"INPUT\":104,\"TEMPORARY\":105,\"WORKSPACE\":106,"
-        "\"AUTOCAST_CACHE\":107},"
+        "\"AUTOCAST_CACHE\":107,\"COMMUNICATION\":108},"
         "\"peak_bytes_by_category\":{\"PARAMETER\":200,\"GRADIENT\":201,"
         "\"OPTIMIZER_STATE\":202,\"ACTIVATION\":203,\"INPUT\":204,\"TEMPORARY\":205,"
-        "\"WORKSPACE\":206,\"AUTOCAST_CACHE\":207}}");
+        "\"WORKSPACE\":206,\"AUTOCAST_CACHE\":207,\"COMMUNICATION\":208}}");
 }
 
 TEST_CASE("to_json of a live snapshot carries its category bytes", "[memory]") {
