@@ -33,6 +33,11 @@ install(EXPORT memgradTargets NAMESPACE memgrad:: DESTINATION ${mg_package_dir})
 
 set(mg_package_with_cuda ${MG_WITH_CUDA})
 set(mg_package_with_mpi ${MG_WITH_MPI})
+if(MG_WITH_CUDA AND MG_WITH_NCCL)  # MG_WITH_NCCL exists only with MG_WITH_CUDA
+  set(mg_package_with_nccl ON)
+else()
+  set(mg_package_with_nccl OFF)
+endif()
 if(MG_WITH_CUDA AND MG_WITH_CUDNN)  # MG_WITH_CUDNN exists only with MG_WITH_CUDA
   set(mg_package_with_cudnn ON)
 else()
@@ -45,5 +50,5 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/memgradConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/memgradConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/memgradConfig.cmake ${PROJECT_BINARY_DIR}/memgradConfigVersion.cmake
-              ${CMAKE_CURRENT_LIST_DIR}/find_cudnn.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/find_cudnn.cmake ${CMAKE_CURRENT_LIST_DIR}/find_nccl.cmake
         DESTINATION ${mg_package_dir})

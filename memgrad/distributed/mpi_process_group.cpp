@@ -1,6 +1,7 @@
 // distributed/mpi_process_group.cpp — the MPI backend: collectives on CPU tensors carried
 // by MPI's non-blocking collectives (MPI_Iallreduce, MPI_Ibcast, MPI_Ireduce_scatter_block,
-// MPI_Iallgather, MPI_Ibarrier), and init_process_group(), which builds it.
+// MPI_Iallgather, MPI_Ibarrier), and make_mpi_process_group(), which init_process_group()
+// (init_process_group.cpp) calls to build it.
 //
 // Each collective starts at once and is finished by polling (MPI_Test) against a deadline:
 // that is what lets a collective some rank never joins end with an mg::Error after the
@@ -25,8 +26,8 @@
 #include <vector>
 
 #include "memgrad/core/error.h"
-#include "memgrad/distributed/init_process_group.h"
 #include "memgrad/distributed/mpi_runtime.h"
+#include "memgrad/distributed/process_group_backends.h"
 
 namespace mg::distributed {
 namespace {
@@ -233,6 +234,7 @@ class MpiProcessGroup final : public ProcessGroup {
       : ProcessGroup(rank, size, local_rank, timeout), communicator_(std::move(communicator)) {}
 
   const char* backend_name() const override { return "mpi"; }
+  Device device() const override { return Device::cpu(); }
 
  protected:
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
@@ -331,7 +333,7 @@ int local_rank_of(MPI_Comm comm, int rank) {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> init_process_group(const ProcessGroupOptions& options) {
+std::shared_ptr<ProcessGroup> make_mpi_process_group(std::chrono::milliseconds timeout) {
   mpi::ensure_initialized();
   std::lock_guard<std::mutex> lock(mpi::mutex());
   // A communicator of its own: memgrad's collectives never match the program's own MPI
@@ -345,7 +347,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const ProcessGroupOptions& opti
   MG_MPI_CHECK(MPI_Comm_size(comm, &size));
   const int local_rank = local_rank_of(comm, rank);
   return std::make_shared<MpiProcessGroup>(std::make_shared<Communicator>(comm, rank, size), rank,
-                                           size, local_rank, options.timeout);
+                                           size, local_rank, timeout);
 }
 
 }  // namespace mg::distributed

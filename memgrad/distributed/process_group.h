@@ -1,6 +1,6 @@
 // distributed/process_group.h — ProcessGroup: the processes (ranks) that train together,
 // and the collectives they call together on tensors, whatever carries them (MPI between
-// CPU processes; NCCL between GPUs, later).
+// CPU processes; NCCL between GPUs: nccl_process_group.h).
 //
 //   auto group = mg::distributed::init_process_group();        // under mpirun -np N
 //   group->all_reduce(gradient, ReduceOp::Average)->wait();     // every rank, same order
@@ -47,6 +47,8 @@ class ProcessGroup {
   int local_rank() const { return local_rank_; } // the rank among those on this machine
   // "mpi", "nccl": named in error messages.
   virtual const char* backend_name() const = 0;
+  // Where the group's tensors must be: the CPU (MPI), this rank's GPU (NCCL).
+  virtual Device device() const = 0;
 
   // How long a collective may run (from its start) before wait() throws. Applies to
   // collectives started after the call.
