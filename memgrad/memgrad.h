@@ -61,3 +61,4 @@
 #include "memgrad/distributed/distributed_sampler.h"
 #include "memgrad/distributed/init_process_group.h"
 #include "memgrad/distributed/process_group.h"
+#include "memgrad/distributed/zero_redundancy_optimizer.h"
