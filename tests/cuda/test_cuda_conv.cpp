@@ -38,26 +38,29 @@ using cuda_checks::host_values;
 // order never matters.
 class ConvSettings {
  public:
-  ConvSettings(bool enabled, bool benchmark, bool allow_tf32)
+  ConvSettings(bool enabled, bool benchmark, bool allow_tf32, bool deterministic = false)
       : enabled_(cuda::cudnn_enabled()),
         benchmark_(cuda::cudnn_benchmark()),
         allow_tf32_(cuda::cudnn_allow_tf32()),
+        deterministic_(cuda::cudnn_deterministic()),
         workspace_limit_(cuda::cudnn_workspace_limit()) {
     cuda::set_cudnn_enabled(enabled);
     cuda::set_cudnn_benchmark(benchmark);
     cuda::set_cudnn_allow_tf32(allow_tf32);
+    cuda::set_cudnn_deterministic(deterministic);
   }
   ~ConvSettings() {
     cuda::set_cudnn_enabled(enabled_);
     cuda::set_cudnn_benchmark(benchmark_);
     cuda::set_cudnn_allow_tf32(allow_tf32_);
+    cuda::set_cudnn_deterministic(deterministic_);
     cuda::set_cudnn_workspace_limit(workspace_limit_);
   }
   ConvSettings(const ConvSettings&) = delete;
   ConvSettings& operator=(const ConvSettings&) = delete;
 
  private:
-  bool enabled_, benchmark_, allow_tf32_;
+  bool enabled_, benchmark_, allow_tf32_, deterministic_;
   size_t workspace_limit_;
 };
 
@@ -198,6 +201,29 @@ TEST_CASE("cuDNN settings default as in PyTorch", "[cuda][cudnn]") {
   CHECK(cuda::cudnn_enabled());
   CHECK_FALSE(cuda::cudnn_benchmark());
   CHECK(cuda::cudnn_allow_tf32());  // unlike matmul's set_allow_tf32, on by default
+  CHECK_FALSE(cuda::cudnn_deterministic());
+}
+
+TEST_CASE("cuDNN conv2d in deterministic mode gives the same bits on every run", "[cuda][cudnn]") {
+  // Large enough that cuDNN's fastest backward-filter engines split the sum over N*H*W
+  // across blocks (the nondeterministic ones add their partials with atomics).
+  const Shape input_shape{32, 64, 28, 28}, weight_shape{64, 64, 3, 3};
+  for (DType dtype : {DType::Float32, DType::Float16}) {
+    for (bool benchmark : {false, true}) {
+      ConvSettings settings(/*enabled=*/true, benchmark, /*allow_tf32=*/true, /*deterministic=*/true);
+      INFO(dtype << ", benchmark " << benchmark);
+      Tensor input = normal(input_shape, dtype, 4001), weight = normal(weight_shape, dtype, 4002);
+      Tensor bias = normal({weight_shape[0]}, dtype, 4003);
+      const Layouts layouts = dtype == DType::Float16 ? Layouts::ChannelsLast : Layouts::Nchw;
+      auto once = [&] {
+        return run(input, weight, bias, {.padding = {1, 1}}, dtype, layouts, Device::cuda(), dtype, 4004);
+      };
+      const ConvResult first = once(), second = once();
+      CHECK(host_values(second.output) == host_values(first.output));
+      CHECK(host_values(second.grad_input) == host_values(first.grad_input));
+      CHECK(host_values(second.grad_weight) == host_values(first.grad_weight));
+    }
+  }
 }
 
 TEST_CASE("cuDNN conv2d in float32 without TF32 matches the CPU: heuristics and benchmark", "[cuda][cudnn]") {

@@ -43,7 +43,7 @@ const char* direction_name(ConvDirection direction) {
 
 ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, MemoryFormat layout, const Shape& input,
                       const Shape& weight, const Shape& output, const Window2d& window, bool allow_tf32,
-                      bool benchmark, int alignment) {
+                      bool deterministic, bool benchmark, int alignment) {
   ConvKey key;
   size_t i = 0;
   auto put = [&](int64_t value) { key.fields[i++] = value; };
@@ -59,6 +59,7 @@ ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, Memor
     put(value);
   }
   put(allow_tf32 ? 1 : 0);
+  put(deterministic ? 1 : 0);
   put(benchmark ? 1 : 0);
   put(alignment);
   MG_ASSERT(i == key.fields.size(), "ConvKey holds ", key.fields.size(), " fields, filled ", i);

@@ -24,16 +24,16 @@ const char* direction_name(ConvDirection direction);
 
 // Direction, device, dtype, the layout all three tensors have in the call, input / weight /
 // output sizes, stride, padding, dilation, groups, whether float32 may use TF32 tensor
-// cores (cudnn_allow_tf32), benchmark mode, and the pointers' alignment (some kernels need
+// cores (cudnn_allow_tf32), whether only deterministic engines may run, benchmark mode, and the pointers' alignment (some kernels need
 // 16-byte aligned data).
 struct ConvKey {
-  std::array<int64_t, 26> fields{};
+  std::array<int64_t, 27> fields{};
   bool operator==(const ConvKey& other) const = default;
 };
 
 ConvKey make_conv_key(ConvDirection direction, Device device, DType dtype, MemoryFormat layout, const Shape& input,
                       const Shape& weight, const Shape& output, const Window2d& window, bool allow_tf32,
-                      bool benchmark, int alignment);
+                      bool deterministic, bool benchmark, int alignment);
 
 // One key's chosen engine, ready to run.
 struct ConvPlan {

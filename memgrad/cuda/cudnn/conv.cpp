@@ -47,7 +47,7 @@ int alignment(const ConvOperands& data) {
 const ConvPlan& plan_for(cudnnHandle_t handle, Device device, const ConvProblem& problem, const ConvOperands& data) {
   const bool benchmark = cudnn_benchmark();
   const ConvKey key = make_conv_key(problem.direction, device, problem.dtype, problem.layout, problem.input,
-                                    problem.weight, problem.output, problem.window, problem.allow_tf32, benchmark,
+                                    problem.weight, problem.output, problem.window, problem.allow_tf32, problem.deterministic, benchmark,
                                     problem.alignment);
   if (const ConvPlan* cached = find_conv_plan(key)) return *cached;
   std::unique_ptr<ConvPlan> plan = choose_conv_plan(handle, device, problem, benchmark, data);
@@ -84,7 +84,7 @@ void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight
   Tensor y = in_layout(output, layout, direction != ConvDirection::Forward);
   const ConvOperands data{x.raw_data(), w.raw_data(), y.raw_data()};
   const ConvProblem problem{direction, dtype, layout, x.sizes(), w.sizes(), y.sizes(), window,
-                            dtype == DType::Float32 && cudnn_allow_tf32(), alignment(data)};
+                            dtype == DType::Float32 && cudnn_allow_tf32(), cudnn_deterministic(), alignment(data)};
 
   const ConvPlan& plan = plan_for(handle, device, problem, data);
   {

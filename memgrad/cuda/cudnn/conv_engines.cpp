@@ -130,7 +130,7 @@ struct Engine {
 
 // The configuration's engine and whether its numerical notes are allowed here (see the
 // header: no down-converted inputs, reduced-precision reductions for 16-bit data only, and
-// tensor cores for float32 only with allow_tf32).
+// tensor cores for float32 only with allow_tf32, nothing nondeterministic when asked).
 // NOTE: PyTorch drops only down-converted inputs (and TF32 when off). Dropping
 // reduced-precision reductions for float16 too cost ResNet-50's 7x7 stem (3 input
 // channels) cuDNN's image-first-layer kernels: 1.2 ms per AMP step against PyTorch's 0.4.
@@ -155,6 +155,9 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
         break;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
         if (problem.dtype == DType::Float32 && !problem.allow_tf32) allowed = false;
+        break;
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        if (problem.deterministic) allowed = false;
         break;
       default: break;
     }
@@ -242,8 +245,9 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
   MG_CHECK(!plans.empty(), "cuDNN has no ", direction_name(problem.direction), " convolution engine for ",
            problem.dtype, " input ", problem.input, ", weight ", problem.weight, " (", problem.layout,
            ") with a workspace within cudnn_workspace_limit() = ", cudnn_workspace_limit(),
-           " bytes. Hint: raise it with set_cudnn_workspace_limit, or run the im2col path with "
-           "set_cudnn_enabled(false).");
+           " bytes", problem.deterministic ? " among the deterministic ones (set_cudnn_deterministic)" : "",
+           ". Hint: raise it with set_cudnn_workspace_limit, or run the im2col path with "
+           "set_cudnn_enabled(false), which is deterministic.");
   if (plans.size() == 1) return std::move(plans.front());
   // Benchmark: the fastest on the call's own tensors (the timing runs write only the
   // call's result tensor).

@@ -39,7 +39,8 @@ struct ConvProblem {
   const Shape& weight;  // (K, C/groups, R, S)
   const Shape& output;  // (N, K, P, Q)
   const Window2d& window;
-  bool allow_tf32;  // float32 only
+  bool allow_tf32;     // float32 only
+  bool deterministic;  // only engines cuDNN does not mark nondeterministic
   int alignment;    // bytes every pointer is aligned to (at most 16)
 };
 

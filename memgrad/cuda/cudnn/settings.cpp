@@ -10,6 +10,7 @@ namespace {
 
 std::atomic<bool> enabled_flag{true};
 std::atomic<bool> benchmark_flag{false};
+std::atomic<bool> deterministic_flag{false};
 std::atomic<bool> allow_tf32_flag{true};
 std::atomic<size_t> workspace_limit_bytes{size_t{1} << 30};
 
@@ -28,6 +29,9 @@ bool cudnn_enabled() { return enabled_flag.load(std::memory_order_relaxed); }
 
 void set_cudnn_benchmark(bool benchmark) { benchmark_flag.store(benchmark, std::memory_order_relaxed); }
 bool cudnn_benchmark() { return benchmark_flag.load(std::memory_order_relaxed); }
+
+void set_cudnn_deterministic(bool deterministic) { deterministic_flag.store(deterministic, std::memory_order_relaxed); }
+bool cudnn_deterministic() { return deterministic_flag.load(std::memory_order_relaxed); }
 
 void set_cudnn_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 bool cudnn_allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }

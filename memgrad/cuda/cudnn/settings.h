@@ -1,12 +1,13 @@
 // cuda/cudnn/settings.h — the process-wide switches of CUDA convolution, after PyTorch's
 // torch.backends.cudnn: whether cuDNN runs at all (enabled), how it picks an algorithm
-// (benchmark), whether float32 may use TF32 tensor cores (allow_tf32), and how much
+// (benchmark), whether it may pick engines whose sums vary from run to run (deterministic),
+// whether float32 may use TF32 tensor cores (allow_tf32), and how much
 // scratch memory an algorithm may borrow (workspace_limit).
 //
 // They exist in every CUDA build, with or without cuDNN, so a program sets them without
 // #if; without cuDNN, convolution always runs the im2col + cuBLAS kernels and the switches
 // only record their values. Switching them mid-run is safe: the algorithm cache keys on
-// benchmark and on the math mode that allow_tf32 selects.
+// benchmark, deterministic and the math mode that allow_tf32 selects.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,15 @@ bool cudnn_benchmark();
 // PyTorch. 16-bit convolutions always use tensor cores; float64 never does.
 void set_cudnn_allow_tf32(bool allow);
 bool cudnn_allow_tf32();
+
+// Off (default): any engine the other switches allow. On: only engines cuDNN does not mark
+// nondeterministic (as torch.backends.cudnn.deterministic), so the same inputs give the
+// same bits on every run: some backward engines add partial sums with atomics, in whatever
+// order the blocks finish. Tests that compare two runs bit for bit (a CUDA graph's replay
+// against eager steps) turn it on; it may cost speed where the fastest engine is
+// nondeterministic.
+void set_cudnn_deterministic(bool deterministic);
+bool cudnn_deterministic();
 
 // The most workspace bytes one convolution may borrow from the caching allocator (default
 // 1 GiB). Engines that need more are skipped; in benchmark mode it also caps the

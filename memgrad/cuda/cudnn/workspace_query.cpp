@@ -43,10 +43,10 @@ std::optional<size_t> cudnn_heuristic_workspace_bytes(const ConvCall& call) {
   // As conv.cpp describes a call; real tensors start 512-byte aligned: cuDNN's widest, 16.
   const cudnn::ConvProblem problem{direction_of(call.pass), call.dtype, call.layout, call.input, call.weight,
                                    call.output, call.window, call.dtype == DType::Float32 && cudnn_allow_tf32(),
-                                   /*alignment=*/16};
+                                   cudnn_deterministic(), /*alignment=*/16};
   const ConvKey key = make_conv_key(problem.direction, device, problem.dtype, problem.layout, problem.input,
                                     problem.weight, problem.output, problem.window, problem.allow_tf32,
-                                    /*benchmark=*/false, problem.alignment);
+                                    problem.deterministic, /*benchmark=*/false, problem.alignment);
   std::lock_guard<std::mutex> lock(mutex);
   if (const auto known = answers->find(key.fields); known != answers->end()) return known->second;
   DeviceGuard guard(device);
