@@ -13,7 +13,8 @@
 //   MPI   CPU tensors. Needs mpirun for more than one rank (MPI's own start-up); its ranks
 //         come from MPI_COMM_WORLD, checked against the launcher's variables. The local rank
 //         is Open MPI's, else the ranks that share this machine's memory.
-//   NCCL  CUDA tensors, one GPU per rank (cuda:<local rank> unless `device` names one).
+//   NCCL  CUDA tensors, one GPU per rank (cuda:<local rank> unless `device` names one);
+//         group->device() says which: put the model there.
 //         NCCL's unique id goes from rank 0 to the others over MPI under mpirun (MPI_Bcast
 //         in a build with MPI), else over TCP at MASTER_ADDR:MASTER_PORT
 //         (distributed/tcp_rendezvous.h: torchrun-style launches).
@@ -45,8 +46,8 @@ const char* backend_name(Backend backend);  // "auto", "mpi", "nccl"
 struct ProcessGroupOptions {
   Backend backend = Backend::Auto;
   // The device whose tensors the group carries. Unset: the CPU for MPI; for NCCL the GPU
-  // cuda:<local rank % visible GPUs> (one GPU per rank on each machine, also when the
-  // launcher hands each rank one GPU through CUDA_VISIBLE_DEVICES).
+  // cuda:<local rank> (one GPU per rank on each machine), or cuda:0 when the process sees
+  // a single GPU (a launcher that hands each rank its own through CUDA_VISIBLE_DEVICES).
   std::optional<Device> device;
   // How long one collective may take before it ends with an mg::Error (ProcessGroup::timeout);
   // also how long the start-up waits for the other ranks.
