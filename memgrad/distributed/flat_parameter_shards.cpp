@@ -98,6 +98,16 @@ int64_t FlatParameterShards::first_without_gradient() const {
   return -1;
 }
 
+int64_t FlatParameterShards::first_moved() const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& param = params_[i];
+    const bool in_place = param.storage() == flat_parameters_.storage() && param.dtype() == flat_parameters_.dtype() &&
+                          param.storage_offset() == flat_parameters_.storage_offset() + offsets_[i];
+    if (!in_place) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
 Tensor FlatParameterShards::flat_gradients() {
   NoGradGuard no_grad;
   const Tensor& first = params_.front();

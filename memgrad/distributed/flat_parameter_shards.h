@@ -51,6 +51,9 @@ class FlatParameterShards {
 
   // The index of the first parameter without a gradient, or -1.
   int64_t first_without_gradient() const;
+  // The index of the first parameter that no longer views its part of the flat buffer
+  // (moved since by Module::to or set_data), or -1.
+  int64_t first_moved() const;
   // The gradients as one (padded_numel,) GRADIENT buffer that every parameter's .grad
   // views: gradients that already view it are left alone, others are copied in and
   // replaced by their view (so the next backward accumulates into the buffer in place).

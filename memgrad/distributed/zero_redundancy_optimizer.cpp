@@ -147,9 +147,14 @@ void ZeroRedundancyOptimizer::step() {
 }
 
 std::vector<Tensor> ZeroRedundancyOptimizer::shard_gradients() {
-  // Checked for every group before any collective starts: a gradient missing on every
-  // rank alike (an unused parameter) leaves the ranks in step.
+  // Checked for every group before any collective starts: a mistake made on every rank
+  // alike (an unused parameter, a model moved) leaves the ranks in step.
   for (size_t g = 0; g < layouts_.size(); ++g) {
+    const int64_t moved = layouts_[g].first_moved();
+    MG_CHECK(moved < 0, "ZeroRedundancyOptimizer.step(): parameter ", moved, " of group ", g, " (",
+             describe_tensor(layouts_[g].params()[moved]), ") no longer views the optimizer's flat buffer: it was ",
+             "moved (Module::to, set_data) after the optimizer was built, so its updates would be lost. Hint: move ",
+             "the model to its device and dtype first, then build the optimizer.");
     const int64_t missing = layouts_[g].first_without_gradient();
     MG_CHECK(missing < 0, "ZeroRedundancyOptimizer.step(): parameter ", missing, " of group ", g, " (",
              describe_tensor(layouts_[g].params()[missing]), ") has no gradient. ZeRO steps each group as ",

@@ -418,6 +418,15 @@ TEST_CASE("ZeRO-1's errors are raised on every rank alike, before any collective
     zero->step();
     require_identical_on_every_rank(params);
   }
+  SECTION("a model moved after the optimizer was built") {
+    mg::Generator generator(3);
+    auto model = std::make_shared<mg::nn::Linear>(2, 3, true, &generator);
+    auto zero = make_zero_redundancy_optimizer<mg::optim::SGD>(zero_group(), model->parameters(),
+                                                               mg::optim::SGDOptions{.lr = 0.1});
+    model->to(DType::Float64);  // set_data: the parameters leave the flat buffer
+    (*model)(mg::ones({1, 2}, {.dtype = DType::Float64})).sum().backward();
+    CHECK_THROWS_WITH(zero->step(), Contains("parameter 0 of group 0") && Contains("no longer views"));
+  }
   SECTION("ranks given different parameters") {
     // Rank 0 has a 4-element second parameter, the others a 5-element one (the same count
     // of parameters, so only the fingerprint tells).
