@@ -40,10 +40,10 @@ void check_same_model_on_every_rank(ProcessGroup& group, const nn::Module& modul
   std::vector<int64_t> mine = count(module.parameters());
   const std::vector<int64_t> buffers = count(module.buffers());
   mine.insert(mine.end(), buffers.begin(), buffers.end());
-  const Tensor local = from_vector(mine, {4});
-  const Tensor all = empty({4 * group.size()}, {.dtype = DType::Int64});
+  const Tensor local = from_vector(mine, {4}).to(group.device());
+  const Tensor all = empty({4 * group.size()}, {.dtype = DType::Int64, .device = group.device()});
   group.all_gather(all, local)->wait();
-  const std::vector<int64_t> counts = all.to_vector<int64_t>();
+  const std::vector<int64_t> counts = all.to_vector<int64_t>();  // on the host: waits for the gather
   for (int rank = 0; rank < group.size(); ++rank) {
     const int64_t* theirs = counts.data() + 4 * rank;
     MG_CHECK(std::equal(mine.begin(), mine.end(), theirs), "DistributedDataParallel: rank ", group.rank(),
@@ -51,6 +51,15 @@ void check_same_model_on_every_rank(ProcessGroup& group, const nn::Module& modul
              mine[3], " elements), but rank ", rank, " one of ", theirs[0], " parameters (", theirs[1],
              " elements) and ", theirs[2], " buffers (", theirs[3], " elements). Hint: every rank must build the "
              "same model with the same options before wrapping it.");
+  }
+}
+
+// The group carries tensors of one device (MPI: the CPU; NCCL: this rank's GPU).
+void check_on_device(const nn::NamedTensors& tensors, const ProcessGroup& group, const char* what) {
+  for (const auto& [name, tensor] : tensors) {
+    MG_CHECK(tensor.device() == group.device(), "DistributedDataParallel: ", what, " '", name, "' is on ",
+             tensor.device(), ", but the ", group.backend_name(), " process group carries tensors on ", group.device(),
+             ". Hint: move the model there (model->to(group->device())) before wrapping it.");
   }
 }
 
@@ -64,6 +73,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   MG_CHECK(group_ != nullptr, "DistributedDataParallel: the process group is null. Hint: "
            "mg::distributed::init_process_group().");
   register_module("module", module_);
+  check_on_device(module_->named_parameters(), *group_, "parameter");
+  check_on_device(module_->named_buffers(), *group_, "buffer");
   check_same_model_on_every_rank(*group_, *module_);
   std::vector<Tensor> state = module_->parameters();
   const std::vector<Tensor> buffers = module_->buffers();

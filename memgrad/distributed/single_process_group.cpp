@@ -25,8 +25,8 @@ void copy_elements(const Tensor& output, const Tensor& input) {
 
 }  // namespace
 
-SingleProcessGroup::SingleProcessGroup()
-    : ProcessGroup(/*rank=*/0, /*size=*/1, /*local_rank=*/0, kDefaultCollectiveTimeout) {}
+SingleProcessGroup::SingleProcessGroup(Device device)
+    : ProcessGroup(/*rank=*/0, /*size=*/1, /*local_rank=*/0, kDefaultCollectiveTimeout), device_(device) {}
 
 std::shared_ptr<Work> SingleProcessGroup::start_all_reduce(const Tensor&, ReduceOp) { return completed(); }
 

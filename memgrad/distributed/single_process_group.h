@@ -19,8 +19,10 @@ namespace mg::distributed {
 
 class SingleProcessGroup final : public ProcessGroup {
  public:
-  SingleProcessGroup();
+  // `device`: where the tensors of the code using the group live (any device works).
+  explicit SingleProcessGroup(Device device = Device::cpu());
   const char* backend_name() const override { return "single-process"; }
+  Device device() const override { return device_; }
 
  protected:
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override;
@@ -29,6 +31,9 @@ class SingleProcessGroup final : public ProcessGroup {
                                              ReduceOp op) override;
   std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) override;
   std::shared_ptr<Work> start_barrier() override;
+
+ private:
+  Device device_;
 };
 
 }  // namespace mg::distributed
