@@ -249,6 +249,14 @@ TEST_CASE("ZeRO-1's OPTIMIZER_STATE per rank is 1/N of plain Adam's, exact bytes
     CHECK(category_bytes(MemoryCategory::Gradient) - gradient_before == padded * 8);
     zero->zero_grad();  // set to none: the flat gradient buffer is freed
     CHECK(category_bytes(MemoryCategory::Gradient) == gradient_before);
+
+    // Plain Adam on the same parameters, for the table in docs/zero.md.
+    const std::vector<Tensor> plain_params = make_params(shapes, 4);
+    mg::optim::Adam plain(plain_params, {.lr = 1e-3});
+    for (size_t i = 0; i < plain_params.size(); ++i) plain_params[i].set_grad(averaged_gradient(0, i, plain_params[i]));
+    const int64_t plain_before = category_bytes(MemoryCategory::OptimizerState);
+    plain.step();
+    CHECK(category_bytes(MemoryCategory::OptimizerState) - plain_before == 2 * 17 * 8 + 2 * 4);
   }
 }
 
