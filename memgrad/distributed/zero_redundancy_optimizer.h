@@ -95,6 +95,8 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   const ProcessGroup& process_group() const { return *group_; }
 
   // ---- checkpoints: the layout of a plain optimizer's state dict (optim/state_dict.h) ----
+  // NOTE: optim::state_dict(*this) and optim::save(*this, path) would see no state (it is
+  // the shard optimizer's): save *consolidate_state_dict() with optim::save(state, path).
   // The whole state, as optim::state_dict() of the same optimizer without ZeRO would give
   // it (state.<i>.<entry> per parameter, the groups' hyper-parameters), on rank `to`;
   // std::nullopt on the other ranks. A collective: every rank calls it. Each state entry

@@ -129,7 +129,8 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::OptimizerStateDict& s
           MG_CHECK(parts[i].numel() == 1 && parts[i].item<double>() == first_tensor.item<double>(), source,
                    ": parameter ", first_index + i, " was stepped ", parts[i].item<double>(), " times but parameter ",
                    first_index, " of the same group ", first_tensor.item<double>(), " times; ZeRO keeps one step ",
-                   "counter per group. Hint: a plain optimizer that skipped some parameters cannot be resumed with ZeRO.");
+                   "counter per group. Hint: a plain optimizer that skipped some parameters cannot be resumed ",
+                   "with ZeRO.");
         }
         shard_state.tensors.emplace_back(shard_key, first_tensor);
         continue;

@@ -219,7 +219,9 @@ TEST_CASE("ZeRO-1's OPTIMIZER_STATE per rank is 1/N of plain Adam's, exact bytes
     REQUIRE(plain_bytes == 2 * 64 * 8 + 2 * 4);
 
     const int64_t between = category_bytes(MemoryCategory::OptimizerState);
-    for (size_t i = 0; i < zero_params.size(); ++i) zero_params[i].set_grad(rank_gradient(my_rank(), 0, i, zero_params[i]));
+    for (size_t i = 0; i < zero_params.size(); ++i) {
+      zero_params[i].set_grad(rank_gradient(my_rank(), 0, i, zero_params[i]));
+    }
     zero->step();
     const int64_t zero_bytes = category_bytes(MemoryCategory::OptimizerState) - between;
     // The moments of 64 / n elements; one step counter for the group's shard.
@@ -441,7 +443,8 @@ TEST_CASE("ZeRO-1's errors are raised on every rank alike, before any collective
     const std::vector<Tensor> params = make_params({{3}, {my_rank() == 0 ? 4 : 5}}, 1);
     CHECK_THROWS_WITH(
         make_zero_redundancy_optimizer<mg::optim::Adam>(zero_group(), params, mg::optim::AdamOptions{}),
-        Contains("the ranks were given different parameters") && Contains("rank 0: 1 groups, 2 parameters, 7 elements") &&
+        Contains("the ranks were given different parameters") &&
+            Contains("rank 0: 1 groups, 2 parameters, 7 elements") &&
             Contains("rank 1: 1 groups, 2 parameters, 8 elements"));
     // Another group of parameters on rank 0 only.
     std::vector<std::vector<Tensor>> groups = {make_params({{3}}, 1)};
@@ -460,12 +463,12 @@ TEST_CASE("ZeRO-1's errors are raised on every rank alike, before any collective
     const Tensor on_gpu = tensor_on(mg::Device::cuda(0), allocator);
     on_gpu.requires_grad_();
     const std::vector<Tensor> on_cpu = make_params({{3}}, 1);
-    CHECK_THROWS_WITH(make_zero_redundancy_optimizer<mg::optim::Adam>(zero_group(), std::vector<Tensor>{on_cpu[0], on_gpu},
-                                                                      mg::optim::AdamOptions{}),
+    CHECK_THROWS_WITH(make_zero_redundancy_optimizer<mg::optim::Adam>(
+                          zero_group(), std::vector<Tensor>{on_cpu[0], on_gpu}, mg::optim::AdamOptions{}),
                       Contains("parameter 1 of group 0") && Contains("not on the device of the first parameter"));
     Tensor single = mg::zeros({2}, {.dtype = DType::Float32}).requires_grad_();
-    CHECK_THROWS_WITH(make_zero_redundancy_optimizer<mg::optim::Adam>(zero_group(), std::vector<Tensor>{on_cpu[0], single},
-                                                                      mg::optim::AdamOptions{}),
+    CHECK_THROWS_WITH(make_zero_redundancy_optimizer<mg::optim::Adam>(
+                          zero_group(), std::vector<Tensor>{on_cpu[0], single}, mg::optim::AdamOptions{}),
                       Contains("does not have the dtype of the group's first parameter"));
   }
   SECTION("a shard optimizer that does not hold the shards") {
