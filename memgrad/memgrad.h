@@ -58,7 +58,9 @@
 #include "memgrad/data/transforms.h"
 
 // distributed: process groups (MPI on CPU tensors) and the distributed sampler
+#include "memgrad/distributed/distributed_data_parallel.h"
 #include "memgrad/distributed/distributed_sampler.h"
 #include "memgrad/distributed/init_process_group.h"
 #include "memgrad/distributed/process_group.h"
+#include "memgrad/distributed/single_process_group.h"
 #include "memgrad/distributed/zero_redundancy_optimizer.h"
