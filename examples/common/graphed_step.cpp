@@ -9,8 +9,8 @@ namespace examples {
 std::string cuda_graph_usage() {
   return R"(  --cuda-graph             capture the training step once as a CUDA graph and replay it
                            for every later batch (mg::cuda::CapturedStep: one launch per
-                           step instead of one per kernel); cuda only, --accum 1; the
-                           step may not use dropout (the cnn's runs in train mode: not yet)
+                           step instead of one per kernel); cuda only, --accum 1;
+                           dropout draws new masks at every replay, as eager steps do
 )";
 }
 

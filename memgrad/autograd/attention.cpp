@@ -241,7 +241,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   AttentionParams params{.scale = scale, .is_causal = options.is_causal, .dropout_p = options.dropout_p, .rng = {}};
   if (options.dropout_p > 0.0) {
     Generator& generator = options.generator ? *options.generator : default_generator();
-    params.rng = generator.reserve(batch * heads * queries * keys);  // as dropout() on the weights
+    params.rng = generator.reserve(batch * heads * queries * keys, q.device());  // as dropout() on the weights
   }
   kernels(q.device()).attention_forward(q4, k4, v4, params, output4, log_sum_exp);
   // A 3-D input was (N, 1, Tq, D): its output bytes are (N, Tq, 1, D), a contiguous (N, Tq, D).

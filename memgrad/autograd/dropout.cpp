@@ -32,7 +32,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   Generator& source = generator ? *generator : default_generator();
   Tensor mask = autograd::new_output(input.sizes(), DType::Bool, input);
   Tensor output = autograd::new_output(input.sizes(), input.dtype(), input);
-  kernels(input.device()).dropout(input, p, source.reserve(input.numel()), mask, output);
+  kernels(input.device()).dropout(input, p, source.reserve(input.numel(), input.device()), mask, output);
   if (autograd::needs_grad(input)) {
     double scale = 1.0 / (1.0 - p);
     autograd::record("DropoutBackward", output, {input}, autograd::saved(mask),

@@ -98,13 +98,13 @@ Tensor arange(double end, const TensorOptions& options) { return arange(0.0, end
 
 void uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
   Generator& source = generator ? *generator : default_generator();
-  kernels(tensor.device()).fill_uniform(tensor, low, high, source.reserve(tensor.numel()));
+  kernels(tensor.device()).fill_uniform(tensor, low, high, source.reserve(tensor.numel(), tensor.device()));
   tensor.bump_version();
 }
 
 void normal_(const Tensor& tensor, double mean, double std, Generator* generator) {
   Generator& source = generator ? *generator : default_generator();
-  kernels(tensor.device()).fill_normal(tensor, mean, std, source.reserve(tensor.numel()));
+  kernels(tensor.device()).fill_normal(tensor, mean, std, source.reserve(tensor.numel(), tensor.device()));
   tensor.bump_version();
 }
 

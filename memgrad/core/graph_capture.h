@@ -13,8 +13,25 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
+
+#include "memgrad/core/kernels.h"
+#include "memgrad/core/tensor.h"
 
 namespace mg {
+
+class Generator;
+
+// One generator's random draws in a capture. The captured kernels read {seed, base offset}
+// from `base_on_device` (two uint64 words) and add their offset relative to the capture's
+// first draw (PhiloxState::captured_base). Before each replay, CapturedStep reserves
+// `blocks` from the generator and writes them there, so replays draw what eager steps
+// would, and a manual_seed between replays reaches them.
+struct CapturedDraws {
+  Generator* generator;
+  Tensor base_on_device;
+  uint64_t blocks;
+};
 
 // Whether the calling thread is inside a CapturedStep's capture.
 bool graph_capture_underway();
@@ -29,13 +46,33 @@ void refuse_during_graph_capture(std::string_view operation, std::string_view hi
 
 // Marks the calling thread as capturing (GraphCaptureScope) or warming up
 // (GraphWarmupScope) for the scope's lifetime: CapturedStep's own markers.
+// A capture's draws never happen on the host: when the scope ends, each generator drawn
+// from is set back to where the capture found it (so the first replay draws what the next
+// eager step would have).
 class GraphCaptureScope {
  public:
   GraphCaptureScope();
   ~GraphCaptureScope();
   GraphCaptureScope(const GraphCaptureScope&) = delete;
   GraphCaptureScope& operator=(const GraphCaptureScope&) = delete;
+
+  // The draws the capture made so far, one entry per generator (call once, at its end).
+  std::vector<CapturedDraws> draws() const;
+
+ private:
+  struct Draws {
+    Generator* generator;
+    uint64_t first_offset;  // the generator's offset at its first draw in the capture
+    Tensor base_on_device;
+  };
+  friend PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
+  std::vector<Draws> draws_;
 };
+
+// Generator::reserve's side of a capture: `start` is what the generator reserved on the
+// host for a CUDA kernel; returns it as that kernel, on `consumer`, must see it (see
+// CapturedDraws).
+PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
 class GraphWarmupScope {
  public:
   GraphWarmupScope();

@@ -54,6 +54,10 @@ struct Window2d {
 struct PhiloxState {
   uint64_t seed = 0;
   uint64_t offset = 0;  // in Philox blocks (4 x 32-bit words); element i uses block offset + i
+  // Null, except for a CUDA kernel recorded into a captured step (cuda/captured_step.h):
+  // then device memory holding {seed, base offset}, written before each replay, and
+  // `offset` counts from that base, so every replay draws new numbers (philox_block).
+  const uint64_t* captured_base = nullptr;
 };
 
 // Hyper-parameters of the fused optimizer updates (see optim/): one update call reads them

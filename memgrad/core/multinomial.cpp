@@ -51,7 +51,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   Tensor rows = make_view(dense, {row_count, n}, {n, 1}, dense.storage_offset());  // (rows, n)
   check_weights(rows);
   Generator& source = generator ? *generator : default_generator();
-  PhiloxState rng = source.reserve(row_count * (replacement ? num_samples : n));
+  PhiloxState rng = source.reserve(row_count * (replacement ? num_samples : n), probs.device());
   Tensor output = empty({row_count, num_samples}, {.dtype = DType::Int64, .device = probs.device()});
   kernels(probs.device()).multinomial(rows, num_samples, replacement, rng, output);
   return probs.dim() == 1 ? make_view(output, {num_samples}, {1}, 0) : output;

@@ -1,5 +1,8 @@
-// core/random.cpp — the default generator and counter reservation.
+// core/random.cpp — the default generator and counter reservation (relative to a capture's
+// first draw inside a CUDA graph capture: core/graph_capture.h).
 #include "memgrad/core/random.h"
+
+#include "memgrad/core/graph_capture.h"
 
 namespace mg {
 
@@ -9,11 +12,18 @@ void Generator::manual_seed(uint64_t seed) {
   offset_ = 0;
 }
 
-PhiloxState Generator::reserve(int64_t numel) {
-  std::lock_guard lock(mutex_);
-  PhiloxState start{seed_, offset_};
-  offset_ += static_cast<uint64_t>(numel);
-  return start;
+PhiloxState Generator::reserve(int64_t numel, Device consumer) {
+  if (!consumer.is_cuda()) {
+    refuse_during_graph_capture("a random draw for " + consumer.str(),
+                                "a captured step replays only its CUDA work; draw host random numbers outside it.");
+  }
+  PhiloxState start;
+  {
+    std::lock_guard lock(mutex_);
+    start = {seed_, offset_};
+    offset_ += static_cast<uint64_t>(numel);
+  }
+  return graph_capture_underway() ? captured_draw(*this, start, consumer) : start;
 }
 
 PhiloxState Generator::state() const {

@@ -39,8 +39,15 @@ MG_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4>
   return counter;
 }
 
-// The 4 words for block `index` of a stream that starts at `state.offset`.
+// The 4 words for block `index` of a stream that starts at `state.offset` — past the
+// replay's base offset, with the replay's seed, in a captured CUDA kernel.
 MG_HOST_DEVICE inline std::array<uint32_t, 4> philox_block(PhiloxState state, uint64_t index) {
+#if defined(__CUDA_ARCH__)
+  if (state.captured_base != nullptr) {
+    state.seed = state.captured_base[0];
+    state.offset += state.captured_base[1];
+  }
+#endif
   uint64_t counter = state.offset + index;
   return philox4x32({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
                     state.seed);
@@ -60,10 +67,15 @@ class Generator {
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
 
   void manual_seed(uint64_t seed);
-  // Reserves one Philox block per value for `numel` values and returns where they start.
+  // Reserves one Philox block per value for `numel` values, drawn by a kernel on
+  // `consumer`, and returns where they start.
   // NOTE: one block (4 words) per value wastes some words but lets every dtype and
   // distribution (normal needs two uniforms) index its block by element position alone.
-  PhiloxState reserve(int64_t numel);
+  // During a CUDA graph capture on this thread (core/graph_capture.h), a CUDA consumer
+  // gets its offset relative to the capture's first draw from this generator, and the
+  // device word pair that each replay fills with {seed, base}; a CPU consumer is refused,
+  // since its draw would happen once, at capture, instead of at every replay.
+  PhiloxState reserve(int64_t numel, Device consumer);
 
   // Saved and restored by checkpointing to replay dropout.
   PhiloxState state() const;

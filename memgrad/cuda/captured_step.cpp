@@ -4,10 +4,13 @@
 #include <cuda_runtime.h>
 
 #include <utility>
+#include <vector>
 
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
 #include "memgrad/core/graph_capture.h"
+#include "memgrad/core/random.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/runtime.h"
 
@@ -35,6 +38,7 @@ struct CapturedStep::Graph {
   std::shared_ptr<PoolLease> pool;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t executable = nullptr;
+  std::vector<CapturedDraws> draws;  // the random numbers each replay draws
   int64_t replays = 0;
 
   explicit Graph(Device on) : device(on) {}
@@ -91,6 +95,7 @@ CapturedStep::CapturedStep(std::function<void()> step, CaptureOptions options) {
     GraphCaptureScope capturing;
     StreamGuard on_side(*g.stream);
     step();
+    g.draws = capturing.draws();
   } catch (...) {
     // Abandon the capture; its graph, if CUDA made one, is not kept.
     cudaGraph_t abandoned = nullptr;
@@ -117,6 +122,14 @@ void CapturedStep::replay() {
   DeviceGuard device_guard(g.device);
   const Stream caller = Stream::current(g.device);
   Graph::order_after(caller, *g.stream);
+  {
+    StreamGuard on_graph_stream(*g.stream);
+    for (const CapturedDraws& drawn : g.draws) {
+      const PhiloxState base = drawn.generator->reserve(static_cast<int64_t>(drawn.blocks), g.device);
+      drawn.base_on_device.copy_(
+          from_vector<int64_t>({static_cast<int64_t>(base.seed), static_cast<int64_t>(base.offset)}, {2}));
+    }
+  }
   MG_CUDA_CHECK(cudaGraphLaunch(g.executable, g.stream->handle()));
   Graph::order_after(*g.stream, caller);
   ++g.replays;

@@ -32,10 +32,17 @@
 //
 // What a step may not contain, refused with an mg::Error naming it while capturing
 // (core/graph_capture.h): host synchronisation, copies to or from host memory (item(), to(cpu)),
-// and random numbers on the GPU (dropout: every replay would repeat the captured mask).
-// Other numbers the host passes to kernels are captured as values, except learning rates:
-// optimizers keep those on the device from the warm-up on, so a scheduler stepped between
-// replays reaches them (optim/optimizer.h).
+// and random numbers drawn on the CPU (they would be drawn once, at capture).
+// Other numbers the host passes to kernels are captured as values, except two kinds that
+// change from step to step:
+// - learning rates: optimizers keep those on the device from the warm-up on, so a
+//   scheduler stepped between replays reaches them (optim/optimizer.h);
+// - random numbers on the GPU (dropout, rand, randn, multinomial, attention dropout):
+//   each replay first reserves, from every generator the step drew from, as many Philox
+//   blocks as one eager step would, and writes {seed, offset} to the device, where the
+//   captured kernels read it (core/graph_capture.h). So N replays draw exactly the numbers
+//   of N eager steps, and a manual_seed between replays reaches them. A Generator the step
+//   draws from must outlive the CapturedStep.
 #pragma once
 
 #include <cstddef>

@@ -104,11 +104,15 @@ void train_eagerly(Trainer& trainer, const std::vector<std::pair<Tensor, Tensor>
 void check_replays_match_eager(const MakeTrainer& make, const Shape& input_shape) {
   DeterministicConvolutions deterministic;
   const auto batches = host_batches(input_shape, kReplays + 1);
+  constexpr uint64_t kSeed = 1234;  // every run draws the same dropout masks
   Trainer eager = make(), eager_again = make(), captured = make();
+  manual_seed(kSeed);
   train_eagerly(eager, batches);
+  manual_seed(kSeed);
   train_eagerly(eager_again, batches);
   check_same_parameters_and_buffers(eager_again, eager, "two eager runs");
 
+  manual_seed(kSeed);
   load(captured, batches[0]);
   cuda::CapturedStep step([&] { captured.step(); }, {.warmup_steps = kWarmupSteps});
   CHECK(step.pool_bytes() > 0);
@@ -139,7 +143,7 @@ TEST_CASE("CapturedStep: replays of an MLP's Adam step equal eager steps bit for
   check_replays_match_eager(mlp_with_adam, {64, 784});
 }
 
-TEST_CASE("CapturedStep: replays of the MNIST CNN's AdamW step (dropout off) equal eager steps bit for bit",
+TEST_CASE("CapturedStep: replays of the MNIST CNN's AdamW step, dropout included, equal eager steps bit for bit",
           "[cuda][graph]") {
   check_replays_match_eager(
       [] {
@@ -147,9 +151,6 @@ TEST_CASE("CapturedStep: replays of the MNIST CNN's AdamW step (dropout off) equ
         Trainer trainer;
         trainer.model = std::make_shared<nn::MnistCnn>(Shape{28, 28}, 10, &generator);
         trainer.model->to(kCuda);
-        // NOTE: dropout on the GPU cannot be captured yet (cuda/captured_step.h); in eval
-        // mode this net's dropouts pass their input through and nothing else changes.
-        trainer.model->eval();
         trainer.optimizer = std::make_unique<optim::AdamW>(trainer.model->parameters(), optim::AdamWOptions{});
         trainer.input = zeros({32, 1, 28, 28}, {.device = kCuda});
         trainer.target = zeros({32}, {.dtype = DType::Int64, .device = kCuda});
@@ -206,6 +207,46 @@ TEST_CASE("CapturedStep: a scheduler's learning rates reach the replays, bit for
   check_same_parameters_and_buffers(captured, eager, "replays under StepLR against eager steps");
 }
 
+TEST_CASE("CapturedStep: every replay draws new random numbers, those of the eager step, and follows manual_seed",
+          "[cuda][graph]") {
+  Generator own(99);  // a generator of the caller's, next to the default one
+  const Tensor input = ones({4096}, {.device = kCuda});
+  Tensor masked, noise;
+  auto draw = [&] {
+    masked = dropout(input, 0.5);
+    noise = randn({256}, {.device = kCuda}, &own);
+  };
+  manual_seed(5);
+  cuda::CapturedStep step(draw, {.warmup_steps = 1});
+  // Eager reference: the same draws from the same generator states.
+  manual_seed(5);
+  own.manual_seed(99);
+  draw();  // the warm-up's draw
+  std::vector<std::vector<double>> eager_masks, eager_noise;
+  for (int i = 0; i < 3; ++i) {
+    draw();
+    eager_masks.push_back(host_values(masked));
+    eager_noise.push_back(host_values(noise));
+  }
+  // Replays from the states the warm-up left behind.
+  manual_seed(5);
+  own.manual_seed(99);
+  draw();
+  for (int i = 0; i < 3; ++i) {
+    step.replay();
+    CHECK(host_values(masked) == eager_masks[static_cast<size_t>(i)]);
+    CHECK(host_values(noise) == eager_noise[static_cast<size_t>(i)]);
+  }
+  CHECK(eager_masks[0] != eager_masks[1]);
+  // A new seed between replays reaches the next one.
+  manual_seed(5);
+  step.replay();
+  const std::vector<double> reseeded = host_values(masked);
+  manual_seed(5);
+  draw();
+  CHECK(host_values(masked) == reseeded);
+}
+
 TEST_CASE("CapturedStep: memory allocated between replays never lands on the graph's", "[cuda][graph]") {
   const auto batches = host_batches({64, 784}, 4);
   Trainer eager = mlp_with_adam(), captured = mlp_with_adam();
@@ -250,10 +291,10 @@ TEST_CASE("CapturedStep: what a capture cannot hold is an mg::Error naming it, a
                     Catch::Contains("cuda::synchronize during CUDA graph capture"));
   warm = false;
   CHECK_THROWS_WITH(capture([&] {
-                      (void)dropout(trainer.input, 0.5);
+                      (void)randn({4});
                       warm = true;
                     }),
-                    Catch::Contains("dropout during CUDA graph capture") && Catch::Contains("eval mode"));
+                    Catch::Contains("a random draw for cpu during CUDA graph capture"));
   CHECK_THROWS_WITH(cuda::CapturedStep([] {}, {.device = Device::cpu()}), Catch::Contains("CUDA devices"));
   CHECK_THROWS_WITH(cuda::CapturedStep([] {}, {.warmup_steps = 0}), Catch::Contains("warm-up"));
 
