@@ -282,8 +282,9 @@ std::vector<std::byte> join(const RendezvousOptions& options, Clock::time_point 
   const bool answered = write_all(socket.fd(), &hello, sizeof hello) &&
                         read_exact(socket.fd(), header, sizeof header, deadline);
   MG_CHECK(answered, "init_process_group: rank ", options.rank, " reached ", where(options),
-           " but had no answer from rank 0 within ", options.timeout.count() / 1000.0,
-           " s. Hint: is another program listening on MASTER_PORT? Pick a free port.");
+           " but had no answer from rank 0 (the connection closed, or ",
+           options.timeout.count() / 1000.0, " s passed). Hint: rank 0 stops at the first rank it "
+           "refuses (see its error); or another program listens on MASTER_PORT: pick a free port.");
   std::vector<std::byte> answer(ntohl(header[1]));
   MG_CHECK(read_exact(socket.fd(), answer.data(), answer.size(), deadline), "init_process_group: "
            "rank ", options.rank, ": the rendezvous at ", where(options), " ended mid-answer.");
