@@ -151,7 +151,6 @@ Args parse_args(int argc, char** argv) {
                      "--sample do not go with them");
   }
   if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
-  if (args.cuda_graph && !args.bench) throw UsageError("--cuda-graph is for --bench (the training loop runs eagerly)");
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
                              !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
@@ -226,7 +225,7 @@ Training:
   --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
-)" + examples::detect_anomaly_usage() + R"(
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + R"(
 Files:
   --save FILE              at every estimate and at the end, write the model, the
                            optimizer and the run's position (one safetensors file,
@@ -264,10 +263,7 @@ Benchmark:
                            time, tokens/s and one step's peak memory, and one JSON line
                            on stdout with bench_train_step's fields
                            (bench/torch_reference.py --model gpt2 is PyTorch's twin)
-  --cuda-graph             with --bench on cuda: capture the step once as a CUDA graph
-                           (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
-                           the step must be free of dropout (the gpt2 preset has none;
-                           the small one needs --dropout 0)
+  --cuda-graph             as in training; 3 warm-up steps, then the replays are timed
 
   --help                   show this text
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -177,11 +178,14 @@ int run_training(const Args& args) {
   mg::Tensor loss_since_line = mg::zeros({}, {.device = args.device});  // summed on the device, read per line
   int64_t steps_since_line = 0;
   double estimate_seconds = 0;  // estimates and saves, left out of the training speed
+  std::optional<examples::GraphedStep> graph;  // --cuda-graph
+  if (args.cuda_graph) graph.emplace(args.device);
   memory_timeline.start();
   const Clock::time_point loop_start = Clock::now();
   while (state.step < last_step) {
-    const mg::Tensor loss = gpt::train_step(*model, optimizer, precision, &scheduler, corpus.train, windows,
-                                            {.batch_size = args.batch_size, .accum = args.accum});
+    const mg::Tensor loss =
+        gpt::train_step(*model, optimizer, precision, &scheduler, corpus.train, windows,
+                        {.batch_size = args.batch_size, .accum = args.accum}, graph ? &*graph : nullptr);
     memory_timeline.step_done();
     ++state.step;
     facts.train_tokens += tokens_per_step;

@@ -51,11 +51,19 @@ mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, e
 
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                       mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
-                      const StepPlan& plan) {
+                      const StepPlan& plan, examples::GraphedStep* graph) {
   const int64_t block_size = model.options().block_size;
-  const mg::Tensor loss = optimizer_step(model, optimizer, precision, [&] {
-    return random_windows(bytes, plan.batch_size, block_size, windows, precision.device());
-  }, plan);
+  auto draw_windows = [&] { return random_windows(bytes, plan.batch_size, block_size, windows, precision.device()); };
+  mg::Tensor loss;
+  if (graph == nullptr) {
+    loss = optimizer_step(model, optimizer, precision, draw_windows, plan);
+  } else {
+    const TokenBatch drawn = draw_windows();  // host work and copies: outside the captured step
+    loss = graph->run({drawn.inputs, drawn.targets}, [&](const mg::data::Batch& on_device) {
+      return optimizer_step(model, optimizer, precision, [&] { return TokenBatch{on_device.inputs, on_device.targets}; },
+                            plan);
+    });
+  }
   if (scheduler != nullptr) scheduler->step();
   return loss;
 }

@@ -21,6 +21,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/random.h>
 #include <memgrad/core/tensor.h>
+#include "examples/common/graphed_step.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/gpt/data.h"
 #include <memgrad/nn/gpt.h>
@@ -48,10 +49,12 @@ mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, e
                           const std::function<TokenBatch()>& next_batch, const StepPlan& plan);
 
 // One optimizer step on windows of `bytes` drawn from `windows`, then the scheduler's
-// step (when given); returns the step's mean loss as optimizer_step does.
+// step (when given); returns the step's mean loss as optimizer_step does. With `graph`
+// (--cuda-graph, accum 1), the windows are drawn and copied to the device outside the step,
+// and the step itself runs through the graph (captured on the first call, replayed after).
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                       mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
-                      const StepPlan& plan);
+                      const StepPlan& plan, examples::GraphedStep* graph = nullptr);
 
 // The mean loss of `iters` batches of `batch_size` windows of `bytes`, drawn from a
 // generator seeded with `seed`, as a 0-d float64 tensor on the device; leaves the model
