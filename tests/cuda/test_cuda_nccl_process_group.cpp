@@ -22,11 +22,11 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "cuda/kernel_checks.h"
 #include "cuda/stream_hold.h"
+#include "distributed/scoped_environment.h"
 #include "memgrad/cuda/runtime.h"
 #include "memgrad/distributed/init_process_group.h"
 #include "memgrad/distributed/nccl_process_group.h"
@@ -70,21 +70,6 @@ void check_tail_untouched(const Guarded& guarded, const std::string& what) {
               mg::full({count}, kSentinel, {.dtype = guarded.buffer.dtype()}), what + ": the tail");
 }
 
-// Sets environment variables for a scope, then removes them.
-class ScopedVariables {
- public:
-  explicit ScopedVariables(std::vector<std::pair<std::string, std::string>> variables)
-      : variables_(std::move(variables)) {
-    for (const auto& [name, value] : variables_) ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedVariables() {
-    for (const auto& variable : variables_) ::unsetenv(variable.first.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> variables_;
-};
-
 }  // namespace
 
 TEST_CASE("NCCL: a world of one on this GPU", "[cuda][nccl]") {
@@ -98,7 +83,7 @@ TEST_CASE("NCCL: a world of one on this GPU", "[cuda][nccl]") {
 }
 
 TEST_CASE("NCCL: a world of one from torchrun-style variables", "[cuda][nccl]") {
-  const ScopedVariables launch({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"},
+  const mg_test::ScopedEnvironment launch({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"},
                                 {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29533"}});
   const auto group = nccl_group();
   CHECK(group->rank() == 0);
@@ -107,7 +92,7 @@ TEST_CASE("NCCL: a world of one from torchrun-style variables", "[cuda][nccl]") 
 }
 
 TEST_CASE("NCCL: rank 1 of 2 without MASTER_ADDR and MASTER_PORT is told to set them", "[cuda][nccl]") {
-  const ScopedVariables launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
+  const mg_test::ScopedEnvironment launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
   CHECK_THROWS_WITH(nccl_group(), Contains("rank 1 of 2 needs MASTER_ADDR and MASTER_PORT"));
 }
 
@@ -204,18 +189,21 @@ TEST_CASE("NCCL: a tensor's memory is not handed out again while NCCL still uses
   const auto group = nccl_group();
   mg::cuda::Stream stream(Device::cuda());
   const mg::cuda::StreamGuard current(stream);
-  const void* used_by_nccl = nullptr;
+  std::vector<const void*> used_by_nccl;
   std::shared_ptr<mg::distributed::Work> work;
   {
     StreamHold hold(stream);
     {
       const Tensor input = mg::full({1 << 16}, 3.0, {.device = Device::cuda()});
       const Tensor output = mg::empty({1 << 16}, {.device = Device::cuda()});
-      used_by_nccl = output.raw_data();
+      used_by_nccl = {input.raw_data(), output.raw_data()};
       work = group->all_gather(output, input);
     }  // both tensors die while the collective waits behind the hold
-    const Tensor next = mg::empty({1 << 16}, {.device = Device::cuda()});
-    CHECK(next.raw_data() != used_by_nccl);
+    for (int i = 0; i < 2; ++i) {  // as many blocks of that size as just died
+      const Tensor next = mg::empty({1 << 16}, {.device = Device::cuda()});
+      CHECK(next.raw_data() != used_by_nccl[0]);
+      CHECK(next.raw_data() != used_by_nccl[1]);
+    }
     CHECK_FALSE(hold.timed_out());
   }
   work->synchronize();

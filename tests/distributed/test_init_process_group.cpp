@@ -6,10 +6,9 @@
 // tests/cuda/test_cuda_nccl_process_group.cpp.)
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <string>
-#include <vector>
+#include <chrono>
 
+#include "distributed/scoped_environment.h"
 #include "memgrad/core/error.h"
 #include "memgrad/distributed/init_process_group.h"
 #include "memgrad/distributed/nccl_process_group.h"
@@ -17,26 +16,6 @@
 using Catch::Matchers::Contains;
 using mg::distributed::Backend;
 using mg::distributed::init_process_group;
-
-namespace {
-
-// Sets environment variables for a scope, then removes them (none of them is set before:
-// ctest does not start these tests under a launcher).
-class ScopedVariables {
- public:
-  explicit ScopedVariables(std::vector<std::pair<std::string, std::string>> variables)
-      : variables_(std::move(variables)) {
-    for (const auto& [name, value] : variables_) ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedVariables() {
-    for (const auto& variable : variables_) ::unsetenv(variable.first.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> variables_;
-};
-
-}  // namespace
 
 #if !defined(MG_WITH_NCCL)
 TEST_CASE("NCCL asked for in a build without it says how to build with it", "[distributed]") {
@@ -61,14 +40,14 @@ TEST_CASE("The MPI backend refuses a CUDA device", "[distributed]") {
 }
 
 TEST_CASE("The MPI backend refuses a world that torchrun-style variables started", "[distributed]") {
-  const ScopedVariables launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  const mg_test::ScopedEnvironment launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
   CHECK_THROWS_WITH(init_process_group(), Contains("the MPI backend starts its ranks through mpirun") &&
                                               Contains("(RANK=1, WORLD_SIZE=2)") &&
                                               Contains("mpirun -np 2"));
 }
 
 TEST_CASE("init_process_group refuses malformed launch variables", "[distributed]") {
-  const ScopedVariables launch({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
+  const mg_test::ScopedEnvironment launch({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
   CHECK_THROWS_WITH(init_process_group({.backend = Backend::Nccl}),
                     Contains("RANK=\"zero\" is not an integer"));
 }
