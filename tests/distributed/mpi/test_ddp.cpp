@@ -2,8 +2,9 @@
 // (mpirun, tests/CMakeLists.txt), in float64 against one process that sees the whole batch:
 // the gradients of an MLP, a CNN and a ResNet-like net with batch norm; parameters after
 // steps of SGD and Adam (equal on every rank, bit for bit, and to one process's); no_sync
-// accumulation; unused parameters (the error, and find_unused_parameters with ranks that
-// use different parameters); the construction's broadcast and its COMMUNICATION bytes.
+// accumulation; layers under mg::checkpoint; unused parameters (the error, and
+// find_unused_parameters with ranks that use different parameters); the construction's
+// broadcast and its COMMUNICATION bytes.
 //
 // Every rank draws the same global batch from one seed and trains on its rows; the
 // reference, computed on every rank alone, is plain training on a copy of rank 0's model.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "distributed/ddp_test_support.h"
+#include "memgrad/autograd/checkpoint.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/core/error.h"
@@ -189,6 +191,42 @@ class TwoHeads : public mg::nn::Module {
 };
 
 }  // namespace
+
+namespace {
+
+// The MLP's first two layers under mg::checkpoint: their gradients come from the nested
+// backward of the recomputation, the last layer's from the outer one.
+class CheckpointedMlp : public mg::nn::Module {
+ public:
+  explicit CheckpointedMlp(uint64_t seed) : Module("CheckpointedMlp") {
+    mg::Generator generator(seed);
+    trunk = register_module("trunk", std::make_shared<mg::nn::Sequential>(
+                                         std::make_shared<mg::nn::Linear>(6, 16, true, &generator),
+                                         std::make_shared<mg::nn::ReLU>()));
+    head = register_module("head", std::make_shared<mg::nn::Linear>(16, kClasses, true, &generator));
+    to(mg::DType::Float64);
+  }
+  Tensor forward(const Tensor& input) override {
+    return (*head)(mg::checkpoint([this](const Tensor& x) { return (*trunk)(x); }, input));
+  }
+
+  std::shared_ptr<mg::nn::Sequential> trunk;
+  std::shared_ptr<mg::nn::Linear> head;
+};
+
+}  // namespace
+
+TEST_CASE("DDP with mg::checkpoint: gradients of the recomputed layers are averaged too", "[ddp]") {
+  auto model = std::make_shared<CheckpointedMlp>(100 + rank());
+  auto ddp = wrap(model, {.first_bucket_bytes = 64, .bucket_bytes = 64});
+  auto reference = std::make_shared<CheckpointedMlp>(1);
+  reference->load_state_dict(model->state_dict());
+  const Batch batch = draw_batch(kRowsPerRank * world_size(), 27, mlp_input);
+  loss_of(*ddp, batch.rows(kRowsPerRank * rank(), kRowsPerRank)).backward();
+  loss_of(*reference, batch).backward();
+  CHECK(ddp->bucket_layout().size() == 3);  // head (24 + 384 bytes), 0.bias, 0.weight
+  CHECK(max_difference(gradients_of(*model), gradients_of(*reference)) < kTolerance);
+}
 
 TEST_CASE("DDP: parameters no rank uses are an error on every rank, naming them", "[ddp]") {
   auto ddp = wrap(std::make_shared<TwoHeads>(7));
