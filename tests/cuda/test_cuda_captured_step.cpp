@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <memory>
 #include <vector>
 
@@ -211,40 +212,40 @@ TEST_CASE("CapturedStep: every replay draws new random numbers, those of the eag
           "[cuda][graph]") {
   Generator own(99);  // a generator of the caller's, next to the default one
   const Tensor input = ones({4096}, {.device = kCuda});
-  Tensor masked, noise;
-  auto draw = [&] {
-    masked = dropout(input, 0.5);
-    noise = randn({256}, {.device = kCuda}, &own);
-  };
+  using Draws = std::pair<std::vector<double>, std::vector<double>>;  // a dropout mask, normal noise
+  Tensor masked, noise;  // what the captured step writes, at every replay
   manual_seed(5);
-  cuda::CapturedStep step(draw, {.warmup_steps = 1});
-  // Eager reference: the same draws from the same generator states.
+  cuda::CapturedStep step(
+      [&] {
+        masked = dropout(input, 0.5);
+        noise = randn({256}, {.device = kCuda}, &own);
+      },
+      {.warmup_steps = 1});
+  auto replayed = [&] {
+    step.replay();
+    return Draws{host_values(masked), host_values(noise)};
+  };
+  auto eager = [&] { return Draws{host_values(dropout(input, 0.5)), host_values(randn({256}, {.device = kCuda}, &own))}; };
+
+  // Eager reference: the warm-up's draw, then three steps' draws.
   manual_seed(5);
   own.manual_seed(99);
-  draw();  // the warm-up's draw
-  std::vector<std::vector<double>> eager_masks, eager_noise;
-  for (int i = 0; i < 3; ++i) {
-    draw();
-    eager_masks.push_back(host_values(masked));
-    eager_noise.push_back(host_values(noise));
-  }
+  (void)eager();
+  std::vector<Draws> expected;
+  for (int i = 0; i < 3; ++i) expected.push_back(eager());
+  CHECK(expected[0] != expected[1]);
   // Replays from the states the warm-up left behind.
   manual_seed(5);
   own.manual_seed(99);
-  draw();
-  for (int i = 0; i < 3; ++i) {
-    step.replay();
-    CHECK(host_values(masked) == eager_masks[static_cast<size_t>(i)]);
-    CHECK(host_values(noise) == eager_noise[static_cast<size_t>(i)]);
-  }
-  CHECK(eager_masks[0] != eager_masks[1]);
+  (void)eager();
+  for (int i = 0; i < 3; ++i) CHECK(replayed() == expected[static_cast<size_t>(i)]);
   // A new seed between replays reaches the next one.
   manual_seed(5);
-  step.replay();
-  const std::vector<double> reseeded = host_values(masked);
+  own.manual_seed(99);
+  const Draws reseeded = replayed();
   manual_seed(5);
-  draw();
-  CHECK(host_values(masked) == reseeded);
+  own.manual_seed(99);
+  CHECK(eager() == reseeded);
 }
 
 TEST_CASE("CapturedStep: memory allocated between replays never lands on the graph's", "[cuda][graph]") {
