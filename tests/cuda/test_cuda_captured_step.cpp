@@ -17,9 +17,9 @@
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
 #include "memgrad/cuda/captured_step.h"
-#include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/nn/nn.h"
 #include "memgrad/optim/optim.h"
+#include "cuda/deterministic_convolutions.h"
 #include "cuda/kernel_checks.h"
 
 using namespace mg;
@@ -62,19 +62,6 @@ void load(Trainer& trainer, const std::pair<Tensor, Tensor>& batch) {
   trainer.target.copy_(batch.second.to(kCuda));
 }
 
-// Only cuDNN engines that give the same bits on every run, for a scope: bit-equal
-// comparisons of two runs mean nothing while a backward engine adds with atomics.
-class DeterministicConvolutions {
- public:
-  DeterministicConvolutions() : before_(cuda::cudnn_deterministic()) { cuda::set_cudnn_deterministic(true); }
-  ~DeterministicConvolutions() { cuda::set_cudnn_deterministic(before_); }
-  DeterministicConvolutions(const DeterministicConvolutions&) = delete;
-  DeterministicConvolutions& operator=(const DeterministicConvolutions&) = delete;
-
- private:
-  bool before_;
-};
-
 void check_same_parameters_and_buffers(const Trainer& actual, const Trainer& expected, const std::string& what) {
   check_equal(actual.loss, expected.loss, what + ": the last step's loss");
   const std::vector<Tensor> expected_parameters = expected.model->parameters(),
@@ -103,7 +90,7 @@ void train_eagerly(Trainer& trainer, const std::vector<std::pair<Tensor, Tensor>
 // warm-up steps of both see the first batch. A second eager run first shows that eager
 // steps themselves repeat bit for bit, so a difference is the graph's.
 void check_replays_match_eager(const MakeTrainer& make, const Shape& input_shape) {
-  DeterministicConvolutions deterministic;
+  mg_test::DeterministicConvolutions deterministic;
   const auto batches = host_batches(input_shape, kReplays + 1);
   constexpr uint64_t kSeed = 1234;  // every run draws the same dropout masks
   Trainer eager = make(), eager_again = make(), captured = make();
