@@ -60,8 +60,9 @@ void check_pair(const Tensor& output, const Tensor& input, const char* collectiv
   MG_CHECK(output.dtype() == input.dtype() && output.device() == input.device(), collective,
            ": the output (", describe_tensor(output), ") and the input (", describe_tensor(input),
            ") must have the same dtype and device.");
-  const auto* output_begin = static_cast<const std::byte*>(output.raw_data());
-  const auto* input_begin = static_cast<const std::byte*>(input.raw_data());
+  // Byte offsets within the storage, not addresses: a simulated device's tensors have none.
+  const auto output_begin = static_cast<size_t>(output.storage_offset()) * output.element_size();
+  const auto input_begin = static_cast<size_t>(input.storage_offset()) * input.element_size();
   const bool overlap = output.storage() == input.storage() &&
                        output_begin < input_begin + input.nbytes() &&
                        input_begin < output_begin + output.nbytes();
