@@ -2,6 +2,7 @@
 // scaler and the program's run.* fields.
 #include "examples/common/run_checkpoint.h"
 
+#include "examples/common/distributed_run.h"
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/io/safetensors.h>
@@ -51,11 +52,10 @@ std::vector<int64_t> RunFields::integers(const std::string& field) const {
 }
 
 void save_run_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                         const mg::optim::Optimizer& optimizer, const MixedPrecision& precision,
+                         const mg::optim::OptimizerStateDict& optimizer_state, const MixedPrecision& precision,
                          const NamedTensors& run) {
   NamedTensors tensors;
   for (auto& [key, tensor] : model.state_dict()) tensors.emplace_back(kModelPrefix + key, tensor);
-  const mg::optim::OptimizerStateDict optimizer_state = mg::optim::state_dict(optimizer);
   for (auto& [key, tensor] : optimizer_state.tensors) tensors.emplace_back(kOptimizerPrefix + key, tensor);
   // NOTE: the scaler's keys carry their own "scaler." prefix.
   for (auto& entry : precision.scaler().state_dict()) tensors.push_back(entry);
@@ -112,7 +112,7 @@ void load_run_checkpoint(const std::string& path, const std::string& model_name,
   } catch (const mg::Error& error) {
     throw mg::Error(mg::detail::str_cat("loading checkpoint '", path, "' into ", model.type_name(), ": ", error.what()));
   }
-  mg::optim::load_state_dict(optimizer, optimizer_state, "checkpoint '" + path + "'");
+  load_checkpoint_state(optimizer, optimizer_state, "checkpoint '" + path + "'");
   precision.scaler().load_state_dict(scaler_state, "checkpoint '" + path + "'");
 }
 

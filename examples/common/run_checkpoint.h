@@ -11,6 +11,11 @@
 // with {"format": "pt", "optimizer": "AdamW", "model": "<name>", "amp": "fp32"} as metadata
 // (a run resumes in the precision it was saved in). Written atomically (safetensors saves
 // through a temporary file): an interrupted save leaves the previous file.
+//
+// In a data-parallel run the file is the same whatever the number of ranks: the model
+// without DDP's "module." prefix, the optimizer's whole state (ZeRO-1's consolidated:
+// distributed_run.h's checkpoint_state), written by rank 0; every rank loads it whole (a
+// ZeRO-1 optimizer keeps its shard), so it resumes on any number of ranks, or on one.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,7 @@
 #include "examples/common/mixed_precision.h"
 #include <memgrad/nn/module.h>
 #include <memgrad/optim/optimizer.h>
+#include <memgrad/optim/state_dict.h>
 
 namespace examples {
 
@@ -55,10 +61,10 @@ class RunFields {
   std::string path_;
 };
 
-// Writes the model, the optimizer, the precision's scaler and `run` (field names without
-// the "run." prefix) to `path`.
+// Writes the model, the optimizer's state (checkpoint_state's), the precision's scaler and
+// `run` (field names without the "run." prefix) to `path`.
 void save_run_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                         const mg::optim::Optimizer& optimizer, const MixedPrecision& precision,
+                         const mg::optim::OptimizerStateDict& optimizer_state, const MixedPrecision& precision,
                          const NamedTensors& run);
 
 // Loads `path` into `model`, `optimizer` and the precision's scaler (built as when the file

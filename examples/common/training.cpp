@@ -2,6 +2,8 @@
 #include "examples/common/training.h"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/grad_mode.h>
@@ -32,6 +34,8 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
   MG_CHECK(plan.graph == nullptr || plan.accum == 1, "train_epoch: a step captured as a CUDA graph is one batch; "
            "accum ", plan.accum, " needs eager steps");
   model.train();
+  const bool prints = plan.show_progress && (plan.distributed == nullptr || plan.distributed->is_main());
+  mg::distributed::DistributedDataParallel* ddp = plan.distributed != nullptr ? plan.distributed->ddp() : nullptr;
   const int64_t num_batches = batches_to_run(loader, plan.max_batches);
   Progress progress(plan.epoch + 1, plan.epochs, num_batches);
   MixedPrecision float32(std::nullopt, device);
@@ -49,6 +53,10 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     // step after the last one; the loss of the batch.
     auto micro_batch = [&](const mg::data::Batch& on) {
       if (position == 0) optimizer.zero_grad();
+      // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
+      // guard spans both.
+      std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
+      if (ddp != nullptr && position + 1 < step_batches) local_only.emplace(*ddp);
       mg::Tensor batch_loss;
       {
         AutocastRegion autocast(precision);
@@ -71,18 +79,22 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
     loss_sum = loss_sum + loss.detach() * static_cast<double>(batch_size);
     ++batches;
     result.samples += batch_size;
-    if (plan.show_progress && progress.wants_update(batches)) {
+    if (prints && progress.wants_update(batches)) {
       progress.update(batches, result.samples, loss_sum.item<double>() / result.samples);
     }
   }
   if (!plan.show_progress) return result;
-  progress.finish();
-  result.mean_loss = loss_sum.item<double>() / result.samples;
+  if (prints) progress.finish();
+  std::vector<double> totals = {loss_sum.item<double>(), static_cast<double>(result.samples)};
+  if (plan.distributed != nullptr) totals = plan.distributed->sum(totals);
+  result.samples = static_cast<int64_t>(totals[1]);
+  result.mean_loss = totals[0] / totals[1];
   return result;
 }
 
 double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device device,
-                const BatchTransform& transform, int64_t max_batches, const MixedPrecision* precision) {
+                const BatchTransform& transform, int64_t max_batches, const MixedPrecision* precision,
+                const DistributedRun* distributed) {
   mg::NoGradGuard no_grad;
   const MixedPrecision float32(std::nullopt, device);
   const AutocastRegion autocast(precision != nullptr ? *precision : float32);
@@ -97,7 +109,9 @@ double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device 
     correct = correct + mg::sum(mg::eq(predictions, batch.targets));
     samples += batch.targets.size(0);
   }
-  return static_cast<double>(correct.item<int64_t>()) / static_cast<double>(samples);
+  std::vector<double> counts = {static_cast<double>(correct.item<int64_t>()), static_cast<double>(samples)};
+  if (distributed != nullptr) counts = distributed->sum(counts);
+  return counts[0] / counts[1];
 }
 
 }  // namespace examples

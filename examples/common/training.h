@@ -1,7 +1,7 @@
 // examples/common/training.h — the examples' epoch loop and evaluation: one pass of
 // zero_grad, forward, cross-entropy, backward, step (and the scheduler's step) with a
 // progress line, optionally accumulating several batches per step (accumulation.h), and
-// the accuracy over a loader.
+// the accuracy over a loader; in a data-parallel run (distributed_run.h) over every rank.
 //
 // NOTE: the loss over the epoch is summed on the device and read only when a progress
 // line is printed, and the accuracy's count likewise once per evaluation, so a GPU step
@@ -13,6 +13,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/data/dataloader.h>
+#include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
@@ -44,11 +45,15 @@ struct EpochPlan {
   // Off: no progress lines and no loss read back (a prediction on the simulated device,
   // where no loss is computed; EpochResult::mean_loss is then 0).
   bool show_progress = true;
+  // A data-parallel run (`model` is its DDP): every micro-batch but a step's last runs
+  // under no_sync (gradients accumulate locally, one all-reduce per step), progress lines
+  // come from rank 0 alone, and the result is over every rank. nullptr: one process.
+  const DistributedRun* distributed = nullptr;
 };
 
 struct EpochResult {
-  double mean_loss = 0;  // per sample
-  int64_t samples = 0;
+  double mean_loss = 0;  // per sample (over every rank's samples)
+  int64_t samples = 0;   // over every rank
   int64_t steps = 0;  // optimizer steps
 };
 
@@ -61,9 +66,11 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
 
 // The fraction of the loader's samples (its first max_batches batches unless 0) whose
 // most likely class is the target, in eval mode without autograd (under autocast when
-// `precision` has a 16-bit dtype, as the model trained).
+// `precision` has a 16-bit dtype, as the model trained). With `distributed`, each rank
+// evaluates its loader (its shard: DistributedRun::evaluation_sampler) and the counts are
+// summed over the ranks; pass the model itself, not its DDP.
 double evaluate(mg::nn::Module& model, mg::data::DataLoader& loader, mg::Device device,
                 const BatchTransform& transform = {}, int64_t max_batches = 0,
-                const MixedPrecision* precision = nullptr);
+                const MixedPrecision* precision = nullptr, const DistributedRun* distributed = nullptr);
 
 }  // namespace examples

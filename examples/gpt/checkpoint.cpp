@@ -36,9 +36,10 @@ std::string describe_sizes(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const mg::nn::GPT& model, const mg::optim::Optimizer& optimizer,
-                     const examples::MixedPrecision& precision, const RunState& state) {
-  examples::save_run_checkpoint(path, kModelName, model, optimizer, precision,
+void save_checkpoint(const std::string& path, const mg::nn::GPT& model,
+                     const mg::optim::OptimizerStateDict& optimizer_state, const examples::MixedPrecision& precision,
+                     const RunState& state) {
+  examples::save_run_checkpoint(path, kModelName, model, optimizer_state, precision,
                                 {
                                     {"model_sizes", examples::run_integers(model_sizes(model.options()))},
                                     {"step", examples::run_integer(state.step)},
@@ -53,6 +54,11 @@ void save_checkpoint(const std::string& path, const mg::nn::GPT& model, const mg
                                     {"val_losses", examples::run_reals(state.val_losses)},
                                     {"train_losses", examples::run_reals(state.train_losses)},
                                 });
+}
+
+void save_checkpoint(const std::string& path, const mg::nn::GPT& model, const mg::optim::Optimizer& optimizer,
+                     const examples::MixedPrecision& precision, const RunState& state) {
+  save_checkpoint(path, model, mg::optim::state_dict(optimizer), precision, state);
 }
 
 RunState load_checkpoint(const std::string& path, mg::nn::GPT& model, mg::optim::Optimizer& optimizer,

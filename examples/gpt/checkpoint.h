@@ -13,6 +13,7 @@
 #include "examples/common/mixed_precision.h"
 #include <memgrad/nn/gpt.h>
 #include <memgrad/optim/optimizer.h>
+#include <memgrad/optim/state_dict.h>
 
 namespace gpt {
 
@@ -34,6 +35,11 @@ struct RunState {
 // The model's name in the file's metadata: a checkpoint of another program is refused.
 inline const std::string kModelName = "gpt";
 
+// `optimizer_state`: examples::checkpoint_state's (ZeRO-1's consolidated state included).
+void save_checkpoint(const std::string& path, const mg::nn::GPT& model,
+                     const mg::optim::OptimizerStateDict& optimizer_state, const examples::MixedPrecision& precision,
+                     const RunState& state);
+// The same for a plain optimizer (one process): its optim::state_dict.
 void save_checkpoint(const std::string& path, const mg::nn::GPT& model, const mg::optim::Optimizer& optimizer,
                      const examples::MixedPrecision& precision, const RunState& state);
 

@@ -5,6 +5,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
@@ -24,6 +25,15 @@ double default_learning_rate(const std::string& optimizer) {
 // The MLP's accuracy levels off after 3 epochs; the CNN needs about 5 to pass 91.5% on
 // Fashion-MNIST.
 int64_t default_epochs(const std::string& model) { return model == "cnn" ? 5 : 3; }
+
+// The flags that cannot go with a data-parallel run, and --zero without one.
+void check_distributed(const Args& args) {
+  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
+  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
+                               "the gradients' all-reduce is started from the host and cannot be captured");
+  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
+                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
+}
 
 }  // namespace
 
@@ -78,8 +88,11 @@ Args parse_args(int argc, char** argv) {
                                              {"--checkpoint", [&] { args.checkpoint = true; }},
                                              {"--cuda-graph", [&] { args.cuda_graph = true; }},
                                              {"--predict-memory", [&] { args.predict_memory = true; }},
-                                             {"--detect-anomaly", [&] { args.detect_anomaly = true; }}};
+                                             {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+                                             {"--distributed", [&] { args.distributed = true; }},
+                                             {"--zero", [&] { args.zero = true; }}};
   examples::parse_flags(argc, argv, flags, switches);
+  args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   // NOTE: the MLP saves two ReLU outputs (768 floats per image) for backward; a checkpoint
@@ -94,6 +107,7 @@ Args parse_args(int argc, char** argv) {
   if ((args.predict_memory || args.fit_batch) && !args.memory_timeline.empty()) {
     throw UsageError("--predict-memory and --fit-batch train nothing: --memory-timeline does not go with them");
   }
+  check_distributed(args);
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
   return args;
@@ -109,7 +123,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --data DIR               folder with train-images-idx3-ubyte[.gz] and its three
                            companions (default /usr/share/datasets/fashion-mnist)
   --epochs N               passes over the training set (default: mlp 3, cnn 5)
-  --batch N                samples per batch (default 128)
+  --batch N                samples per batch, per rank when distributed (default 128)
   --accum N                accumulate the gradients of N batches of --batch samples
                            before each optimizer step (the loss of each scaled by 1/N):
                            steps of N x --batch samples at the activation memory of one
@@ -133,12 +147,13 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            cosine over all steps) or constant (default cosine)
   --seed N                 seeds initialisation, dropout and shuffling (default 0)
   --device cpu|cuda        where to train (default cpu)
-  --threads N              CPU threads (default: all cores)
+  --threads N              CPU threads (default: all cores; per rank when distributed)
   --summary-json FILE      write a summary of the run (accuracy, time, memory) as JSON
   --memory-timeline FILE   record every allocation and free of the first 3 optimizer
                            steps and write FILE, an HTML chart of bytes by category
                            over time (opens offline)
-)" + examples::detect_anomaly_usage() + R"(  --help                   show this text
+)" + examples::detect_anomaly_usage() + examples::distributed_usage(/*with_zero=*/true) +
+         R"(  --help                   show this text
 
 Predicting memory (--device names the target, no GPU needed):
 )" + examples::prediction_usage();

@@ -14,7 +14,7 @@ struct Args {
   std::string model = "mlp";  // mlp or cnn
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 0;      // filled from the model's default when --epochs is not given
-  int64_t batch_size = 128;  // samples per micro-batch when accumulating
+  int64_t batch_size = 128;  // samples per micro-batch (per rank when distributed)
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
   bool checkpoint = false;   // cnn: recompute the convolutions' activations in backward
   bool cuda_graph = false;   // capture the training step once as a CUDA graph and replay it
@@ -31,6 +31,9 @@ struct Args {
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool detect_anomaly = false;       // --detect-anomaly: train under autograd's anomaly mode
+  // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
+  bool distributed = false;
+  bool zero = false;  // --zero: ZeRO-1 (optimizer state sharded over the ranks)
   bool help = false;
 };
 

@@ -23,7 +23,9 @@
 #include <memgrad/data/dataset.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/memory_prediction.h"
+#include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
@@ -63,15 +65,14 @@ std::shared_ptr<mg::nn::Module> build_model(const Args& args, const mg::Shape& i
   return model;
 }
 
-std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args,
-                                                     const std::vector<mg::Tensor>& params) {
+// --optim over `params`; with --zero, as ZeRO-1 over the run's ranks.
+std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args, const std::vector<mg::Tensor>& params,
+                                                     const examples::DistributedRun& run) {
   using namespace mg::optim;
-  if (args.optimizer == "sgd") {
-    return std::make_unique<SGD>(params, SGDOptions{.lr = args.lr, .momentum = 0.9});
-  }
-  if (args.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions{.lr = args.lr});
-  if (args.optimizer == "adamw") return std::make_unique<AdamW>(params, AdamWOptions{.lr = args.lr});
-  return std::make_unique<Adagrad>(params, AdagradOptions{.lr = args.lr});
+  if (args.optimizer == "sgd") return run.make_optimizer<SGD>(params, SGDOptions{.lr = args.lr, .momentum = 0.9}, args.zero);
+  if (args.optimizer == "adam") return run.make_optimizer<Adam>(params, AdamOptions{.lr = args.lr}, args.zero);
+  if (args.optimizer == "adamw") return run.make_optimizer<AdamW>(params, AdamWOptions{.lr = args.lr}, args.zero);
+  return run.make_optimizer<Adagrad>(params, AdagradOptions{.lr = args.lr}, args.zero);
 }
 
 // On a GPU, batches are built in pinned memory two ahead by a background thread, so the
@@ -118,11 +119,14 @@ void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
       .key("amp").value(examples::amp_name(args.amp));
 }
 
-void write_summary(const std::string& path, const Args& args, const RunResult& result) {
+void write_summary(const std::string& path, const Args& args, const RunResult& result,
+                   const examples::DistributedRun& run, const std::vector<mg::memory::Snapshot>& peaks) {
   mg::JsonWriter json;
   json.begin_object();
   write_setup(json, args, args.batch_size);
-  json.key("schedule").value(args.schedule)
+  json.key("ranks").value(static_cast<int64_t>(run.size()))
+      .key("zero").value(args.zero)
+      .key("schedule").value(args.schedule)
       .key("epochs").value(args.epochs)
       .key("test_accuracy").value(result.test_accuracy)
       .key("final_train_loss").value(result.final_train_loss)
@@ -134,30 +138,42 @@ void write_summary(const std::string& path, const Args& args, const RunResult& r
       .key("parameters").value(result.parameters)
       .key("memory");
   mg::memory::write_json(json, mg::memory::snapshot(args.device));
+  examples::write_peaks_by_rank(json, peaks);
   json.end_object();
   examples::write_file_atomically(path, json.str());
 }
 
-int run(const Args& args) {
+int run(const Args& command_line) {
+  examples::DistributedRun distributed = examples::DistributedRun::start(command_line.distributed, command_line.device);
+  Args args = command_line;
+  args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
-  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
-  mg::manual_seed(args.seed);
+  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  mg::manual_seed(distributed.rank_seed(args.seed));  // dropout: other masks on every rank
 
   // NOTE: the test split is normalised with the training split's pixel statistics: a
   // model in use sees inputs normalised the way it was trained.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
   const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test,
                                         train_set.normalization());
-  mg::data::DataLoader train_loader(train_set, loader_options(args, args.device, args.batch_size, /*train=*/true));
-  mg::data::DataLoader test_loader(test_set, loader_options(args, args.device, args.batch_size, /*train=*/false));
+  // Each rank its shard of the training set; the test samples (about --limit of them)
+  // shared out among the ranks, each evaluated once.
+  mg::data::DataLoader train_loader(
+      train_set, distributed.training_shard(loader_options(args, args.device, args.batch_size, /*train=*/true),
+                                            train_set.size()));
+  mg::data::DataLoader test_loader(
+      test_set, distributed.evaluation_shard(loader_options(args, args.device, args.batch_size, /*train=*/false),
+                                             distributed.limited_samples(test_set.size(), args.batch_size, args.limit)));
 
   const mg::Shape image_shape = train_set.image_shape();
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, args.device);
-  std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
-  const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
-  const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
+  std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
+  std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, trained->parameters(), distributed);
+  // NOTE: --limit counts samples over all ranks, in global batches.
+  const int64_t train_batches =
+      examples::batches_per_epoch(train_loader, args.batch_size * distributed.size(), args.limit);
   // cosine: the learning rate falls from --lr to 0 along a half cosine over all steps
   // (annealing lets a few epochs settle into a better minimum).
   std::unique_ptr<mg::optim::LRScheduler> scheduler;
@@ -173,9 +189,10 @@ int run(const Args& args) {
               args.model.c_str(), args.data_dir.c_str(), static_cast<long long>(train_set.size()),
               static_cast<long long>(test_set.size()), static_cast<long long>(image_shape[0]),
               static_cast<long long>(image_shape[1]), static_cast<long long>(classes));
-  std::printf("%lld parameters; %s, lr %g, batch %lld%s%s%s, %lld epochs, on %s\n",
-              static_cast<long long>(result.parameters), args.optimizer.c_str(), args.lr,
+  std::printf("%lld parameters; %s%s, lr %g, batch %lld%s%s%s%s, %lld epochs, on %s\n",
+              static_cast<long long>(result.parameters), args.zero ? "ZeRO-1 " : "", args.optimizer.c_str(), args.lr,
               static_cast<long long>(args.batch_size),
+              distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
               args.checkpoint ? ", convolutions checkpointed" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
@@ -188,7 +205,7 @@ int run(const Args& args) {
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
     const examples::EpochResult epoch_result = examples::train_epoch(
-        *model, *optimizer, train_loader, args.device,
+        *trained, *optimizer, train_loader, args.device,
         {.epoch = epoch,
          .epochs = args.epochs,
          .max_batches = train_batches,
@@ -197,10 +214,12 @@ int run(const Args& args) {
          .precision = &precision,
          .transform = {},
          .memory_timeline = &memory_timeline,
-         .graph = graph ? &*graph : nullptr});
+         .graph = graph ? &*graph : nullptr,
+         .distributed = &distributed});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);
-    result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, test_batches, &precision);
+    result.test_accuracy = examples::evaluate(*model, test_loader, args.device, {}, /*max_batches=*/0, &precision,
+                                              &distributed);
     result.seconds_per_epoch.push_back(seconds_since(start));
     result.train_seconds += train_seconds;
     result.train_samples += epoch_result.samples;
@@ -212,19 +231,20 @@ int run(const Args& args) {
   }
   memory_timeline.finish();
 
-  std::printf(
-      "\nMemory on %s by category: PARAMETER = weights and biases, GRADIENT = their .grad, "
-      "OPTIMIZER_STATE = %s's moments/counters, ACTIVATION = tensors saved for backward, "
-      "INPUT = dataset and batches, TEMPORARY = intermediate results, WORKSPACE = library "
-      "scratch space.\n%s\n",
-      args.device.str().c_str(), args.optimizer.c_str(),
-      mg::memory::report(args.device).c_str());
+  examples::print_memory_report(stdout, args.device,
+                                {.parameter = "weights and biases",
+                                 .optimizer_state = args.optimizer + "'s moments/counters" +
+                                                    (args.zero ? " (this rank's shard)" : ""),
+                                 .input = "dataset and batches"});
+  const std::vector<mg::memory::Snapshot> peaks = distributed.peaks_by_rank();  // every rank joins
+  if (distributed.active()) examples::print_peaks_by_rank(stdout, peaks);
   std::printf("%s: %lld parameters, test accuracy %.2f%% after %lld epochs, %.1f s\n",
               args.model.c_str(), static_cast<long long>(result.parameters),
               100.0 * result.test_accuracy, static_cast<long long>(args.epochs),
               total(result.seconds_per_epoch));
   if (!args.summary_json.empty()) {
-    write_summary(args.summary_json, args, result);
+    distributed.on_main("write " + args.summary_json,
+                        [&] { write_summary(args.summary_json, args, result, distributed, peaks); });
     std::printf("summary written to %s\n", args.summary_json.c_str());
   }
   return 0;
@@ -251,7 +271,8 @@ int predict(const Args& args) {
     mg::data::DataLoader train_loader(train_set, loader_options(args, device, batch_size, /*train=*/true));
     mg::data::DataLoader test_loader(test_set, loader_options(args, device, batch_size, /*train=*/false));
     std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, device);
-    std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, model->parameters());
+    std::unique_ptr<mg::optim::Optimizer> optimizer =
+        make_optimizer(args, model->parameters(), examples::DistributedRun(device));
     // NOTE: the simulated loader builds each batch when asked; on a GPU the loader's
     // thread keeps prefetched_batches() more on the device from the epoch's start, which a
     // queue kept full here stands for (a GPU run waits for the GPU, not for the host).

@@ -6,9 +6,9 @@
 namespace resnet {
 
 void save_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                     const mg::optim::Optimizer& optimizer, const examples::MixedPrecision& precision,
-                     const RunProgress& progress) {
-  examples::save_run_checkpoint(path, model_name, model, optimizer, precision,
+                     const mg::optim::OptimizerStateDict& optimizer_state,
+                     const examples::MixedPrecision& precision, const RunProgress& progress) {
+  examples::save_run_checkpoint(path, model_name, model, optimizer_state, precision,
                                 {
                                     {"epochs_done", examples::run_integer(progress.epochs_done)},
                                     {"scheduler_steps", examples::run_integer(progress.scheduler_steps)},

@@ -11,6 +11,7 @@
 #include "examples/common/mixed_precision.h"
 #include <memgrad/nn/module.h>
 #include <memgrad/optim/optimizer.h>
+#include <memgrad/optim/state_dict.h>
 
 namespace resnet {
 
@@ -28,8 +29,8 @@ struct RunProgress {
 };
 
 void save_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                     const mg::optim::Optimizer& optimizer, const examples::MixedPrecision& precision,
-                     const RunProgress& progress);
+                     const mg::optim::OptimizerStateDict& optimizer_state,
+                     const examples::MixedPrecision& precision, const RunProgress& progress);
 
 // Loads `path` into `model`, `optimizer` and the precision's scaler (built as when the file
 // was saved) and returns the run's progress. Throws mg::Error naming the file when it does

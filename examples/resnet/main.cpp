@@ -258,7 +258,7 @@ int run_training(const Args& args) {
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, lr %.4g, %.1f s (%.0f samples/s)\n",
                 static_cast<long long>(epoch + 1), result.mean_loss, 100.0 * accuracy, scheduler.last_lr(), seconds,
                 result.samples / seconds_since(start));
-    if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, optimizer, precision, progress);
+    if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, mg::optim::state_dict(optimizer), precision, progress);
     std::fflush(stdout);
   }
   memory_timeline.finish();
