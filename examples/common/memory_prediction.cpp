@@ -7,6 +7,7 @@
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/core/memory_category.h>
+#include <memgrad/distributed/simulated_process_group.h>
 #include <memgrad/memory/simulated_target.h>
 #include "examples/common/cli.h"
 #include "examples/common/summary.h"
@@ -32,21 +33,20 @@ std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list
   return placeholders;
 }
 
-MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps) {
-  // A fresh allocator with room to spare: the prediction starts from an empty device, as
-  // a new process does, and never runs out.
-  mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
-  const mg::memory::Snapshot memory = steps(kSimulated, batch_size);
-  return {.target = target, .batch_size = batch_size, .memory = memory, .scratch_model = standing_in.describe()};
-}
+namespace {
 
-MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps, int64_t max_batch) {
+// A prediction at a given batch size (the rest of the set-up fixed).
+using PredictAt = std::function<MemoryPrediction(int64_t batch_size)>;
+
+// The batch search of fit_batch (memory_prediction.h), for plain and data-parallel steps.
+MemoryPrediction fit_batch_with(mg::Device target, int64_t capacity_bytes, int64_t max_batch,
+                                const PredictAt& predict_at) {
   auto try_batch = [&](int64_t batch) -> std::optional<MemoryPrediction> {
-    MemoryPrediction prediction = predict_memory(target, batch, steps);
+    MemoryPrediction prediction = predict_at(batch);
     if (prediction.memory.peak_reserved_bytes > capacity_bytes) return std::nullopt;
     return prediction;
   };
-  std::optional<MemoryPrediction> fits = predict_memory(target, 1, steps);
+  std::optional<MemoryPrediction> fits = predict_at(1);
   MG_CHECK(fits->memory.peak_reserved_bytes <= capacity_bytes, "--fit-batch ", capacity_bytes, " (",
            mib(capacity_bytes), " MiB): not even a batch of 1 fits on ", target, "; it needs ",
            fits->memory.peak_reserved_bytes, " bytes reserved (", mib(fits->memory.peak_reserved_bytes),
@@ -72,6 +72,49 @@ MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const Step
     }
   }
   return *fits;
+}
+
+}  // namespace
+
+std::string describe(const DistributedPrediction& distributed) {
+  return "rank " + std::to_string(distributed.rank) + " of " + std::to_string(distributed.world_size) + ", DDP" +
+         (distributed.zero ? ", ZeRO-1" : "");
+}
+
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps) {
+  // A fresh allocator with room to spare: the prediction starts from an empty device, as
+  // a new process does, and never runs out.
+  mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
+  const mg::memory::Snapshot memory = steps(kSimulated, batch_size);
+  return {.target = target, .batch_size = batch_size, .memory = memory, .scratch_model = standing_in.describe(),
+          .distributed = std::nullopt};
+}
+
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const DistributedPrediction& distributed,
+                                const DistributedStepsOnDevice& steps) {
+  MG_CHECK(distributed.world_size >= 1 && distributed.rank >= 0 && distributed.rank < distributed.world_size,
+           "a per-rank memory prediction needs a world size of at least 1 and a rank in 0 .. world size - 1, got "
+           "rank ", distributed.rank, " of ", distributed.world_size, ". Hint: --world-size N with N >= 1.");
+  // The backend a real run on `target` would use: its memory is what the group mirrors.
+  const auto backend = target.is_cuda() ? mg::distributed::Backend::Nccl : mg::distributed::Backend::Mpi;
+  MemoryPrediction prediction = predict_memory(target, batch_size, [&](mg::Device device, int64_t batch) {
+    const auto group = std::make_shared<mg::distributed::SimulatedProcessGroup>(
+        distributed.rank, distributed.world_size, device, backend);
+    return steps(device, batch, group);
+  });
+  prediction.distributed = distributed;
+  return prediction;
+}
+
+MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps, int64_t max_batch) {
+  return fit_batch_with(target, capacity_bytes, max_batch,
+                        [&](int64_t batch) { return predict_memory(target, batch, steps); });
+}
+
+MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const DistributedPrediction& distributed,
+                           const DistributedStepsOnDevice& steps, int64_t max_batch) {
+  return fit_batch_with(target, capacity_bytes, max_batch,
+                        [&](int64_t batch) { return predict_memory(target, batch, distributed, steps); });
 }
 
 int64_t parse_bytes(const std::string& flag, const std::string& text) {
@@ -109,13 +152,17 @@ int64_t parse_bytes(const std::string& flag, const std::string& text) {
 void print_prediction(std::FILE* out, const MemoryPrediction& prediction, std::optional<int64_t> fit_capacity) {
   const mg::memory::Snapshot& memory = prediction.memory;
   if (fit_capacity) {
-    std::fprintf(out, "largest batch that fits %lld bytes (%.1f MiB) on %s: %lld\n", static_cast<long long>(*fit_capacity),
-                 mib(*fit_capacity), prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size));
+    std::fprintf(out, "largest batch%s that fits %lld bytes (%.1f MiB) on %s: %lld\n",
+                 prediction.distributed ? " per rank" : "", static_cast<long long>(*fit_capacity), mib(*fit_capacity),
+                 prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size));
   }
-  std::fprintf(out, "predicted peak memory on %s at batch %lld (run on the simulated device, nothing computed):\n"
+  const std::string per_rank =
+      prediction.distributed ? " per rank (" + describe(*prediction.distributed) + ")" : std::string();
+  std::fprintf(out, "predicted peak memory%s on %s at batch %lld%s (run on the simulated device, nothing computed):\n"
                "  peak allocated %lld bytes (%.1f MiB)\n  peak reserved  %lld bytes (%.1f MiB)\n"
                "  peak by category (each category's own peak):\n",
-               prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size),
+               per_rank.c_str(), prediction.target.str().c_str(), static_cast<long long>(prediction.batch_size),
+               prediction.distributed ? " per rank" : "",
                static_cast<long long>(memory.peak_allocated_bytes), mib(memory.peak_allocated_bytes),
                static_cast<long long>(memory.peak_reserved_bytes), mib(memory.peak_reserved_bytes));
   for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
@@ -135,6 +182,14 @@ void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& predict
       .key("batch_size").value(prediction.batch_size)
       .key("scratch_model").value(prediction.scratch_model);
   if (fit_capacity) json.key("fit_batch_bytes").value(*fit_capacity);
+  if (const std::optional<DistributedPrediction>& distributed = prediction.distributed) {
+    json.key("distributed").begin_object()
+        .key("world_size").value(distributed->world_size)
+        .key("rank").value(distributed->rank)
+        .key("ddp").value(true)
+        .key("zero").value(distributed->zero)
+        .end_object();
+  }
   json.end_object().key("memory");
   mg::memory::write_json(json, prediction.memory);
 }

@@ -7,16 +7,23 @@
 // makes the same tensors in the same order, and the simulated kernels borrow the scratch
 // the target's kernels would; nothing is computed, so a prediction takes a second or so and
 // needs no GPU.
+//
+// Data-parallel training (DDP, ZeRO-1) is predicted per rank: the steps run as one rank of
+// N, their collectives over a SimulatedProcessGroup (memgrad/distributed/
+// simulated_process_group.h) that completes at once and allocates what the real backend
+// would (NCCL's for a cuda target, MPI's for the CPU). See DistributedPrediction below.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <memgrad/core/device.h>
+#include <memgrad/distributed/process_group.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/tensor.h>
@@ -29,11 +36,54 @@ namespace examples {
 // reset_peak_stats, as the program measures).
 using StepsOnDevice = std::function<mg::memory::Snapshot(mg::Device device, int64_t batch_size)>;
 
+// Which rank of a data-parallel job a prediction is for: the model wrapped in
+// DistributedDataParallel over `world_size` ranks, and with `zero` its optimizer ZeRO-1
+// (make_zero_redundancy_optimizer with gradients_already_reduced: DDP averages them). The
+// batch size is per rank, as in the training run. Every rank holds the same bytes (ZeRO's
+// shards are padded to equal size), so `rank` only says which one is reported.
+struct DistributedPrediction {
+  int world_size = 1;
+  int rank = 0;
+  bool zero = false;
+};
+// "rank 1 of 4, DDP, ZeRO-1"
+std::string describe(const DistributedPrediction& distributed);
+
+// A data-parallel program's training steps for a prediction: as StepsOnDevice, with the
+// process group to train over (rank `rank` of `world_size` on `device`), which the steps
+// use exactly where a real run uses its group. An example with --distributed calls it so:
+//
+//   const examples::DistributedPrediction distributed{
+//       .world_size = args.world_size, .rank = 0, .zero = args.zero};  // --world-size N [--zero]
+//   const examples::DistributedStepsOnDevice steps =
+//       [&](mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+//         mg::manual_seed(args.seed);
+//         std::shared_ptr<mg::nn::Module> model = build_model(args, ..., device);
+//         auto ddp = std::make_shared<mg::distributed::DistributedDataParallel>(model, group);
+//         std::unique_ptr<mg::optim::Optimizer> optimizer =
+//             distributed.zero ? mg::distributed::make_zero_redundancy_optimizer<mg::optim::Adam>(
+//                                    group, ddp->parameters(), adam_options, {.gradients_already_reduced = true})
+//                              : make_optimizer(args, ddp->parameters());
+//         ... the same steps as the StepsOnDevice of a single-process prediction, on *ddp,
+//         with batches of batch_size (per rank) ...
+//         return mg::memory::snapshot(device);
+//       };
+//   const examples::MemoryPrediction prediction =
+//       args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, distributed, steps)
+//                      : examples::predict_memory(args.device, args.batch_size, distributed, steps);
+//   examples::print_prediction(stdout, prediction, args.fit_batch);  // "per rank (rank 0 of N, DDP, ZeRO-1)"
+//
+// (A program that builds its model and optimizer through a DistributedRun
+// (distributed_run.h) does the same with a DistributedRun over `group`.)
+using DistributedStepsOnDevice = std::function<mg::memory::Snapshot(
+    mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group)>;
+
 struct MemoryPrediction {
   mg::Device target;        // the device predicted for (cpu or cuda)
-  int64_t batch_size = 0;
+  int64_t batch_size = 0;   // per rank when distributed
   mg::memory::Snapshot memory;  // on the simulated device: peaks and category peaks
   std::string scratch_model;    // how the target's kernel scratch was modelled
+  std::optional<DistributedPrediction> distributed;  // set for a data-parallel prediction
 };
 
 // Optimizer steps a training-mode prediction runs: the first creates the optimizer's
@@ -48,6 +98,12 @@ std::vector<mg::Tensor> placeholders_on(mg::Device device, std::initializer_list
 // Runs `steps` on a fresh simulated device, with room to spare (2^50 bytes), standing in
 // for `target`.
 MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const StepsOnDevice& steps);
+// The same for one rank of a data-parallel job: `steps` get a SimulatedProcessGroup as
+// rank distributed.rank of distributed.world_size on the simulated device, mirroring NCCL
+// for a cuda target and MPI for the CPU. Throws mg::Error for a world size below 1 or a
+// rank outside it.
+MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const DistributedPrediction& distributed,
+                                const DistributedStepsOnDevice& steps);
 
 // The largest batch (up to max_batch) whose predicted peak RESERVED bytes fit in
 // `capacity_bytes`: reserved, because the caching allocator takes whole segments from the
@@ -59,6 +115,9 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
 // max_batch). Throws mg::Error, saying what one sample needs, when not even that fits.
 MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const StepsOnDevice& steps,
                            int64_t max_batch = int64_t{1} << 24);
+// The same for one rank of a data-parallel job: the largest batch per rank.
+MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const DistributedPrediction& distributed,
+                           const DistributedStepsOnDevice& steps, int64_t max_batch = int64_t{1} << 24);
 
 // --fit-batch's value: a byte count, plain ("1073741824") or with a unit: KiB, MiB, GiB,
 // TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), B. Throws UsageError naming
@@ -66,14 +125,16 @@ MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const Step
 int64_t parse_bytes(const std::string& flag, const std::string& text);
 
 // Prints the prediction (peaks, per-category peaks, the scratch model) to `out`, with the
-// --fit-batch capacity when one was searched for.
+// --fit-batch capacity when one was searched for; a data-parallel one says "per rank
+// (rank r of N, DDP[, ZeRO-1])".
 void print_prediction(std::FILE* out, const MemoryPrediction& prediction,
                       std::optional<int64_t> fit_capacity = std::nullopt);
 
 // Writes {"prediction": {...}, "memory": {...}} members into an open JSON object: the
 // memory section in the shape of a measured run's (peak_allocated_bytes,
 // peak_reserved_bytes, peak_bytes_by_category, ...), and what says it is a prediction,
-// for which target, with which scratch model (and the --fit-batch capacity).
+// for which target, with which scratch model (and the --fit-batch capacity; for a
+// data-parallel one "distributed": {"world_size", "rank", "ddp", "zero"}).
 void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& prediction,
                            std::optional<int64_t> fit_capacity = std::nullopt);
 
