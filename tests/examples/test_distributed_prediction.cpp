@@ -103,7 +103,7 @@ TEST_CASE("predict_memory for rank r of N: the CPU run's bytes as that rank, ZeR
                                   (zero ? "true" : "false") + "}"));
 }
 
-TEST_CASE("predict_memory for a rank of GPUs mirrors NCCL; a plain prediction says nothing of ranks",
+TEST_CASE("predict_memory for a rank of GPUs mirrors NCCL, and a plain prediction says nothing of ranks",
           "[examples][prediction]") {
   Seen seen;
   const examples::MemoryPrediction gpu =
@@ -119,7 +119,7 @@ TEST_CASE("predict_memory for a rank of GPUs mirrors NCCL; a plain prediction sa
   CHECK_THAT(printed(plain), !Contains("per rank"));
 }
 
-TEST_CASE("fit_batch for rank r of N: the largest batch per rank that fits; a rank outside the world is refused",
+TEST_CASE("fit_batch for rank r of N finds the largest batch per rank that fits, and a rank outside the world is refused",
           "[examples][prediction]") {
   Seen seen;
   const examples::DistributedPrediction distributed{.world_size = 2, .rank = 1, .zero = true};
