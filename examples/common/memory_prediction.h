@@ -73,8 +73,9 @@ std::string describe(const DistributedPrediction& distributed);
 //                      : examples::predict_memory(args.device, args.batch_size, distributed, steps);
 //   examples::print_prediction(stdout, prediction, args.fit_batch);  // "per rank (rank 0 of N, DDP, ZeRO-1)"
 //
-// (A program that builds its model and optimizer through a DistributedRun
-// (distributed_run.h) does the same with a DistributedRun over `group`.)
+// NOTE: a program that wraps its model and builds its optimizer through a DistributedRun
+// (distributed_run.h: wrap(), make_optimizer(..., zero)) can do so here too once a
+// DistributedRun can be made over a given group and device (it is made by start() only).
 using DistributedStepsOnDevice = std::function<mg::memory::Snapshot(
     mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group)>;
 
