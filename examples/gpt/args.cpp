@@ -7,6 +7,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
@@ -119,9 +120,20 @@ Args parse_args(int argc, char** argv) {
       {"--bench", [&] { args.bench = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+      {"--distributed", [&] { args.distributed = true; }},
+      {"--zero", [&] { args.zero = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
+  args.distributed = examples::wants_distributed(args.distributed);
+  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
+  examples::refuse_distributed(args.distributed, args.bench, "--bench", "it times the step of one process");
+  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
+                               "the gradients' all-reduce is started from the host and cannot be captured");
+  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
+                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
+  examples::refuse_distributed(args.distributed, !args.dump_windows.empty(), "--dump-windows",
+                               "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   const mg::nn::GPTOptions options = model_options(args);
@@ -210,7 +222,8 @@ Data and model:
 
 Training:
   --steps N                optimizer steps (default 5000)
-  --batch N                windows of --block bytes per batch (default 64)
+  --batch N                windows of --block bytes per batch, per rank when distributed
+                           (default 64)
   --accum N                accumulate the gradients of N batches before each optimizer
                            step (default 1): steps of N x --batch windows at the
                            activation memory of one batch
@@ -225,13 +238,16 @@ Training:
   --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
-)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + R"(
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +
+         examples::distributed_usage(/*with_zero=*/true) + R"(
 Files:
   --save FILE              at every estimate and at the end, write the model, the
                            optimizer and the run's position (one safetensors file,
                            written atomically)
   --resume FILE            continue the run saved in FILE exactly where it stopped (give
-                           the same model, --steps, --batch, --accum, --lr and --amp)
+                           the same model, --steps, --batch, --accum, --lr and --amp; on
+                           as many ranks, exactly; on another number, each rank goes on
+                           with its own windows from the saved step)
   --stop-after N           end after step N of the --steps the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (losses, their history, speed, memory by

@@ -23,7 +23,7 @@ struct Args {
   bool checkpoint = false;  // gradient checkpointing, block by block
   // Training.
   int64_t steps = 5000;  // optimizer steps the schedule is laid out for
-  int64_t batch_size = 64;  // windows per micro-batch
+  int64_t batch_size = 64;  // windows per micro-batch (per rank when distributed)
   int64_t accum = 1;        // micro-batches per optimizer step
   double lr = 1e-3;         // the schedule's peak
   std::optional<int64_t> warmup;  // unset: min(100, steps / 10)
@@ -50,6 +50,9 @@ struct Args {
   // count timed steps, untimed steps (bench_warmup_steps) and windows of random tokens.
   bool bench = false;
   bool cuda_graph = false;  // --bench only: time replays of the step captured as a CUDA graph
+  // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
+  bool distributed = false;
+  bool zero = false;  // --zero: ZeRO-1 (AdamW's moments sharded over the ranks)
   // Sampling after training: `sample` bytes after the prompt.
   int64_t sample = 0;
   double temperature = 0.8;

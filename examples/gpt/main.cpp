@@ -3,7 +3,9 @@
 // and ends with where the memory went and, with --sample, text the model writes.
 // --predict-memory / --fit-batch run the same steps on the simulated device instead;
 // --bench times steps on random tokens (bench.cpp); --dump-windows writes the windows a
-// run would train on.
+// run would train on. Under mpirun (or --distributed) it trains data-parallel
+// (examples/common/distributed_run.h): each rank draws its own windows, DDP averages the
+// gradients.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
 // line (printed with the usage).
@@ -23,7 +25,9 @@
 #include <memgrad/core/random.h>
 #include <memgrad/io/safetensors.h>
 #include "examples/common/cli.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/memory_prediction.h"
+#include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/progress.h"
@@ -56,12 +60,7 @@ enum class Stream : uint64_t { Windows = 1, Dropout, TrainEstimate, ValidationEs
 // A Philox key per stream, mixed from --seed by SplitMix64's finaliser.
 // NOTE: seed + stream would give two runs with neighbouring seeds the same streams
 // crosswise; the mix makes every (seed, stream) pair's key unrelated to the others.
-uint64_t stream_seed(uint64_t seed, Stream stream) {
-  uint64_t mixed = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(stream);
-  mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9ull;
-  mixed = (mixed ^ (mixed >> 27)) * 0x94D049BB133111EBull;
-  return mixed ^ (mixed >> 31);
-}
+uint64_t stream_seed(uint64_t seed, Stream stream) { return examples::mix_seed(seed, static_cast<uint64_t>(stream)); }
 
 // The GPT the command line asks for, initialised from --seed, on `device`.
 std::shared_ptr<mg::nn::GPT> build_model(const Args& args, mg::Device device) {
@@ -77,7 +76,8 @@ gpt::TextCorpus load_text(const Args& args) {
   return corpus;
 }
 
-void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::GPT& model, int64_t resumed_from) {
+void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::GPT& model, int64_t resumed_from,
+                 const examples::DistributedRun& distributed) {
   const mg::nn::GPTOptions& options = model.options();
   std::printf("gpt on %s: %zu file%s%s, %zu bytes for training and %zu for validation\n", corpus.source.c_str(),
               corpus.files.size(), corpus.files.size() == 1 ? "" : "s",
@@ -89,10 +89,11 @@ void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::
               static_cast<long long>(options.n_head), static_cast<long long>(options.n_embd),
               static_cast<long long>(options.block_size), options.dropout,
               args.checkpoint ? ", checkpointed block by block" : "");
-  std::printf("AdamW (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
-              "bytes%s; %lld steps on %s%s%s\n",
-              args.lr, static_cast<long long>(gpt::warmup_steps(args)), args.lr / 10,
+  std::printf("%sAdamW (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
+              "bytes%s%s; %lld steps on %s%s%s\n",
+              args.zero ? "ZeRO-1 " : "", args.lr, static_cast<long long>(gpt::warmup_steps(args)), args.lr / 10,
               static_cast<long long>(args.batch_size), static_cast<long long>(options.block_size),
+              distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
               static_cast<long long>(args.steps), args.device.str().c_str(),
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
@@ -112,31 +113,42 @@ void print_sample(const Args& args, mg::nn::GPT& model, const examples::MixedPre
   std::printf("\n--- end of sample ---\n");
 }
 
-int run_training(const Args& args) {
+int run_training(const Args& command_line) {
+  examples::DistributedRun distributed = examples::DistributedRun::start(command_line.distributed, command_line.device);
+  Args args = command_line;
+  args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
-  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
+  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   const gpt::TextCorpus corpus = load_text(args);
 
   std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);
-  mg::optim::AdamW optimizer = gpt::make_optimizer(*model, args.lr);
+  distributed.wrap(model);  // DDP when distributed: the step's losses go through it
+  std::unique_ptr<mg::optim::Optimizer> optimizer =
+      distributed.make_optimizer<mg::optim::AdamW>(gpt::adamw_groups(*model, args.lr), args.zero);
   examples::MixedPrecision precision(args.amp, args.device);
-  mg::optim::WarmupCosineLR scheduler(optimizer, gpt::warmup_steps(args), args.steps, /*min_lr_factor=*/0.1);
-  mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
-  mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+  mg::optim::WarmupCosineLR scheduler(*optimizer, gpt::warmup_steps(args), args.steps, /*min_lr_factor=*/0.1);
+  // Dropout masks and windows: rank 0's streams are one process's, every other rank its own.
+  mg::manual_seed(distributed.rank_seed(stream_seed(args.seed, Stream::Dropout)));
+  mg::Generator windows(distributed.rank_seed(stream_seed(args.seed, Stream::Windows)));
 
   RunState state{.total_steps = args.steps};
   if (!args.resume_path.empty()) {
-    state = gpt::load_checkpoint(args.resume_path, *model, optimizer, precision, args.steps);
+    state = gpt::load_checkpoint(args.resume_path, *model, *optimizer, precision, args.steps);
     // The schedule is a closed form of the step: replaying its counter puts it where the
     // saved run was; the generators continue from their saved offsets.
+    // NOTE: the file holds rank 0's streams; every rank draws as many numbers per step, so
+    // rank r continues its own stream (its seed from rank 0's) at the same offset, on any
+    // number of ranks.
     for (int64_t i = 0; i < state.step; ++i) scheduler.step();
-    windows.set_state(state.windows);
-    mg::default_generator().set_state(state.dropout);
+    windows.set_state({.seed = distributed.rank_seed(state.windows.seed), .offset = state.windows.offset});
+    mg::default_generator().set_state({.seed = distributed.rank_seed(state.dropout.seed), .offset = state.dropout.offset});
   }
-  if (!args.save_init.empty()) mg::nn::save(*model, args.save_init);
-  gpt::SessionFacts facts{.parameters = model->num_parameters(), .resumed_from = state.step};
-  print_setup(args, corpus, *model, facts.resumed_from);
+  if (!args.save_init.empty()) {
+    distributed.on_main("write " + args.save_init, [&] { mg::nn::save(*model, args.save_init); });
+  }
+  gpt::SessionFacts facts{.parameters = model->num_parameters(), .ranks = distributed.size(), .resumed_from = state.step};
+  print_setup(args, corpus, *model, facts.resumed_from, distributed);
 
   const Clock::time_point session_start = Clock::now();
   const double seconds_before = state.seconds;
@@ -144,15 +156,21 @@ int run_training(const Args& args) {
     state.windows = windows.state();
     state.dropout = mg::default_generator().state();
     state.seconds = seconds_before + seconds_since(session_start);
-    if (!args.save_path.empty()) gpt::save_checkpoint(args.save_path, *model, optimizer, precision, state);
+    if (args.save_path.empty()) return;
+    // NOTE: every rank takes part (ZeRO-1 consolidates its state on rank 0), rank 0 writes.
+    const std::optional<mg::optim::OptimizerStateDict> optimizer_state = examples::checkpoint_state(*optimizer);
+    distributed.on_main("write the checkpoint " + args.save_path,
+                        [&] { gpt::save_checkpoint(args.save_path, *model, *optimizer_state, precision, state); });
   };
   // Both splits' losses after `state.step` steps, recorded and printed.
   auto estimate = [&] {
     const int64_t block_size = model->options().block_size;
     const double train_loss = gpt::estimate_loss(*model, precision, corpus.train, args.eval_iters, args.batch_size,
-                                                 stream_seed(args.seed, Stream::TrainEstimate)).item<double>();
+                                                 stream_seed(args.seed, Stream::TrainEstimate), &distributed)
+                                  .item<double>();
     const double val_loss = gpt::estimate_loss(*model, precision, corpus.validation, args.eval_iters, args.batch_size,
-                                               stream_seed(args.seed, Stream::ValidationEstimate)).item<double>();
+                                               stream_seed(args.seed, Stream::ValidationEstimate), &distributed)
+                                .item<double>();
     const double seconds = seconds_before + seconds_since(session_start);
     if (state.eval_steps.empty() || val_loss < state.best_val_loss) {
       state.best_val_loss = val_loss;
@@ -170,7 +188,7 @@ int run_training(const Args& args) {
   };
 
   const int64_t last_step = args.stop_after > 0 ? std::min(args.stop_after, args.steps) : args.steps;
-  const int64_t tokens_per_step = args.batch_size * args.accum * model->options().block_size;
+  const int64_t tokens_per_step = args.batch_size * args.accum * model->options().block_size * distributed.size();
   // NOTE: a new progress line after every estimate, so that its speed and ETA are the
   // training steps' own.
   examples::Progress progress("step", args.steps, "tokens", state.step);
@@ -184,15 +202,16 @@ int run_training(const Args& args) {
   const Clock::time_point loop_start = Clock::now();
   while (state.step < last_step) {
     const mg::Tensor loss =
-        gpt::train_step(*model, optimizer, precision, &scheduler, corpus.train, windows,
-                        {.batch_size = args.batch_size, .accum = args.accum}, graph ? &*graph : nullptr);
+        gpt::train_step(*model, *optimizer, precision, &scheduler, corpus.train, windows,
+                        {.batch_size = args.batch_size, .accum = args.accum, .ddp = distributed.ddp()},
+                        graph ? &*graph : nullptr);
     memory_timeline.step_done();
     ++state.step;
     facts.train_tokens += tokens_per_step;
     tokens_since_estimate += tokens_per_step;
     loss_since_line = loss_since_line + loss;
     ++steps_since_line;
-    if (progress.wants_update(state.step)) {
+    if (distributed.is_main() && progress.wants_update(state.step)) {  // rank 0's loss
       progress.update(state.step, tokens_since_estimate, loss_since_line.item<double>() / steps_since_line);
       loss_since_line = mg::zeros({}, {.device = args.device});
       steps_since_line = 0;
@@ -218,11 +237,13 @@ int run_training(const Args& args) {
   memory_timeline.finish();
   state.seconds = seconds_before + seconds_since(session_start);
 
-  std::printf(
-      "\nMemory on %s by category: PARAMETER = weights, biases and LayerNorm parameters, GRADIENT = their .grad, "
-      "OPTIMIZER_STATE = AdamW's moments and step counters, ACTIVATION = tensors saved for backward, INPUT = "
-      "batches, TEMPORARY = intermediate results, WORKSPACE = library scratch space.\n%s\n",
-      args.device.str().c_str(), mg::memory::report(args.device).c_str());
+  examples::print_memory_report(
+      stdout, args.device,
+      {.parameter = "weights, biases and LayerNorm parameters",
+       .optimizer_state = std::string("AdamW's moments and step counters") + (args.zero ? " (this rank's shard)" : ""),
+       .input = "batches"});
+  const std::vector<mg::memory::Snapshot> peaks = distributed.peaks_by_rank();  // every rank joins
+  if (distributed.active()) examples::print_peaks_by_rank(stdout, peaks);
   if (state.eval_steps.empty()) {
     std::printf("gpt: %lld of %lld steps, no estimate yet\n", static_cast<long long>(state.step),
                 static_cast<long long>(args.steps));
@@ -232,9 +253,9 @@ int run_training(const Args& args) {
                 state.best_val_loss, static_cast<long long>(state.best_step), state.seconds_to_best,
                 facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0);
   }
-  if (args.sample > 0) print_sample(args, *model, precision);
+  if (args.sample > 0 && distributed.is_main()) print_sample(args, *model, precision);
   if (!args.summary_json.empty()) {
-    gpt::write_summary(args, corpus, state, facts);
+    distributed.on_main("write " + args.summary_json, [&] { gpt::write_summary(args, corpus, state, facts, peaks); });
     std::printf("summary written to %s\n", args.summary_json.c_str());
   }
   return 0;

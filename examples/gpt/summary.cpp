@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <memgrad/memory/snapshot.h>
+#include "examples/common/memory_report.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
 
@@ -50,11 +51,14 @@ void write_setup(mg::JsonWriter& json, const Args& args, const TextCorpus& corpu
       .key("checkpoint").value(args.checkpoint);
 }
 
-void write_summary(const Args& args, const TextCorpus& corpus, const RunState& state, const SessionFacts& facts) {
+void write_summary(const Args& args, const TextCorpus& corpus, const RunState& state, const SessionFacts& facts,
+                   const std::vector<mg::memory::Snapshot>& peaks) {
   mg::JsonWriter json;
   json.begin_object();
   write_setup(json, args, corpus, args.batch_size);
-  json.key("schedule").value("warmup_cosine")
+  json.key("ranks").value(facts.ranks)
+      .key("zero").value(args.zero)
+      .key("schedule").value("warmup_cosine")
       .key("lr").value(args.lr)
       .key("warmup_steps").value(warmup_steps(args))
       .key("total_steps").value(state.total_steps)
@@ -77,6 +81,7 @@ void write_summary(const Args& args, const TextCorpus& corpus, const RunState& s
   write_array(json, "train_loss_per_eval", state.train_losses);
   json.key("parameters").value(facts.parameters).key("memory");
   mg::memory::write_json(json, mg::memory::snapshot(args.device));
+  examples::write_peaks_by_rank(json, peaks);
   json.end_object();
   examples::write_file_atomically(args.summary_json, json.str());
 }

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <memgrad/io/json.h>
+#include <memgrad/memory/snapshot.h>
 #include "examples/gpt/args.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/data.h"
@@ -15,9 +17,10 @@ namespace gpt {
 // What this invocation measured, beside the run's state (which spans resumed runs).
 struct SessionFacts {
   int64_t parameters = 0;
+  int64_t ranks = 1;         // data-parallel ranks (1: one process)
   int64_t resumed_from = 0;  // steps done before this invocation
   double train_seconds = 0;  // training steps only (no estimates), this invocation
-  int64_t train_tokens = 0;  // this invocation
+  int64_t train_tokens = 0;  // this invocation, over all ranks
 };
 
 // Model, data and training set-up, as a summary and a prediction both begin.
@@ -25,6 +28,8 @@ void write_setup(mg::JsonWriter& json, const Args& args, const TextCorpus& corpu
 
 // The whole summary, written atomically to args.summary_json. val_loss and train_loss are
 // the last estimate's (null before the first).
-void write_summary(const Args& args, const TextCorpus& corpus, const RunState& state, const SessionFacts& facts);
+// `peaks`: every rank's (examples::DistributedRun::peaks_by_rank), as "memory_per_rank".
+void write_summary(const Args& args, const TextCorpus& corpus, const RunState& state, const SessionFacts& facts,
+                   const std::vector<mg::memory::Snapshot>& peaks);
 
 }  // namespace gpt

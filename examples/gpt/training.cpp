@@ -1,6 +1,8 @@
 // examples/gpt/training.cpp — the language model's training step and loss estimate.
 #include "examples/gpt/training.h"
 
+#include <optional>
+
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/grad_mode.h>
 #include <memgrad/core/factory.h>
@@ -13,17 +15,22 @@
 namespace gpt {
 namespace {
 
-// The cross-entropy of every position's prediction of the next byte.
-mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch) {
+// The cross-entropy of every position's prediction of the next byte (through `ddp` when
+// given, so that its backward averages the gradients over the ranks).
+mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch,
+                          mg::distributed::DistributedDataParallel* ddp = nullptr) {
+  if (ddp != nullptr) return ddp->call([&] { return model.loss(batch.inputs, batch.targets); });
   return model.loss(batch.inputs, batch.targets);
 }
 
 }  // namespace
 
-mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) {
-  return mg::optim::AdamW(mg::optim::weight_decay_groups(
-      model, mg::optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr) {
+  return mg::optim::weight_decay_groups(
+      model, mg::optim::AdamWOptions{.lr = lr, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1});
 }
+
+mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) { return mg::optim::AdamW(adamw_groups(model, lr)); }
 
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                           const std::function<TokenBatch()>& next_batch, const StepPlan& plan) {
@@ -31,12 +38,16 @@ mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, e
   mg::Tensor step_loss;
   for (int64_t micro_batch = 0; micro_batch < plan.accum; ++micro_batch) {
     const TokenBatch batch = next_batch();
+    // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
+    // guard spans both.
+    std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
+    if (plan.ddp != nullptr && micro_batch + 1 < plan.accum) local_only.emplace(*plan.ddp);
     mg::Tensor loss;
     {
       examples::AutocastRegion autocast(precision);
       // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
       mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-      loss = next_byte_loss(model, batch);
+      loss = next_byte_loss(model, batch, plan.ddp);
     }
     examples::backward_micro_batch(precision.scale(loss), plan.accum);
     step_loss = micro_batch == 0 ? loss.detach() : step_loss + loss.detach();
@@ -69,17 +80,25 @@ mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examp
 }
 
 mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& precision,
-                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed) {
+                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed,
+                         const examples::DistributedRun* distributed) {
   mg::NoGradGuard no_grad;
   const examples::AutocastRegion autocast(precision);
   model.eval();
   mg::Generator windows(seed);
+  const int rank = distributed != nullptr ? distributed->rank() : 0;
+  const int ranks = distributed != nullptr ? distributed->size() : 1;
   mg::Tensor total = mg::zeros({}, {.dtype = mg::DType::Float64, .device = precision.device()});
   for (int64_t i = 0; i < iters; ++i) {
+    if (i % ranks != rank) {  // another rank's batch: drawn (on the host) only to keep the windows in step
+      random_windows(bytes, batch_size, model.options().block_size, windows, mg::Device::cpu());
+      continue;
+    }
     total = total + next_byte_loss(model, random_windows(bytes, batch_size, model.options().block_size, windows,
                                                           precision.device()));
   }
   model.train();
+  if (distributed != nullptr && distributed->active()) distributed->group()->all_reduce(total)->wait();
   return total * (1.0 / static_cast<double>(iters));
 }
 

@@ -10,6 +10,13 @@
 //              every estimate, so that a lower estimate means a better model, not
 //              luckier windows
 //
+// Data-parallel (examples/common/distributed_run.h): the step's losses go through the
+// run's DDP (ddp->call around GPT::loss), every micro-batch but the last under no_sync,
+// so one all-reduce per step averages the accumulated gradients; each rank draws its own
+// windows (its own generator). The estimate's batches are shared out among the ranks
+// (rank r computes batches r, r + ranks, ... of the same windows) and summed over them:
+// every rank gets the same estimate as one process would.
+//
 // Nothing here reads a value back to the host; the caller decides when to (the loss
 // tensors stay on the device).
 #pragma once
@@ -21,6 +28,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/random.h>
 #include <memgrad/core/tensor.h>
+#include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/gpt/data.h"
@@ -35,12 +43,17 @@ struct StepPlan {
   int64_t batch_size = 1;  // windows per micro-batch
   int64_t accum = 1;       // micro-batches per step
   double clip_norm = 1.0;
+  // Data-parallel: the model's DDP (losses through ddp->call, no_sync but for the last
+  // micro-batch); nullptr: one process.
+  mg::distributed::DistributedDataParallel* ddp = nullptr;
 };
 
 // AdamW as nanoGPT's character-level model: betas 0.9 / 0.99, weight decay 0.1 on the
 // matrices (optim/param_groups.h), none on biases and LayerNorms; training and the bench
 // step alike.
 mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr);
+// Its parameter groups and options (for ZeRO-1, which builds the AdamW of its shards).
+std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr);
 
 // One optimizer step over plan.accum micro-batches, each next_batch()'s: no scheduler
 // step. Returns the step's mean loss (over its micro-batches) as a 0-d float32 tensor on
@@ -58,8 +71,10 @@ mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examp
 
 // The mean loss of `iters` batches of `batch_size` windows of `bytes`, drawn from a
 // generator seeded with `seed`, as a 0-d float64 tensor on the device; leaves the model
-// in training mode.
+// in training mode. With `distributed`, each rank computes its share of the batches and
+// every rank returns the mean over all of them (a collective).
 mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& precision,
-                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed);
+                         const std::vector<uint8_t>& bytes, int64_t iters, int64_t batch_size, uint64_t seed,
+                         const examples::DistributedRun* distributed = nullptr);
 
 }  // namespace gpt

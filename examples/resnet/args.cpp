@@ -3,6 +3,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
@@ -55,8 +56,11 @@ Args parse_args(int argc, char** argv) {
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+      {"--distributed", [&] { args.distributed = true; }},
+      {"--zero", [&] { args.zero = true; }},
   };
   examples::parse_flags(argc, argv, flags, switches);
+  args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   if (!args.bench && model_given && args.model != "resnet18") {
@@ -73,6 +77,12 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume and --memory-timeline "
                      "do not go with them");
   }
+  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
+  examples::refuse_distributed(args.distributed, args.bench, "--bench", "it times the step of one process");
+  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
+                               "the gradients' all-reduce is started from the host and cannot be captured");
+  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
+                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
   return args;
 }
 
@@ -89,7 +99,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
 
   --data DIR               MNIST-format folder (default /usr/share/datasets/fashion-mnist)
   --epochs N               passes over the training set (default 15)
-  --batch N                samples per batch (default 256)
+  --batch N                samples per batch, per rank when distributed (default 256)
   --accum N                accumulate the gradients of N batches of --batch samples
                            before each optimizer step (the loss of each scaled by 1/N):
                            steps of N x --batch samples at the activation memory of one
@@ -116,7 +126,8 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            progress to FILE (one safetensors file, written atomically)
   --resume FILE            continue the run saved in FILE exactly where it stopped (give
                            the same --epochs, --batch, --accum, --lr, --limit and
-                           --augment)
+                           --augment; on another number of ranks, the same global batch:
+                           ranks x --batch)
   --stop-after N           end after epoch N of the --epochs the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
@@ -134,7 +145,8 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --cuda-graph             with --bench: capture the step once as a CUDA graph
                            (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
                            training: as below
-)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + R"(  --help                   show this text
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +
+         examples::distributed_usage(/*with_zero=*/true) + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):
 )" + examples::prediction_usage();

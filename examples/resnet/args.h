@@ -16,7 +16,7 @@ struct Args {
   std::string model = "resnet18";  // --bench only: resnet18 (3x32x32) or resnet50 (3x224x224)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 15;
-  int64_t batch_size = 256;  // samples per micro-batch when accumulating
+  int64_t batch_size = 256;  // samples per micro-batch (per rank when distributed)
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
   bool checkpoint = false;   // gradient checkpointing of layer1..layer4
   bool cuda_graph = false;   // capture the step once as a CUDA graph and replay it
@@ -36,6 +36,9 @@ struct Args {
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool detect_anomaly = false;       // --detect-anomaly: train (or --bench) under autograd's anomaly mode
+  // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
+  bool distributed = false;
+  bool zero = false;           // --zero: ZeRO-1 (SGD's momentum sharded over the ranks)
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

@@ -1,6 +1,9 @@
 // examples/resnet/main.cpp — trains ResNet-18 on Fashion-MNIST and reports accuracy, time
 // to the best accuracy and where the memory went; `--bench` times training steps on
-// synthetic data instead (bench.cpp).
+// synthetic data instead (bench.cpp). Under mpirun (or --distributed) it trains
+// data-parallel (examples/common/distributed_run.h): each rank on its shard of the
+// training set, batch norm normalising each rank's own batch (no SyncBatchNorm, as
+// PyTorch's DDP by default), the accuracy over the whole test set.
 //
 // NOTE: the model takes one input channel: Fashion-MNIST is grayscale, and copying it into
 // three channels would triple the first convolution's input and the batches' memory
@@ -29,7 +32,9 @@
 #include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/memory_prediction.h"
+#include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/summary.h"
@@ -56,18 +61,21 @@ double seconds_since(Clock::time_point start) {
 
 // Pads (and with --augment, crops and flips) a host batch, then moves it to the device.
 // NOTE: the augmentation's engine is seeded from (seed, epoch), so a resumed run draws
-// the same crops and flips as an uninterrupted one.
+// the same crops and flips as an uninterrupted one; and from the rank on ranks other than
+// 0 (rank 0 draws what one process draws), so ranks crop and flip independently.
 class BatchPreparer {
  public:
-  BatchPreparer(const Args& args, float black) : args_(args) {
+  BatchPreparer(const Args& args, float black, int rank = 0) : args_(args), rank_(rank) {
     options_.size = kImageSize;
     options_.fill = black;
   }
   void start_epoch(int64_t epoch, bool augment) {
     options_.crop_padding = augment ? 4 : 0;
     options_.horizontal_flip = augment;
-    std::seed_seq seeds{static_cast<uint32_t>(args_.seed), static_cast<uint32_t>(args_.seed >> 32),
-                        static_cast<uint32_t>(epoch)};
+    std::vector<uint32_t> keys = {static_cast<uint32_t>(args_.seed), static_cast<uint32_t>(args_.seed >> 32),
+                                  static_cast<uint32_t>(epoch)};
+    if (rank_ > 0) keys.push_back(static_cast<uint32_t>(rank_));
+    std::seed_seq seeds(keys.begin(), keys.end());
     engine_.seed(seeds);
   }
   mg::data::Batch operator()(const mg::data::Batch& batch) {
@@ -87,6 +95,7 @@ class BatchPreparer {
 
  private:
   const Args& args_;
+  int rank_;
   mg::data::AugmentOptions options_;
   std::mt19937_64 engine_;
 };
@@ -113,11 +122,14 @@ void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
       .key("checkpoint").value(args.checkpoint);
 }
 
-void write_summary(const Args& args, const RunProgress& progress, const SessionFacts& facts) {
+void write_summary(const Args& args, const RunProgress& progress, const SessionFacts& facts,
+                   const examples::DistributedRun& run, const std::vector<mg::memory::Snapshot>& peaks) {
   mg::JsonWriter json;
   json.begin_object();
   write_setup(json, args, args.batch_size);
-  json.key("schedule").value("onecycle")
+  json.key("ranks").value(static_cast<int64_t>(run.size()))
+      .key("zero").value(args.zero)
+      .key("schedule").value("onecycle")
       .key("lr").value(args.lr)
       .key("augment").value(args.augment)
       .key("epochs").value(args.epochs)
@@ -137,6 +149,7 @@ void write_summary(const Args& args, const RunProgress& progress, const SessionF
       .key("parameters").value(facts.parameters)
       .key("memory");
   mg::memory::write_json(json, mg::memory::snapshot(args.device));
+  examples::write_peaks_by_rank(json, peaks);
   json.end_object();
   examples::write_file_atomically(args.summary_json, json.str());
 }
@@ -158,11 +171,14 @@ mg::optim::SGDOptions sgd_options(const Args& args) {
   return {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true};
 }
 
-int run_training(const Args& args) {
+int run_training(const Args& command_line) {
+  examples::DistributedRun distributed = examples::DistributedRun::start(command_line.distributed, command_line.device);
+  Args args = command_line;
+  args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
-  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device);
-  mg::manual_seed(args.seed);
+  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
+  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  mg::manual_seed(distributed.rank_seed(args.seed));
 
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
   const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
@@ -173,28 +189,39 @@ int run_training(const Args& args) {
   // Batches are built on the host (augmentation runs there); on a GPU a background thread
   // builds them two ahead.
   const int prefetch = args.device.is_cuda() ? 2 : 0;
+  // Each rank its shard of the training set; the test samples (about --limit of them)
+  // shared out among the ranks, each evaluated once.
   mg::data::DataLoader train_loader(
-      train_set, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .prefetch = prefetch});
-  mg::data::DataLoader test_loader(test_set, {.batch_size = args.batch_size, .prefetch = prefetch});
+      train_set, distributed.training_shard(
+                     {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .prefetch = prefetch},
+                     train_set.size()));
+  mg::data::DataLoader test_loader(
+      test_set, distributed.evaluation_shard({.batch_size = args.batch_size, .prefetch = prefetch},
+                                             distributed.limited_samples(test_set.size(), args.batch_size, args.limit)));
   const mg::data::Normalization& normalization = train_set.normalization();
-  BatchPreparer prepare(args, static_cast<float>(-normalization.mean / normalization.std));
+  BatchPreparer prepare(args, static_cast<float>(-normalization.mean / normalization.std), distributed.rank());
 
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   std::shared_ptr<mg::nn::ResNet> model = build_model(args, classes, args.device);
-  mg::optim::SGD optimizer(model->parameters(), sgd_options(args));
+  std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
+  std::unique_ptr<mg::optim::Optimizer> optimizer =
+      distributed.make_optimizer<mg::optim::SGD>(trained->parameters(), sgd_options(args), args.zero);
   examples::MixedPrecision precision(args.amp, args.device);
-  const int64_t train_batches = examples::batches_per_epoch(train_loader, args.batch_size, args.limit);
-  const int64_t test_batches = examples::batches_per_epoch(test_loader, args.batch_size, args.limit);
+  // NOTE: --limit counts samples over all ranks, in global batches; with the same global
+  // batch, an epoch has the same steps on any number of ranks.
+  const int64_t train_batches =
+      examples::batches_per_epoch(train_loader, args.batch_size * distributed.size(), args.limit);
   const int64_t train_steps = examples::optimizer_steps(train_batches, args.accum);
-  mg::optim::OneCycleLR scheduler(optimizer, args.lr, args.epochs * train_steps);
+  mg::optim::OneCycleLR scheduler(*optimizer, args.lr, args.epochs * train_steps);
 
   RunProgress progress;
   progress.total_steps = args.epochs * train_steps;
   if (!args.resume_path.empty()) {
-    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, optimizer, precision);
+    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, *optimizer, precision);
     MG_CHECK(progress.total_steps == args.epochs * train_steps, "checkpoint '", args.resume_path,
              "' belongs to a run of ", progress.total_steps, " steps, but this one has ", args.epochs, " epochs of ",
-             train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with.");
+             train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with "
+             "(on another number of ranks, the same global batch: ranks x --batch).");
     MG_CHECK(progress.epochs_done <= args.epochs, "checkpoint '", args.resume_path, "' is past the run's end.");
     // The schedule and the shuffling are closed forms of the step and the epoch: replaying
     // their counters puts both exactly where the saved run was.
@@ -202,7 +229,7 @@ int run_training(const Args& args) {
     for (int64_t i = 0; i < progress.epochs_done; ++i) train_loader.reset();
   }
   SessionFacts facts{.parameters = model->num_parameters(),
-                     .samples_per_epoch = std::min(train_batches * args.batch_size, train_set.size()),
+                     .samples_per_epoch = std::min(train_batches * args.batch_size * distributed.size(), train_set.size()),
                      .resumed_from = progress.epochs_done};
   std::printf("%s on %s: %lld training and %lld test images of %lldx%lld padded to %lldx%lld, %lld classes%s\n",
               kModelName.c_str(), args.data_dir.c_str(), static_cast<long long>(train_set.size()),
@@ -210,9 +237,11 @@ int run_training(const Args& args) {
               static_cast<long long>(image_shape[1]), static_cast<long long>(kImageSize),
               static_cast<long long>(kImageSize), static_cast<long long>(classes),
               args.augment ? ", random crops and flips" : "");
-  std::printf("%lld parameters; SGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s%s, "
+  std::printf("%lld parameters; %sSGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s%s%s, "
               "%lld epochs of %lld steps, on %s%s\n",
-              static_cast<long long>(facts.parameters), args.lr, static_cast<long long>(args.batch_size),
+              static_cast<long long>(facts.parameters), args.zero ? "ZeRO-1 " : "", args.lr,
+              static_cast<long long>(args.batch_size),
+              distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
               args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
@@ -228,7 +257,7 @@ int run_training(const Args& args) {
     const Clock::time_point start = Clock::now();
     prepare.start_epoch(epoch, args.augment);
     const examples::EpochResult result = examples::train_epoch(
-        *model, optimizer, train_loader, args.device,
+        *trained, *optimizer, train_loader, args.device,
         {.epoch = epoch,
          .epochs = args.epochs,
          .max_batches = train_batches,
@@ -237,12 +266,13 @@ int run_training(const Args& args) {
          .precision = &precision,
          .transform = std::ref(prepare),
          .memory_timeline = &memory_timeline,
-         .graph = graph ? &*graph : nullptr});
+         .graph = graph ? &*graph : nullptr,
+         .distributed = &distributed});
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;
     prepare.start_epoch(epoch, /*augment=*/false);
-    const double accuracy = examples::evaluate(*model, test_loader, args.device, std::ref(prepare), test_batches,
-                                                 &precision);
+    const double accuracy = examples::evaluate(*model, test_loader, args.device, std::ref(prepare),
+                                               /*max_batches=*/0, &precision, &distributed);
     const double seconds = seconds_since(start);
 
     progress.epochs_done = epoch + 1;
@@ -258,23 +288,31 @@ int run_training(const Args& args) {
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, lr %.4g, %.1f s (%.0f samples/s)\n",
                 static_cast<long long>(epoch + 1), result.mean_loss, 100.0 * accuracy, scheduler.last_lr(), seconds,
                 result.samples / seconds_since(start));
-    if (!args.save_path.empty()) resnet::save_checkpoint(args.save_path, kModelName, *model, mg::optim::state_dict(optimizer), precision, progress);
+    if (!args.save_path.empty()) {
+      // NOTE: every rank takes part (ZeRO-1 consolidates its state on rank 0), rank 0 writes.
+      const std::optional<mg::optim::OptimizerStateDict> optimizer_state = examples::checkpoint_state(*optimizer);
+      distributed.on_main("write the checkpoint " + args.save_path, [&] {
+        resnet::save_checkpoint(args.save_path, kModelName, *model, *optimizer_state, precision, progress);
+      });
+    }
     std::fflush(stdout);
   }
   memory_timeline.finish();
 
-  std::printf(
-      "\nMemory on %s by category: PARAMETER = weights, biases and BatchNorm statistics, GRADIENT = their "
-      ".grad, OPTIMIZER_STATE = SGD's momentum buffers, ACTIVATION = tensors saved for backward, INPUT = "
-      "dataset and batches, TEMPORARY = intermediate results, WORKSPACE = library scratch space.\n%s\n",
-      args.device.str().c_str(), mg::memory::report(args.device).c_str());
+  examples::print_memory_report(
+      stdout, args.device,
+      {.parameter = "weights, biases and BatchNorm statistics",
+       .optimizer_state = std::string("SGD's momentum buffers") + (args.zero ? " (this rank's shard)" : ""),
+       .input = "dataset and batches"});
+  const std::vector<mg::memory::Snapshot> peaks = distributed.peaks_by_rank();  // every rank joins
+  if (distributed.active()) examples::print_peaks_by_rank(stdout, peaks);
   std::printf("%s: test accuracy %.2f%% after %lld of %lld epochs; best %.2f%% (epoch %lld, %.1f s into the run)\n",
               kModelName.c_str(), 100.0 * (progress.test_accuracy.empty() ? 0.0 : progress.test_accuracy.back()),
               static_cast<long long>(progress.epochs_done), static_cast<long long>(args.epochs),
               100.0 * progress.best_accuracy,
               static_cast<long long>(progress.best_epoch), progress.seconds_to_best);
   if (!args.summary_json.empty()) {
-    write_summary(args, progress, facts);
+    distributed.on_main("write " + args.summary_json, [&] { write_summary(args, progress, facts, distributed, peaks); });
     std::printf("summary written to %s\n", args.summary_json.c_str());
   }
   return 0;
