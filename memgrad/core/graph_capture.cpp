@@ -11,12 +11,12 @@ namespace mg {
 
 namespace {
 thread_local GraphCaptureScope* capture = nullptr;  // the thread's capture, if any
-thread_local bool warming_up = false;
+thread_local GraphWarmupScope* warmup = nullptr;    // the thread's warm-up, if any
 }  // namespace
 
 bool graph_capture_underway() { return capture != nullptr; }
 
-bool graph_warmup_underway() { return warming_up; }
+bool graph_warmup_underway() { return warmup != nullptr; }
 
 void refuse_during_graph_capture(std::string_view operation, std::string_view hint) {
   if (capture == nullptr) return;
@@ -26,54 +26,70 @@ void refuse_during_graph_capture(std::string_view operation, std::string_view hi
               "draw on host state. Hint: " + std::string(hint));
 }
 
-GraphCaptureScope::GraphCaptureScope() {
-  MG_CHECK(capture == nullptr, "a CUDA graph capture is already underway on this thread. Hint: capture one "
-           "step at a time; a CapturedStep cannot be made inside another's step.");
+GraphWarmupScope::GraphWarmupScope() {
+  MG_CHECK(warmup == nullptr && capture == nullptr, "a CUDA graph warm-up or capture is already underway on this "
+           "thread. Hint: a CapturedStep cannot be made inside another's step.");
+  warmup = this;
+}
+
+GraphWarmupScope::~GraphWarmupScope() { warmup = nullptr; }
+
+void warmup_draw(Generator& generator, Device consumer) {
+  MG_ASSERT(warmup != nullptr && consumer.is_cuda(), "warmup_draw outside a warm-up or for ", consumer);
+  for (const RandomBase& known : warmup->bases_) {
+    if (known.generator != &generator) continue;
+    MG_CHECK(known.base_on_device.device() == consumer, "one generator drew for kernels on ",
+             known.base_on_device.device(), " and on ", consumer, " in one CUDA graph's step. Hint: give each "
+             "device's random ops their own Generator.");
+    return;
+  }
+  warmup->bases_.push_back({&generator, empty({2}, {.dtype = DType::Int64, .device = consumer})});
+}
+
+GraphCaptureScope::GraphCaptureScope(std::vector<RandomBase> bases) {
+  MG_CHECK(capture == nullptr && warmup == nullptr, "a CUDA graph capture or warm-up is already underway on this "
+           "thread. Hint: capture one step at a time; a CapturedStep cannot be made inside another's step.");
+  for (RandomBase& base : bases) draws_.push_back({std::move(base), std::nullopt});
   capture = this;
 }
 
 GraphCaptureScope::~GraphCaptureScope() {
   capture = nullptr;
-  for (const Draws& drawn : draws_) drawn.generator->set_state({drawn.generator->state().seed, drawn.first_offset});
+  for (const Draws& drawn : draws_) {
+    if (!drawn.first_offset) continue;
+    Generator& generator = *drawn.base.generator;
+    generator.set_state({generator.state().seed, *drawn.first_offset});
+  }
 }
 
 std::vector<CapturedDraws> GraphCaptureScope::draws() const {
   std::vector<CapturedDraws> result;
   for (const Draws& drawn : draws_) {
-    result.push_back({drawn.generator, drawn.base_on_device, drawn.generator->state().offset - drawn.first_offset});
+    if (!drawn.first_offset) continue;
+    result.push_back({drawn.base.generator, drawn.base.base_on_device,
+                      drawn.base.generator->state().offset - *drawn.first_offset});
   }
   return result;
 }
 
 PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer) {
-  MG_ASSERT(capture != nullptr, "captured_draw outside a capture");
-  MG_ASSERT(consumer.is_cuda(), "captured_draw for ", consumer, ": Generator::reserve refuses it first");
+  MG_ASSERT(capture != nullptr && consumer.is_cuda(), "captured_draw outside a capture or for ", consumer);
   GraphCaptureScope::Draws* drawn = nullptr;
   for (GraphCaptureScope::Draws& candidate : capture->draws_) {
-    if (candidate.generator == &generator) drawn = &candidate;
+    if (candidate.base.generator == &generator) drawn = &candidate;
   }
-  if (drawn == nullptr) {
-    // Allocated inside the capture, so from the graph's private pool: it lives as long
-    // as the graph, which keeps it in its CapturedDraws.
-    capture->draws_.push_back({&generator, start.offset, empty({2}, {.dtype = DType::Int64, .device = consumer})});
-    drawn = &capture->draws_.back();
-  }
-  MG_CHECK(start.offset >= drawn->first_offset, "a generator was set back, during CUDA graph capture, to before "
-           "the capture's first draw from it (offset ", start.offset, " < ", drawn->first_offset,
-           "). Hint: restore generator states only to states taken inside the captured step.");
-  MG_CHECK(drawn->base_on_device.device() == consumer, "one generator drew for kernels on ",
-           drawn->base_on_device.device(), " and on ", consumer, " in one CUDA graph capture. Hint: give each "
+  MG_CHECK(drawn != nullptr, "a random draw for ", consumer, " during CUDA graph capture, from a generator the "
+           "warm-up never drew from. Hint: the captured step must draw from the same generators as its warm-up "
+           "steps (the warm-up makes the device words each replay's seed and offset go to).");
+  MG_CHECK(drawn->base.base_on_device.device() == consumer, "one generator drew for kernels on ",
+           drawn->base.base_on_device.device(), " and on ", consumer, " in one CUDA graph's step. Hint: give each "
            "device's random ops their own Generator.");
-  return {start.seed, start.offset - drawn->first_offset,
-          static_cast<const uint64_t*>(drawn->base_on_device.raw_data())};
+  if (!drawn->first_offset) drawn->first_offset = start.offset;
+  MG_CHECK(start.offset >= *drawn->first_offset, "a generator was set back, during CUDA graph capture, to before "
+           "the capture's first draw from it (offset ", start.offset, " < ", *drawn->first_offset,
+           "). Hint: restore generator states only to states taken inside the captured step.");
+  return {start.seed, start.offset - *drawn->first_offset,
+          static_cast<const uint64_t*>(drawn->base.base_on_device.raw_data())};
 }
-
-GraphWarmupScope::GraphWarmupScope() {
-  MG_CHECK(!warming_up && capture == nullptr, "a CUDA graph warm-up or capture is already underway on this thread. "
-           "Hint: a CapturedStep cannot be made inside another's step.");
-  warming_up = true;
-}
-
-GraphWarmupScope::~GraphWarmupScope() { warming_up = false; }
 
 }  // namespace mg

@@ -12,6 +12,7 @@
 // operation instead, while the capture can still be abandoned cleanly.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -22,11 +23,20 @@ namespace mg {
 
 class Generator;
 
-// One generator's random draws in a capture. The captured kernels read {seed, base offset}
-// from `base_on_device` (two uint64 words) and add their offset relative to the capture's
-// first draw (PhiloxState::captured_base). Before each replay, CapturedStep reserves
-// `blocks` from the generator and writes them there, so replays draw what eager steps
-// would, and a manual_seed between replays reaches them.
+// A generator the warm-up drew from for CUDA kernels, and the two uint64 device words
+// ({seed, base offset}) its captured draws will read (PhiloxState::captured_base). Made
+// during the warm-up, outside the graph's pool: words written between replays must not
+// share memory with blocks the captured step itself frees and reuses.
+struct RandomBase {
+  Generator* generator;
+  Tensor base_on_device;
+};
+
+// One generator's random draws in a capture. The captured kernels add their offset,
+// relative to the capture's first draw from the generator, to the base in
+// `base_on_device`. Before each replay, CapturedStep reserves `blocks` from the generator
+// and writes {seed, offset} there, so replays draw what eager steps would, and a
+// manual_seed between replays reaches them.
 struct CapturedDraws {
   Generator* generator;
   Tensor base_on_device;
@@ -44,41 +54,53 @@ bool graph_warmup_underway();
 // says what to do instead. Costs one thread-local read otherwise.
 void refuse_during_graph_capture(std::string_view operation, std::string_view hint);
 
-// Marks the calling thread as capturing (GraphCaptureScope) or warming up
-// (GraphWarmupScope) for the scope's lifetime: CapturedStep's own markers.
-// A capture's draws never happen on the host: when the scope ends, each generator drawn
-// from is set back to where the capture found it (so the first replay draws what the next
-// eager step would have).
-class GraphCaptureScope {
- public:
-  GraphCaptureScope();
-  ~GraphCaptureScope();
-  GraphCaptureScope(const GraphCaptureScope&) = delete;
-  GraphCaptureScope& operator=(const GraphCaptureScope&) = delete;
-
-  // The draws the capture made so far, one entry per generator (call once, at its end).
-  std::vector<CapturedDraws> draws() const;
-
- private:
-  struct Draws {
-    Generator* generator;
-    uint64_t first_offset;  // the generator's offset at its first draw in the capture
-    Tensor base_on_device;
-  };
-  friend PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
-  std::vector<Draws> draws_;
-};
-
-// Generator::reserve's side of a capture: `start` is what the generator reserved on the
-// host for a CUDA kernel; returns it as that kernel, on `consumer`, must see it (see
-// CapturedDraws).
-PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
+// Marks the calling thread as warming up (GraphWarmupScope) or capturing
+// (GraphCaptureScope) for the scope's lifetime: CapturedStep's own markers.
+//
+// A warm-up also notes every generator drawn from for a CUDA kernel and makes its
+// RandomBase (warmup_draw). A capture takes those: its draws from them become relative
+// (captured_draw), and a draw from any other generator is an mg::Error. A capture's
+// draws never happen on the host: when the scope ends, each generator drawn from is set
+// back to where the capture found it (so the first replay draws what the next eager step
+// would have).
 class GraphWarmupScope {
  public:
   GraphWarmupScope();
   ~GraphWarmupScope();
   GraphWarmupScope(const GraphWarmupScope&) = delete;
   GraphWarmupScope& operator=(const GraphWarmupScope&) = delete;
+
+  // The generators drawn from so far, each once.
+  std::vector<RandomBase> random_bases() const { return bases_; }
+
+ private:
+  friend void warmup_draw(Generator& generator, Device consumer);
+  std::vector<RandomBase> bases_;
 };
+
+class GraphCaptureScope {
+ public:
+  explicit GraphCaptureScope(std::vector<RandomBase> bases = {});
+  ~GraphCaptureScope();
+  GraphCaptureScope(const GraphCaptureScope&) = delete;
+  GraphCaptureScope& operator=(const GraphCaptureScope&) = delete;
+
+  // The draws the capture made so far, one entry per generator drawn from.
+  std::vector<CapturedDraws> draws() const;
+
+ private:
+  struct Draws {
+    RandomBase base;
+    std::optional<uint64_t> first_offset;  // the generator's offset at its first draw in the capture
+  };
+  friend PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
+  std::vector<Draws> draws_;
+};
+
+// Generator::reserve's side of a warm-up (for a CUDA consumer) and of a capture: `start`
+// is what the generator reserved on the host for a CUDA kernel; captured_draw returns it
+// as that kernel, on `consumer`, must see it (see CapturedDraws).
+void warmup_draw(Generator& generator, Device consumer);
+PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consumer);
 
 }  // namespace mg

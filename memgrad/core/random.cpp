@@ -23,6 +23,7 @@ PhiloxState Generator::reserve(int64_t numel, Device consumer) {
     start = {seed_, offset_};
     offset_ += static_cast<uint64_t>(numel);
   }
+  if (graph_warmup_underway() && consumer.is_cuda()) warmup_draw(*this, consumer);
   return graph_capture_underway() ? captured_draw(*this, start, consumer) : start;
 }
 

@@ -8,10 +8,10 @@
 
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
-#include "memgrad/core/factory.h"
 #include "memgrad/core/graph_capture.h"
 #include "memgrad/core/random.h"
 #include "memgrad/cuda/check.h"
+#include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda {
@@ -82,17 +82,19 @@ CapturedStep::CapturedStep(std::function<void()> step, CaptureOptions options) {
   g.pool = partner != nullptr ? partner->pool : std::make_shared<PoolLease>(allocator);
   const Stream caller = Stream::current(options.device);
   Graph::order_after(caller, *g.stream);
+  std::vector<RandomBase> random_bases;  // the generators the step draws from, for CUDA kernels
   {
     GraphWarmupScope warming_up;
     StreamGuard on_side(*g.stream);
     for (int i = 0; i < options.warmup_steps; ++i) step();
+    random_bases = warming_up.random_bases();
   }
   g.stream->synchronize();  // the warm-up's frees are complete; nothing pending enters the capture
 
   allocator.begin_allocate_to_pool(g.pool->id, g.stream->id());
   MG_CUDA_CHECK(cudaStreamBeginCapture(g.stream->handle(), cudaStreamCaptureModeThreadLocal));
   try {
-    GraphCaptureScope capturing;
+    GraphCaptureScope capturing(std::move(random_bases));
     StreamGuard on_side(*g.stream);
     step();
     g.draws = capturing.draws();
@@ -125,9 +127,7 @@ void CapturedStep::replay() {
   {
     StreamGuard on_graph_stream(*g.stream);
     for (const CapturedDraws& drawn : g.draws) {
-      const PhiloxState base = drawn.generator->reserve(static_cast<int64_t>(drawn.blocks), g.device);
-      drawn.base_on_device.copy_(
-          from_vector<int64_t>({static_cast<int64_t>(base.seed), static_cast<int64_t>(base.offset)}, {2}));
+      write_philox_base(drawn.base_on_device, drawn.generator->reserve(static_cast<int64_t>(drawn.blocks), g.device));
     }
   }
   MG_CUDA_CHECK(cudaGraphLaunch(g.executable, g.stream->handle()));

@@ -54,6 +54,20 @@ std::shared_ptr<ProcessGroup> nccl_group(std::chrono::milliseconds timeout = 60s
   return mg::distributed::init_process_group({.backend = Backend::Nccl, .timeout = timeout});
 }
 
+// A group whose communicator has run a collective of each kind the stream tests use:
+// NCCL's first collectives on a communicator may wait for the device while it sets up,
+// which says nothing about how memgrad orders later ones. (On the H200, a fresh
+// communicator's first all_gather behind a held stream returned only once the hold ran
+// out; this warm-up is the suspected cure, checked by these tests.)
+std::shared_ptr<ProcessGroup> warmed_nccl_group(std::chrono::milliseconds timeout = 60s) {
+  const auto group = nccl_group(timeout);
+  const Tensor input = mg::ones({16}, {.device = Device::cuda()});
+  const Tensor output = mg::empty({16}, {.device = Device::cuda()});
+  group->all_gather(output, input)->synchronize();
+  group->barrier()->synchronize();
+  return group;
+}
+
 // A tensor of `count` elements at the start of a buffer twice as long, whose second half
 // holds kSentinel: the second half is what a collective must not touch.
 struct Guarded {
@@ -152,7 +166,7 @@ TEST_CASE("NCCL: reduce_scatter and all_gather, on every dtype", "[cuda][nccl]")
   }
 }
 
-TEST_CASE("NCCL: barrier completes; synchronize waits on the host", "[cuda][nccl]") {
+TEST_CASE("NCCL: barrier completes, and synchronize waits on the host", "[cuda][nccl]") {
   const auto group = nccl_group();
   const auto work = group->barrier();
   work->wait();
@@ -162,7 +176,7 @@ TEST_CASE("NCCL: barrier completes; synchronize waits on the host", "[cuda][nccl
 
 TEST_CASE("NCCL: a collective waits for the caller's stream, and wait() orders it without "
           "blocking the host", "[cuda][nccl][host-sync]") {
-  const auto group = nccl_group();
+  const auto group = warmed_nccl_group();
   mg::cuda::Stream stream(Device::cuda());
   const mg::cuda::StreamGuard current(stream);
   const Tensor output = mg::zeros({256}, {.device = Device::cuda()});
@@ -186,7 +200,7 @@ TEST_CASE("NCCL: a collective waits for the caller's stream, and wait() orders i
 
 TEST_CASE("NCCL: a tensor's memory is not handed out again while NCCL still uses it",
           "[cuda][nccl][host-sync]") {
-  const auto group = nccl_group();
+  const auto group = warmed_nccl_group();
   mg::cuda::Stream stream(Device::cuda());
   const mg::cuda::StreamGuard current(stream);
   std::vector<const void*> used_by_nccl;
@@ -231,7 +245,7 @@ TEST_CASE("NCCL: CPU tensors, tensors of another GPU and bool sums are refused",
 // The child of the next test: a collective held back past the timeout. Hidden ("[.]"):
 // ctest does not run it on its own.
 TEST_CASE("NCCL timeout child", "[.][nccl-timeout-child]") {
-  const auto group = nccl_group(1s);
+  const auto group = warmed_nccl_group(1s);
   mg::cuda::Stream stream(Device::cuda());
   const mg::cuda::StreamGuard current(stream);
   StreamHold hold(stream, 5s);

@@ -117,6 +117,11 @@ __host__ __device__ __forceinline__ T normal_value(PhiloxState rng, int64_t i, d
   return from_compute<T>(fma(std * radius, cos(kTwoPi * u2), mean));
 }
 
+__global__ void write_two_words_kernel(uint64_t* words, uint64_t first, uint64_t second) {
+  words[0] = first;
+  words[1] = second;
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     uniform_kernel(T* out, int64_t count, PhiloxState rng, double low, double high) {
@@ -190,6 +195,15 @@ void fill_normal(const Tensor& destination, double mean, double std, PhiloxState
     normal_kernel<<<config.blocks, config.threads, 0, stream>>>(out, count, rng, mean, std);
     MG_CUDA_CHECK_LAUNCH();
   });
+}
+
+void write_philox_base(const Tensor& words, PhiloxState base) {
+  MG_ASSERT(words.numel() == 2 && words.element_size() == 8 && words.is_contiguous(),
+            "write_philox_base needs two contiguous 8-byte words, got ", words.sizes());
+  DeviceGuard guard(words.device());  // kernels launch on the current device
+  write_two_words_kernel<<<1, 1, 0, current_stream(words.device())>>>(static_cast<uint64_t*>(words.raw_data()),
+                                                                      base.seed, base.offset);
+  MG_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace mg::cuda

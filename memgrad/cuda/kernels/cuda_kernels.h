@@ -15,6 +15,9 @@ void copy(const Tensor& source, const Tensor& destination);
 void fill(const Tensor& destination, double value);
 void fill_uniform(const Tensor& destination, double low, double high, PhiloxState rng);
 void fill_normal(const Tensor& destination, double mean, double std, PhiloxState rng);
+// {base.seed, base.offset} into `words` (two int64 on the device), where a captured step's
+// random kernels read them (cuda/captured_step.h); by kernel argument, so without waiting.
+void write_philox_base(const Tensor& words, PhiloxState base);
 
 // elementwise.cu
 void unary(UnaryOp op, const Tensor& input, const Tensor& output);
