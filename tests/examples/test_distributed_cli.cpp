@@ -1,0 +1,172 @@
+// tests/examples/test_distributed_cli.cpp — the example programs trained data-parallel, as
+// a user runs them: `mpirun -np 2 PROGRAM --distributed ...` on the CPU (MPI). Two ranks of
+// the MNIST MLP end where one process with the global batch ends (same samples per step:
+// the sampler's shards of one shuffle), with and without ZeRO-1, and only rank 0 prints; a
+// ResNet checkpoint written by two ranks resumes in one process; the GPT trains on two ranks
+// with accumulation and ZeRO-1 (each rank's optimizer state halved) and its checkpoint
+// resumes in one process; a flag that cannot work data-parallel is refused.
+//
+// NOTE: float32, so "ends where one process ends" is a tolerance: two ranks average two
+// half-batch gradients where one process averages the whole batch, the same sum in another
+// order (tests/distributed/mpi/test_ddp.cpp checks the gradients themselves in float64).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+
+#include "examples/output_checks.h"
+#include "examples/program_runner.h"
+
+#ifdef MG_MPIEXEC
+
+using Catch::Matchers::Contains;
+using mg_test::json_field;
+using mg_test::json_integer;
+using mg_test::json_number;
+using mg_test::Outcome;
+using mg_test::read_file;
+using mg_test::TempDir;
+using mg_test::write_two_class_split;
+
+namespace {
+
+const std::string kText = MG_SOURCE_DIR "/tests/examples/data/harbour_town.txt";
+
+// `program` with `arguments` on `ranks` ranks under mpirun (as root in CI; oversubscribed on
+// 2 cores; one thread per rank; copies through Open MPI's shared segment, which containers allow).
+Outcome run_ranks(const TempDir& dir, int ranks, const std::string& program, const std::string& arguments) {
+  const std::string out_path = dir.file("stdout.txt"), err_path = dir.file("stderr.txt");
+  const std::string command =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+      "OMPI_MCA_btl_vader_single_copy_mechanism=none " MG_MPIEXEC " -np " + std::to_string(ranks) +
+      " --oversubscribe " MG_BINARY_DIR "/" + program + " " + arguments + " >" + out_path + " 2>" + err_path;
+  const int status = std::system(command.c_str());
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), read_file(out_path), read_file(err_path)};
+}
+
+int count(const std::string& text, const std::string& part) {
+  int found = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++found;
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("mnist on 2 ranks ends where one process with the global batch ends, and only rank 0 prints",
+          "[examples][distributed]") {
+  TempDir dir("distributed-mnist");
+  write_two_class_split(dir, "train", 256, 1);
+  write_two_class_split(dir, "t10k", 64, 2);
+  const std::string optimizer = GENERATE(std::string("--optim sgd"), std::string("--optim adam --zero"));
+  INFO(optimizer);
+  const std::string common = "--data " + dir.path.string() + " --epochs 2 --limit 192 --threads 1 ";
+
+  const Outcome two = run_ranks(dir, 2, "mnist", common + optimizer + " --distributed --batch 16 --summary-json " +
+                                                     dir.file("two.json"));
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  const Outcome one = mg_test::run_program(
+      dir, "mnist", common + (optimizer == "--optim sgd" ? optimizer : "--optim adam") + " --batch 32 --summary-json " +
+                        dir.file("one.json"));
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+
+  // Rank 0 alone prints: one set-up line, one line per epoch, as many progress lines as
+  // one process (6 steps of 32 samples per epoch either way).
+  CHECK(count(two.out, "per rank on 2 ranks over mpi") == 1);
+  CHECK(count(two.out, "epoch 2:") == 1);
+  CHECK(count(two.err, "epoch 1/2") == count(one.err, "epoch 1/2"));
+  CHECK_THAT(two.out, Contains("Peak MiB per rank"));
+  CHECK_THAT(two.out, Contains("COMMUNICATION = "));
+
+  const std::string two_json = read_file(dir.file("two.json"));
+  const std::string one_json = read_file(dir.file("one.json"));
+  CHECK(json_field(two_json, "ranks") == "2");
+  CHECK(json_number(two_json, "final_train_loss") == Approx(json_number(one_json, "final_train_loss")).epsilon(1e-4));
+  CHECK(json_number(two_json, "test_accuracy") == json_number(one_json, "test_accuracy"));
+  // The accuracy counts each of the 64 test samples once (--limit 192 covers them all).
+  CHECK(std::fmod(json_number(two_json, "test_accuracy") * 64, 1.0) == Approx(0.0).margin(1e-9));
+  CHECK_THAT(json_field(two_json, "memory_per_rank"), Contains("\"rank\":0"));
+  CHECK_THAT(two_json, Contains("\"rank\":1"));
+}
+
+TEST_CASE("a resnet checkpoint written by 2 ranks resumes in one process with the same global batch",
+          "[examples][distributed]") {
+  TempDir dir("distributed-resnet");
+  // NOTE: tiny (two steps of 8 images per epoch): ResNet-18 on a CPU is slow.
+  write_two_class_split(dir, "train", 16, 1);
+  write_two_class_split(dir, "t10k", 4, 2);
+  const std::string common = "--data " + dir.path.string() + " --epochs 2 --augment --lr 0.05 --threads 1 ";
+
+  const Outcome first = run_ranks(dir, 2, "resnet", common + "--distributed --batch 4 --stop-after 1 --save " +
+                                                        dir.file("run.safetensors"));
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(count(first.out, "epoch 1:") == 1);
+
+  const Outcome second =
+      mg_test::run_program(dir, "resnet", common + "--batch 8 --resume " + dir.file("run.safetensors"));
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.out, Contains("resumed after epoch 1"));
+  CHECK_THAT(second.out, Contains("epoch 2:"));
+
+  // Another global batch is another schedule: refused, with the hint.
+  const Outcome other = mg_test::run_program(dir, "resnet", common + "--batch 4 --resume " + dir.file("run.safetensors"));
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.err, Contains("the same global batch: ranks x --batch"));
+}
+
+TEST_CASE("gpt trains on 2 ranks with accumulation and ZeRO-1, and its checkpoint resumes in one process",
+          "[examples][distributed]") {
+  TempDir dir("distributed-gpt");
+  const std::string common = "--data " + kText + " --preset tiny --steps 6 --accum 2 --eval-interval 2 --eval-iters 2 ";
+
+  const Outcome two = run_ranks(dir, 2, "gpt", common + "--batch 4 --zero --stop-after 4 --save " +
+                                                   dir.file("run.safetensors") + " --summary-json " + dir.file("two.json"));
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK(count(two.out, "step 4: train loss") == 1);
+  CHECK_THAT(two.out, Contains("ZeRO-1 AdamW"));
+  CHECK(json_field(read_file(dir.file("two.json")), "ranks") == "2");
+
+  const Outcome resumed = mg_test::run_program(dir, "gpt", common + "--batch 8 --threads 1 --resume " +
+                                                              dir.file("run.safetensors"));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Contains("resumed after step 4"));
+  CHECK_THAT(resumed.out, Contains("step 6: train loss"));
+}
+
+TEST_CASE("gpt with ZeRO-1 on 2 ranks keeps half of AdamW's moments per rank", "[examples][distributed]") {
+  TempDir dir("distributed-gpt");
+  // No --save: consolidating a checkpoint gathers whole entries for a moment (docs/zero.md).
+  const std::string common = "--data " + kText + " --preset tiny --steps 2 --batch 2 --eval-interval 2 --eval-iters 1 ";
+  const Outcome plain = mg_test::run_program(dir, "gpt", common + "--threads 1 --summary-json " + dir.file("one.json"));
+  REQUIRE(plain.exit_code == 0);
+  const Outcome zero = run_ranks(dir, 2, "gpt", common + "--zero --summary-json " + dir.file("zero.json"));
+  INFO(zero.err);
+  REQUIRE(zero.exit_code == 0);
+  // Plain AdamW: two moments of every element and a 4-byte counter per parameter tensor;
+  // ZeRO-1: two moments of half the (padded) elements of each of its 2 groups and a
+  // counter per group. The tiny GPT's 120,576 elements split evenly.
+  const int64_t plain_state = json_integer(read_file(dir.file("one.json")), "OPTIMIZER_STATE", "peak_bytes_by_category");
+  const int64_t zero_state = json_integer(read_file(dir.file("zero.json")), "OPTIMIZER_STATE", "peak_bytes_by_category");
+  CHECK(plain_state == 2 * 120576 * 4 + 4 * 28);  // 28 parameter tensors
+  CHECK(zero_state == 2 * 120576 / 2 * 4 + 4 * 2);
+}
+
+TEST_CASE("the examples refuse flags that cannot work data-parallel", "[examples][distributed]") {
+  TempDir dir("distributed-cli");
+  const auto [program, arguments, message] = GENERATE(table<std::string, std::string, std::string>({
+      {"mnist", "--zero", "--zero shards the optimizer state over ranks: it needs --distributed"},
+      {"mnist", "--distributed --predict-memory", "--predict-memory/--fit-batch does not go with --distributed"},
+      {"mnist", "--distributed --device cuda --cuda-graph", "--cuda-graph does not go with --distributed"},
+      {"resnet", "--distributed --bench", "--bench does not go with --distributed"},
+      {"gpt", "--distributed --dump-windows w.safetensors", "--dump-windows does not go with --distributed"},
+      {"gpt", "--distributed --fit-batch 1GiB", "--predict-memory/--fit-batch does not go with --distributed"},
+  }));
+  mg_test::check_usage_error(dir, program, arguments, message);
+}
+
+#endif  // MG_MPIEXEC
