@@ -59,8 +59,8 @@ std::shared_ptr<ProcessGroup> nccl_group(std::chrono::milliseconds timeout = 60s
 // which says nothing about how memgrad orders later ones. (On the H200, a fresh
 // communicator's first all_gather behind a held stream returned only once the hold ran
 // out; this warm-up is the suspected cure, checked by these tests.)
-std::shared_ptr<ProcessGroup> warmed_nccl_group(std::chrono::milliseconds timeout = 60s) {
-  const auto group = nccl_group(timeout);
+std::shared_ptr<ProcessGroup> warmed_nccl_group() {
+  const auto group = nccl_group();
   const Tensor input = mg::ones({16}, {.device = Device::cuda()});
   const Tensor output = mg::empty({16}, {.device = Device::cuda()});
   group->all_gather(output, input)->synchronize();
@@ -184,12 +184,27 @@ TEST_CASE("NCCL: a collective waits for the caller's stream, and wait() orders i
   Tensor doubled;
   {
     StreamHold hold(stream);
+    // Each phase's host time, so that a failure names the call that waited.
+    std::string phases;
+    auto clock = std::chrono::steady_clock::now();
+    auto lap = [&](const char* phase) {
+      const auto now = std::chrono::steady_clock::now();
+      phases += std::string(phase) + " " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - clock).count()) + " ms; ";
+      clock = now;
+    };
     // Enqueued behind the hold: the collective must wait for it on the device.
     const Tensor input = mg::full({256}, 7.0, {.device = Device::cuda()});
+    lap("full");
     work = group->all_gather(output, input);
+    lap("all_gather");
     work->wait();  // returns while the stream is held: the host did not wait
+    lap("wait");
     CHECK_FALSE(work->is_completed());
+    lap("is_completed");
     doubled = mg::mul(output, 2.0);  // ordered after the collective by wait()
+    lap("mul");
+    INFO(phases);
     CHECK_FALSE(hold.timed_out());
   }  // the hold is released
   work->synchronize();
@@ -245,7 +260,8 @@ TEST_CASE("NCCL: CPU tensors, tensors of another GPU and bool sums are refused",
 // The child of the next test: a collective held back past the timeout. Hidden ("[.]"):
 // ctest does not run it on its own.
 TEST_CASE("NCCL timeout child", "[.][nccl-timeout-child]") {
-  const auto group = warmed_nccl_group(1s);
+  const auto group = warmed_nccl_group();  // start-up and warm-up may take more than a second
+  group->set_timeout(1s);
   mg::cuda::Stream stream(Device::cuda());
   const mg::cuda::StreamGuard current(stream);
   StreamHold hold(stream, 5s);
