@@ -54,11 +54,12 @@ std::shared_ptr<ProcessGroup> nccl_group(std::chrono::milliseconds timeout = 60s
   return mg::distributed::init_process_group({.backend = Backend::Nccl, .timeout = timeout});
 }
 
-// A group whose communicator has run a collective of each kind the stream tests use:
-// NCCL's first collectives on a communicator may wait for the device while it sets up,
-// which says nothing about how memgrad orders later ones. (On the H200, a fresh
-// communicator's first all_gather behind a held stream returned only once the hold ran
-// out; this warm-up is the suspected cure, checked by these tests.)
+// A group whose communicator has run a collective of each kind the stream tests use.
+// NOTE: the first launch of a kernel in a process loads its module (CUDA's lazy loading,
+// the default), and loading waits for the device; a held stream then holds the host too.
+// On the H200 a fresh communicator's first all_gather, and later the first mg::mul of the
+// process, each returned only when the hold ran out. So the stream tests launch every
+// kernel once before holding a stream: what they measure is memgrad's ordering.
 std::shared_ptr<ProcessGroup> warmed_nccl_group() {
   const auto group = nccl_group();
   const Tensor input = mg::ones({16}, {.device = Device::cuda()});
@@ -181,7 +182,7 @@ TEST_CASE("NCCL: a collective waits for the caller's stream, and wait() orders i
   const mg::cuda::StreamGuard current(stream);
   const Tensor output = mg::zeros({256}, {.device = Device::cuda()});
   std::shared_ptr<mg::distributed::Work> work;
-  Tensor doubled;
+  Tensor doubled = mg::mul(output, 2.0);  // its kernel loaded (see warmed_nccl_group)
   {
     StreamHold hold(stream);
     // Each phase's host time, so that a failure names the call that waited.
