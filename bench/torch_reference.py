@@ -61,6 +61,18 @@ zero_grad(set_to_none=True) before torch.cuda.graph(g) records forward, loss, ba
 step; each timed step is then g.replay() (the --warmup steps replay too). Compare with
 bench_train_step --cuda-graph.
 
+--ddp (resnets and gpt2 on cuda, started by torchrun) is PyTorch's DistributedDataParallel
+doing what `resnet --bench --distributed` and `gpt --bench --distributed` do: one process
+per GPU (cuda:LOCAL_RANK), the NCCL backend, DDP with its defaults (buckets of 25 MiB, the
+first 1 MiB), --batch per rank, each rank its own random batch (seed + 1 + rank). Every
+rank times its own steps; rank 0 prints the JSON line, with "world_size", the job's
+"samples_per_s" (world_size x batch / rank 0's mean step) and every rank's median step and
+peak allocated bytes (gathered). Scaling efficiency: samples_per_s with N GPUs over N x
+the 1-GPU run's (torchrun --nproc-per-node 1).
+
+  torchrun --nproc-per-node 2 bench/torch_reference.py --ddp --model resnet50 --batch 128 \
+      --amp fp16 --channels-last
+
 --host-overhead times a chain of tiny ops (y = y * 1.0001 + 0.5 on one element, no grad)
 and reports the host's microseconds per op. Output: one JSON line per run on stdout, in the
 same format as bench_train_step with "framework": "pytorch".
@@ -81,6 +93,8 @@ import sys
 import time
 
 import torch
+import torch.distributed
+import torch.nn.parallel
 import torch.utils.checkpoint
 
 # The ResNet and GPT definitions are shared with the interop checks, which need the very
@@ -125,6 +139,8 @@ def parse_args(argv):
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="mlp, cnn: capture the whole step as a CUDA graph and time its replays")
+    parser.add_argument("--ddp", action="store_true",
+                        help="DistributedDataParallel over NCCL under torchrun (resnets and gpt2 on cuda)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--warmup", type=int, default=None, help="default: 50 (mlp, cnn), 5 (resnets, gpt2)")
     parser.add_argument("--steps", type=int, default=None, help="default: 500 (mlp, cnn), 20 (resnets, gpt2)")
@@ -154,6 +170,13 @@ def parse_args(argv):
     if args.cuda_graph and (args.model not in ("mlp", "cnn") or args.device != "cuda" or
                             args.optim not in ("sgd", "adam", "adamw")):
         parser.error("--cuda-graph is for --model mlp or cnn on --device cuda with sgd, adam or adamw")
+    if args.ddp and (args.model not in (*RESNET_SHAPES, "gpt2") or args.device != "cuda" or args.cuda_graph or
+                     args.compile or args.host_overhead):
+        parser.error("--ddp is for the resnets and gpt2 on --device cuda, without --cuda-graph, --compile "
+                     "and --host-overhead")
+    if args.ddp and "LOCAL_RANK" not in os.environ:
+        parser.error("--ddp runs under torchrun (it reads LOCAL_RANK, RANK and WORLD_SIZE), e.g. "
+                     "torchrun --nproc-per-node 2 bench/torch_reference.py --ddp ...")
     if args.amp == "fp16" and args.device != "cuda":
         parser.error("--amp fp16 needs --device cuda (CPU autocast computes in bfloat16)")
     for name, minimum in (("batch", 1), ("warmup", 0), ("steps", 1), ("ops", 2), ("repeats", 1)):
@@ -162,6 +185,25 @@ def parse_args(argv):
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error(f"--lr must be a positive number, got {args.lr}")
     return args
+
+
+def rank():
+    """This process's rank under --ddp (torchrun), else 0."""
+    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+
+
+def add_ddp_fields(result, batch):
+    """--ddp: the job's figures in rank 0's result (every rank calls this: it gathers)."""
+    world_size = torch.distributed.get_world_size()
+    mine = torch.tensor([result["step_ms_median"], float(result["peak_allocated_bytes"] or 0)],
+                        dtype=torch.float64, device="cuda")
+    everyone = [torch.empty_like(mine) for _ in range(world_size)]
+    torch.distributed.all_gather(everyone, mine)
+    result["world_size"] = world_size
+    result["ddp"] = True
+    result["samples_per_s"] = world_size * batch / (result["mean_ms"] / 1000.0)
+    result["per_rank_step_ms_median"] = [float(each[0]) for each in everyone]
+    result["per_rank_peak_allocated_bytes"] = [int(each[1]) for each in everyone]
 
 
 def set_tf32(matmul, cudnn):
@@ -304,9 +346,11 @@ def run_train_step(args, device):
         model = model.to(memory_format=torch.channels_last)
     model.train()
     optimizer = make_optimizer(args, model.parameters())
+    if args.ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     loss_fn = torch.nn.CrossEntropyLoss()
     # Made on the host and copied over, as a data loader's batch arrives; reused by every step.
-    data_generator = torch.Generator().manual_seed(args.seed + 1)
+    data_generator = torch.Generator().manual_seed(args.seed + 1 + rank())
     inputs = torch.randn(args.batch, *input_shape, generator=data_generator).to(device)
     if args.channels_last:
         inputs = inputs.contiguous(memory_format=torch.channels_last)
@@ -342,6 +386,8 @@ def run_train_step(args, device):
     if args.threads:
         result["threads"] = args.threads
     result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    if args.ddp:
+        add_ddp_fields(result, args.batch)
     result["peak_bytes_by_category"] = None  # PyTorch does not say what its bytes are for
     result["torch_version"] = torch.__version__
     result["model_source"] = model_source
@@ -435,10 +481,14 @@ def run_gpt_steps(args, device, compiled):
     model = model.to(device)
     model.train()
     optimizer = gpt_optimizer(model, args.lr or 1e-3)
-    forward = torch.compile(model) if compiled else model
+    forward = model
+    if args.ddp:
+        forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+    if compiled:
+        forward = torch.compile(forward)
     block_size = model.config.block_size
     # Made on the host and copied over, as a data loader's batch arrives; reused by every step.
-    data_generator = torch.Generator().manual_seed(args.seed + 1)
+    data_generator = torch.Generator().manual_seed(args.seed + 1 + rank())
     inputs = torch.randint(0, GPT_TOKENS, (args.batch, block_size), generator=data_generator).to(device)
     targets = torch.randint(0, GPT_TOKENS, (args.batch * block_size,), generator=data_generator).to(device)
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
@@ -474,6 +524,8 @@ def run_gpt_steps(args, device, compiled):
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    if args.ddp:
+        add_ddp_fields(result, args.batch)
     result["tokens_per_s"] = result["samples_per_s"] * block_size
     result["peak_bytes_by_category"] = None
     result["torch_version"] = torch.__version__
@@ -552,6 +604,10 @@ def main(argv):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if args.ddp:
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        torch.distributed.init_process_group("nccl", device_id=device)
     if device.type == "cuda":
         # memgrad's defaults, which are PyTorch's: matmuls in full float32 (mg::cuda::
         # allow_tf32() off), convolutions free to use TF32 (mg::cuda::cudnn_allow_tf32() on).
@@ -562,8 +618,11 @@ def main(argv):
         results = run_gpt(args, device)
     else:
         results = [run_train_step(args, device)]
-    for result in results:
-        print(json.dumps(result, separators=(",", ":")), flush=True)
+    if rank() == 0:
+        for result in results:
+            print(json.dumps(result, separators=(",", ":")), flush=True)
+    if args.ddp:
+        torch.distributed.destroy_process_group()
     return 0
 
 
