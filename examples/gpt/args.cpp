@@ -127,7 +127,6 @@ Args parse_args(int argc, char** argv) {
   if (args.help) return args;  // the checks below are for a run
   args.distributed = examples::wants_distributed(args.distributed);
   if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
-  examples::refuse_distributed(args.distributed, args.bench, "--bench", "it times the step of one process");
   examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
                                "the gradients' all-reduce is started from the host and cannot be captured");
   examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
@@ -193,6 +192,7 @@ std::string usage(const std::string& program) {
                 [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
+                [--distributed [--zero]]  (under mpirun: every rank times its step)
 
 Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
 tokenizer) on UTF-8 text: by default the fortune cookies of Debian's `fortunes` package.
