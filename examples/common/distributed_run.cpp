@@ -74,6 +74,38 @@ std::string distributed_usage(bool with_zero) {
   return text;
 }
 
+int parse_world_size(const std::string& text) {
+  constexpr int64_t kMostRanks = int64_t{1} << 20;
+  const int64_t ranks = parse_count("--world-size", text);
+  if (ranks > kMostRanks) {
+    throw UsageError("--world-size must be at most " + std::to_string(kMostRanks) + " ranks, got " + text);
+  }
+  return static_cast<int>(ranks);
+}
+
+void check_world_size(bool distributed, bool predicting, std::optional<int> world_size) {
+  if (world_size && !(distributed && predicting)) {
+    throw UsageError("--world-size is the number of ranks a memory prediction is for: it needs --distributed and "
+                     "--predict-memory or --fit-batch (a training run takes its ranks from mpirun or torchrun-style "
+                     "variables)");
+  }
+  if (!(distributed && predicting)) return;
+  const int launched = dist::read_launch_environment().world_size;
+  if (launched > 1) {
+    throw UsageError("--predict-memory/--fit-batch run in one process, without ranks: run the command once, "
+                     "without the launcher, with --distributed --world-size " + std::to_string(launched) +
+                     " (this launch has " + std::to_string(launched) + " ranks)");
+  }
+}
+
+std::string world_size_usage() {
+  return R"(  --world-size N           with --distributed: predict rank 0 of a data-parallel run of N
+                           ranks (default 1): the model in DistributedDataParallel, with
+                           --zero ZeRO-1's optimizer shard, --batch per rank; every rank
+                           holds the same bytes. No launcher: one process predicts it
+)";
+}
+
 uint64_t mix_seed(uint64_t seed, uint64_t salt) {
   uint64_t mixed = seed + 0x9E3779B97F4A7C15ull * salt;
   mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9ull;

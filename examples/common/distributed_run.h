@@ -57,6 +57,17 @@ void refuse_distributed(bool distributed, bool given, const std::string& flag, c
 // --distributed's and --zero's lines for a usage text (`with_zero`: the program has --zero).
 std::string distributed_usage(bool with_zero);
 
+// --world-size N: the ranks of the data-parallel run that --predict-memory/--fit-batch with
+// --distributed predict one rank of (1 when not given, as --distributed without a launcher
+// is a world of one). Throws UsageError for --world-size without both --distributed and a
+// prediction, and for a prediction under a launcher with two ranks or more: a prediction
+// runs in one process, without ranks (the hint says how).
+// --world-size's value: a count of ranks, 1 .. 2^20 (UsageError otherwise).
+int parse_world_size(const std::string& text);
+void check_world_size(bool distributed, bool predicting, std::optional<int> world_size);
+// --world-size's lines for the usage text's predictions part.
+std::string world_size_usage();
+
 // A SplitMix64 mix of (seed, salt): unrelated keys for neighbouring seeds or salts.
 uint64_t mix_seed(uint64_t seed, uint64_t salt);
 
@@ -64,6 +75,12 @@ class DistributedRun {
  public:
   // Not distributed: rank 0 of 1 on `device`, no group.
   explicit DistributedRun(mg::Device device) : device_(device) {}
+  // Over a group made elsewhere (nullptr: not distributed), on `device`: a per-rank memory
+  // prediction's SimulatedProcessGroup (memory_prediction.h), so that the prediction wraps
+  // the model, builds the optimizer and shards the data exactly as the run does. Joins
+  // nothing and leaves standard output alone.
+  DistributedRun(mg::Device device, std::shared_ptr<mg::distributed::ProcessGroup> group)
+      : group_(std::move(group)), device_(device) {}
   // Joins the job (when `distributed`): see above. On ranks other than 0, standard output
   // goes to /dev/null from here on.
   static DistributedRun start(bool distributed, mg::Device device);

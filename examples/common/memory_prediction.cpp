@@ -117,6 +117,23 @@ MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const Dist
                         [&](int64_t batch) { return predict_memory(target, batch, distributed, steps); });
 }
 
+MemoryPrediction predict_or_fit(mg::Device target, int64_t batch_size, std::optional<int64_t> fit_capacity,
+                                const std::optional<DistributedPrediction>& distributed,
+                                const DistributedStepsOnDevice& steps, int64_t max_batch) {
+  if (distributed) {
+    return fit_capacity ? fit_batch(target, *fit_capacity, *distributed, steps, max_batch)
+                        : predict_memory(target, batch_size, *distributed, steps);
+  }
+  const StepsOnDevice alone = [&](mg::Device device, int64_t batch) { return steps(device, batch, nullptr); };
+  return fit_capacity ? fit_batch(target, *fit_capacity, alone, max_batch) : predict_memory(target, batch_size, alone);
+}
+
+std::optional<DistributedPrediction> distributed_prediction(bool distributed, std::optional<int> world_size,
+                                                            bool zero) {
+  if (!distributed) return std::nullopt;
+  return DistributedPrediction{.world_size = world_size.value_or(1), .rank = 0, .zero = zero};
+}
+
 int64_t parse_bytes(const std::string& flag, const std::string& text) {
   struct Unit {
     const char* suffix;

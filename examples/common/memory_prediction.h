@@ -51,31 +51,23 @@ std::string describe(const DistributedPrediction& distributed);
 
 // A data-parallel program's training steps for a prediction: as StepsOnDevice, with the
 // process group to train over (rank `rank` of `world_size` on `device`), which the steps
-// use exactly where a real run uses its group. An example with --distributed calls it so:
+// use exactly where a real run uses its group. The examples run the same steps for a plain
+// prediction with no group (predict_or_fit below), and let a DistributedRun made over the
+// group wrap the model and build the optimizer as the training run does:
 //
-//   const examples::DistributedPrediction distributed{
-//       .world_size = args.world_size, .rank = 0, .zero = args.zero};  // --world-size N [--zero]
 //   const examples::DistributedStepsOnDevice steps =
 //       [&](mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
-//         mg::manual_seed(args.seed);
+//         examples::DistributedRun run(device, group);  // group nullptr: not distributed
 //         std::shared_ptr<mg::nn::Module> model = build_model(args, ..., device);
-//         auto ddp = std::make_shared<mg::distributed::DistributedDataParallel>(model, group);
-//         std::unique_ptr<mg::optim::Optimizer> optimizer =
-//             distributed.zero ? mg::distributed::make_zero_redundancy_optimizer<mg::optim::Adam>(
-//                                    group, ddp->parameters(), adam_options, {.gradients_already_reduced = true})
-//                              : make_optimizer(args, ddp->parameters());
-//         ... the same steps as the StepsOnDevice of a single-process prediction, on *ddp,
-//         with batches of batch_size (per rank) ...
+//         std::shared_ptr<mg::nn::Module> trained = run.wrap(model);   // DDP over `group`
+//         auto optimizer = run.make_optimizer<mg::optim::Adam>(trained->parameters(), options, args.zero);
+//         ... the steps of a training run, on *trained, with batches of batch_size (per rank) ...
 //         return mg::memory::snapshot(device);
 //       };
-//   const examples::MemoryPrediction prediction =
-//       args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, distributed, steps)
-//                      : examples::predict_memory(args.device, args.batch_size, distributed, steps);
+//   const examples::MemoryPrediction prediction = examples::predict_or_fit(
+//       args.device, args.batch_size, args.fit_batch, examples::distributed_prediction(args.distributed,
+//       args.world_size, args.zero), steps);
 //   examples::print_prediction(stdout, prediction, args.fit_batch);  // "per rank (rank 0 of N, DDP, ZeRO-1)"
-//
-// NOTE: a program that wraps its model and builds its optimizer through a DistributedRun
-// (distributed_run.h: wrap(), make_optimizer(..., zero)) can do so here too once a
-// DistributedRun can be made over a given group and device (it is made by start() only).
 using DistributedStepsOnDevice = std::function<mg::memory::Snapshot(
     mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group)>;
 
@@ -119,6 +111,18 @@ MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const Step
 // The same for one rank of a data-parallel job: the largest batch per rank.
 MemoryPrediction fit_batch(mg::Device target, int64_t capacity_bytes, const DistributedPrediction& distributed,
                            const DistributedStepsOnDevice& steps, int64_t max_batch = int64_t{1} << 24);
+
+// A program's --predict-memory (no fit_capacity) or --fit-batch: with `distributed`, for
+// that rank of a data-parallel job (the overloads above), else for one process, `steps`
+// then getting no group (nullptr).
+MemoryPrediction predict_or_fit(mg::Device target, int64_t batch_size, std::optional<int64_t> fit_capacity,
+                                const std::optional<DistributedPrediction>& distributed,
+                                const DistributedStepsOnDevice& steps, int64_t max_batch = int64_t{1} << 24);
+
+// What a command line's prediction is for: rank 0 of `world_size` (--world-size, 1 when not
+// given) with --distributed, with `zero` ZeRO-1; nothing (one process) without it.
+std::optional<DistributedPrediction> distributed_prediction(bool distributed, std::optional<int> world_size,
+                                                            bool zero);
 
 // --fit-batch's value: a byte count, plain ("1073741824") or with a unit: KiB, MiB, GiB,
 // TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), B. Throws UsageError naming

@@ -31,8 +31,7 @@ void check_distributed(const Args& args) {
   if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
   examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
                                "the gradients' all-reduce is started from the host and cannot be captured");
-  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
-                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
+  examples::check_world_size(args.distributed, args.predict_memory || args.fit_batch.has_value(), args.world_size);
 }
 
 }  // namespace
@@ -82,6 +81,7 @@ Args parse_args(int argc, char** argv) {
       {"--memory-timeline",
        [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
@@ -156,7 +156,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
          R"(  --help                   show this text
 
 Predicting memory (--device names the target, no GPU needed):
-)" + examples::prediction_usage();
+)" + examples::prediction_usage() + examples::world_size_usage();
 }
 
 }  // namespace mnist

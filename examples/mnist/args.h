@@ -34,6 +34,7 @@ struct Args {
   // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
   bool distributed = false;
   bool zero = false;  // --zero: ZeRO-1 (optimizer state sharded over the ranks)
+  std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   bool help = false;
 };
 

@@ -252,8 +252,10 @@ int run(const Args& command_line) {
 
 // --predict-memory / --fit-batch: the first optimizer steps of an epoch
 // (examples::kPredictedSteps) and one evaluation batch, as run() runs them, with the
-// model and batches on the simulated device. A training run's peak spans the whole run;
-// from the second step on every step repeats the same allocations.
+// model and batches on the simulated device; with --distributed as rank 0 of
+// --world-size ranks (DDP, the optimizer ZeRO-1 with --zero, the rank's shards). A
+// training run's peak spans the whole run; from the second step on every step repeats the
+// same allocations.
 int predict(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
@@ -261,18 +263,23 @@ int predict(const Args& args) {
   const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
   const mg::Shape image_shape = train_set.image_shape();
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
-  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+  const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
+                                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+    examples::DistributedRun distributed(device, group);
     mg::manual_seed(args.seed);
     // On the CPU the datasets live in the memory the model trains in.
     const std::vector<mg::Tensor> datasets =
         args.device.is_cpu() ? examples::placeholders_on(device, {train_set.images(), train_set.labels(),
                                                                   test_set.images(), test_set.labels()})
                              : std::vector<mg::Tensor>{};
-    mg::data::DataLoader train_loader(train_set, loader_options(args, device, batch_size, /*train=*/true));
-    mg::data::DataLoader test_loader(test_set, loader_options(args, device, batch_size, /*train=*/false));
+    mg::data::DataLoader train_loader(
+        train_set, distributed.training_shard(loader_options(args, device, batch_size, /*train=*/true), train_set.size()));
+    mg::data::DataLoader test_loader(
+        test_set, distributed.evaluation_shard(loader_options(args, device, batch_size, /*train=*/false),
+                                               distributed.limited_samples(test_set.size(), batch_size, args.limit)));
     std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, device);
-    std::unique_ptr<mg::optim::Optimizer> optimizer =
-        make_optimizer(args, model->parameters(), examples::DistributedRun(device));
+    std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
+    std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, trained->parameters(), distributed);
     // NOTE: the simulated loader builds each batch when asked; on a GPU the loader's
     // thread keeps prefetched_batches() more on the device from the epoch's start, which a
     // queue kept full here stands for (a GPU run waits for the GPU, not for the host).
@@ -285,21 +292,30 @@ int predict(const Args& args) {
           mg::empty({batch_size}, {.dtype = mg::DType::Int64, .device = device, .category = mg::MemoryCategory::Input}));
     }
     examples::MixedPrecision precision(args.amp, device);
-    const int64_t train_batches = examples::batches_per_epoch(train_loader, batch_size, args.limit);
-    examples::train_epoch(*model, *optimizer, train_loader, device,
+    const int64_t train_batches =
+        examples::batches_per_epoch(train_loader, batch_size * distributed.size(), args.limit);
+    examples::train_epoch(*trained, *optimizer, train_loader, device,
                           {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
                            .accum = args.accum,
                            .precision = &precision,
                            .transform = {},
-                           .show_progress = false});
+                           .show_progress = false,
+                           .distributed = &distributed});
+    // NOTE: the evaluation's count is not summed over the ranks here: the simulated device
+    // holds no values, and the sum's 16 bytes come after training's peak.
     examples::evaluate(*model, test_loader, device, {}, /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
   };
+  const std::optional<examples::DistributedPrediction> per_rank =
+      examples::distributed_prediction(args.distributed, args.world_size, args.zero);
+  // A batch per rank holds at most the rank's shard of the training set.
+  const int64_t ranks = per_rank ? per_rank->world_size : 1;
   const examples::MemoryPrediction prediction =
-      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps, /*max_batch=*/train_set.size())
-                     : examples::predict_memory(args.device, args.batch_size, steps);
-  std::printf("%s training on %s with %s, batch %lld%s%s%s\n", args.model.c_str(), args.data_dir.c_str(),
-              args.optimizer.c_str(), static_cast<long long>(prediction.batch_size),
+      examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps,
+                               /*max_batch=*/(train_set.size() + ranks - 1) / ranks);
+  std::printf("%s training on %s with %s%s, batch %lld%s%s%s%s\n", args.model.c_str(), args.data_dir.c_str(),
+              args.zero ? "ZeRO-1 " : "", args.optimizer.c_str(), static_cast<long long>(prediction.batch_size),
+              per_rank ? (" per rank on " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", convolutions checkpointed" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");

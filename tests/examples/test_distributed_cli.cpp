@@ -4,7 +4,9 @@
 // the sampler's shards of one shuffle), with and without ZeRO-1, and only rank 0 prints; a
 // ResNet checkpoint written by two ranks resumes in one process; the GPT trains on two ranks
 // with accumulation and ZeRO-1 (each rank's optimizer state halved) and its checkpoint
-// resumes in one process; a flag that cannot work data-parallel is refused.
+// resumes in one process; mnist's per-rank prediction (--predict-memory --distributed
+// --world-size 2 --zero, one process) equals what each of the two ranks measures, to the
+// byte; a flag that cannot work data-parallel is refused.
 //
 // NOTE: float32, so "ends where one process ends" is a tolerance: two ranks average two
 // half-batch gradients where one process averages the whole batch, the same sum in another
@@ -156,15 +158,44 @@ TEST_CASE("gpt with ZeRO-1 on 2 ranks keeps half of AdamW's moments per rank", "
   CHECK(zero_state == 2 * 120576 / 2 * 4 + 4 * 2);
 }
 
+TEST_CASE("mnist --predict-memory --distributed --world-size 2 --zero predicts what each of 2 ranks measures",
+          "[examples][distributed]") {
+  TempDir dir("distributed-mnist-prediction");
+  write_two_class_split(dir, "train", 256, 1);
+  write_two_class_split(dir, "t10k", 64, 2);
+  const std::string common = "--data " + dir.path.string() + " --epochs 1 --batch 16 --threads 1 --distributed --zero ";
+  const Outcome two = run_ranks(dir, 2, "mnist", common + "--summary-json " + dir.file("two.json"));
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  const Outcome predicted = mg_test::run_program(
+      dir, "mnist", common + "--predict-memory --world-size 2 --summary-json " + dir.file("predicted.json"));
+  INFO(predicted.err);
+  REQUIRE(predicted.exit_code == 0);
+  // The same allocator, tensors and collectives' buffers (the simulated group mirrors MPI):
+  // every rank's peaks, allocated, reserved and by category, equal the prediction's bytes.
+  const std::string measured = read_file(dir.file("two.json"));
+  const std::string prediction = read_file(dir.file("predicted.json"));
+  for (const std::string rank : {"{\"rank\":0,", "{\"rank\":1,"}) {
+    REQUIRE(measured.find(rank) != std::string::npos);
+    const std::string peaks = measured.substr(measured.find(rank));
+    INFO(rank << " measured " << peaks << "\npredicted " << prediction);
+    CHECK(json_integer(peaks, "peak_allocated_bytes") == json_integer(prediction, "peak_allocated_bytes", "memory"));
+    CHECK(json_integer(peaks, "peak_reserved_bytes") == json_integer(prediction, "peak_reserved_bytes", "memory"));
+    for (const std::string category : {"PARAMETER", "GRADIENT", "OPTIMIZER_STATE", "ACTIVATION", "INPUT", "TEMPORARY",
+                                       "COMMUNICATION"}) {
+      INFO(category);
+      CHECK(json_integer(peaks, category) == json_integer(prediction, category, "peak_bytes_by_category"));
+    }
+  }
+}
+
 TEST_CASE("the examples refuse flags that cannot work data-parallel", "[examples][distributed]") {
   TempDir dir("distributed-cli");
   const auto [program, arguments, message] = GENERATE(table<std::string, std::string, std::string>({
       {"mnist", "--zero", "--zero shards the optimizer state over ranks: it needs --distributed"},
-      {"mnist", "--distributed --predict-memory", "--predict-memory/--fit-batch does not go with --distributed"},
       {"mnist", "--distributed --device cuda --cuda-graph", "--cuda-graph does not go with --distributed"},
       {"resnet", "--distributed --bench", "--bench does not go with --distributed"},
       {"gpt", "--distributed --dump-windows w.safetensors", "--dump-windows does not go with --distributed"},
-      {"gpt", "--distributed --fit-batch 1GiB", "--predict-memory/--fit-batch does not go with --distributed"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
 }
