@@ -1,19 +1,37 @@
-// examples/common/step_benchmark.cpp — the warm-up, peak-memory and timed loops of a step benchmark.
+// examples/common/step_benchmark.cpp — the warm-up, peak-memory and timed loops of a step
+// benchmark, and every rank's figures in a data-parallel one.
 #include "examples/common/step_benchmark.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include <memgrad/core/factory.h>
 #include <memgrad/core/memory_category.h>
+#include "examples/common/memory_report.h"
 #include "examples/common/timeline.h"
 
 namespace examples {
+namespace {
 
-StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step) {
+// Waits until the device is idle and, in a distributed run, until every rank is: the next
+// step starts together on all ranks.
+void settle(mg::Device device, const DistributedRun* run) {
+  Timeline::synchronize(device);
+  if (run == nullptr || !run->active()) return;
+  run->group()->barrier()->wait();
+  Timeline::synchronize(device);  // on NCCL, wait() made the stream wait, not the host
+}
+
+}  // namespace
+
+StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
+                              const DistributedRun* run) {
   using Clock = std::chrono::steady_clock;
   for (int64_t i = 0; i < warmup; ++i) step();
-  Timeline::synchronize(device);
+  settle(device, run);
   mg::memory::reset_peak_stats(device);
   const Clock::time_point issue_start = Clock::now();
   step();
@@ -22,6 +40,7 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
   StepMeasurement measurement{.host_issue_ms = host_issue_ms, .memory = mg::memory::snapshot(device)};
 
   Timeline timeline(device, steps + 1);
+  settle(device, run);
   const Clock::time_point loop_start = Clock::now();
   timeline.mark();
   for (int64_t i = 0; i < steps; ++i) {
@@ -53,6 +72,45 @@ void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement,
     json.key(mg::category_name(static_cast<mg::MemoryCategory>(c))).value(memory.by_category[c].peak);
   }
   json.end_object();
+}
+
+double RankFigures::slowest_median_ms() const { return median_ms.at(slowest_rank()); }
+
+int RankFigures::slowest_rank() const {
+  return static_cast<int>(std::max_element(median_ms.begin(), median_ms.end()) - median_ms.begin());
+}
+
+RankFigures gather_rank_figures(const DistributedRun& run, const StepMeasurement& own) {
+  RankFigures figures{.median_ms = {own.median_ms}, .peaks = run.peaks_by_rank()};
+  if (!run.active()) return figures;
+  const mg::Device device = run.group()->device();
+  const mg::Tensor mine = mg::from_vector(std::vector<double>{own.median_ms}, {1}).to(device);
+  const mg::Tensor all = mg::empty({run.size()}, {.dtype = mg::DType::Float64, .device = device});
+  run.group()->all_gather(all, mine)->wait();
+  figures.median_ms = all.to(mg::Device::cpu()).to_vector<double>();
+  return figures;
+}
+
+void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zero, const RankFigures& ranks) {
+  json.key("world_size").value(static_cast<int64_t>(run.size())).key("zero").value(zero);
+  if (!run.active()) return;
+  json.key("step_ms_median_by_rank").begin_array();
+  for (const double median : ranks.median_ms) json.value(median);
+  json.end_array().key("slowest_rank_step_ms_median").value(ranks.slowest_median_ms());
+  write_peaks_by_rank(json, ranks.peaks);
+}
+
+std::string describe_ranks(const DistributedRun& run, bool zero) {
+  if (!run.active()) return "";
+  return ", rank " + std::to_string(run.rank()) + " of " + run.describe() + (zero ? " (DDP, ZeRO-1" : " (DDP") +
+         "; batch per rank, samples/s of the job)";
+}
+
+void print_rank_figures(std::FILE* out, const DistributedRun& run, const RankFigures& ranks) {
+  if (!run.active()) return;
+  std::fprintf(out, "%s: the slowest rank's median step %.2f ms (rank %d)\n", run.describe().c_str(),
+               ranks.slowest_median_ms(), ranks.slowest_rank());
+  print_peaks_by_rank(out, ranks.peaks);
 }
 
 std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step) {

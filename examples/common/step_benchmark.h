@@ -4,16 +4,27 @@
 // reset_peak_stats() gives the step's peak memory (from the state a step starts in:
 // parameters, optimizer state, the batch) and the host's time to issue a step, then `steps` steps are marked on the device's
 // timeline (examples/common/timeline.h).
+//
+// Data-parallel (--bench --distributed): every rank measures its own step (the model in
+// DDP, so each step includes the gradients' all-reduce), lined up with the others by a
+// barrier before the peak-memory step and before the timed loop, so that no rank's timing
+// starts by waiting for a late one. The ranks run in lockstep (each all-reduce waits for
+// all), so rank 0's median is the job's step; gather_rank_figures adds every rank's median
+// and peaks by category, which rank 0 reports.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <memgrad/core/device.h>
 #include <memgrad/cuda/captured_step.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
+#include "examples/common/distributed_run.h"
 
 namespace examples {
 
@@ -35,15 +46,45 @@ struct StepMeasurement {
 };
 
 // Runs `step` (which issues a full training step and does not wait for the device)
-// warmup + 1 + steps times and measures it as above.
-StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step);
+// warmup + 1 + steps times and measures it as above. With `run` distributed, every rank
+// calls it, and a barrier lines the ranks up before the peak-memory step and the timed loop.
+StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
+                              const DistributedRun* run = nullptr);
+
+// Every rank's figures of a data-parallel step benchmark, in rank order.
+struct RankFigures {
+  std::vector<double> median_ms;            // each rank's median step
+  std::vector<mg::memory::Snapshot> peaks;  // each rank's peaks by category since the
+                                            // peak-memory step (it and the timed steps)
+  // The slowest rank's median and that rank.
+  double slowest_median_ms() const;
+  int slowest_rank() const;
+};
+
+// Gathers every rank's median and peaks (collectives: every rank calls it, after
+// measure_steps); a run that is not distributed gets this process's alone.
+RankFigures gather_rank_figures(const DistributedRun& run, const StepMeasurement& own);
 
 // What a --cuda-graph benchmark times: replays of `captured` when it holds a step captured
 // as a CUDA graph, else `step` itself. `captured` must outlive the returned function.
 std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step);
 
 // Adds the measured members of bench_train_step's JSON line to an open object, from
-// "step_ms_median" to "peak_bytes_by_category".
+// "step_ms_median" to "peak_bytes_by_category" (this rank's). `batch_size`: the samples a
+// step takes over all ranks, so that "samples_per_s" is the whole job's.
 void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement, int64_t batch_size);
+
+// "world_size" and "zero"; for a distributed run also "step_ms_median_by_rank",
+// "slowest_rank_step_ms_median" and every rank's peaks by category ("memory_per_rank",
+// memory_report.h's), to an open object.
+void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zero, const RankFigures& ranks);
+
+// ", rank 0 of 2 ranks over nccl (DDP, ZeRO-1; batch per rank, samples/s of the job)" for a
+// bench's line; empty when not distributed.
+std::string describe_ranks(const DistributedRun& run, bool zero);
+
+// For a distributed run, the slowest rank's median and the per-rank peaks table, to `out`;
+// nothing otherwise.
+void print_rank_figures(std::FILE* out, const DistributedRun& run, const RankFigures& ranks);
 
 }  // namespace examples

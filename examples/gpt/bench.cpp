@@ -8,6 +8,13 @@
 // a GPU) and their median, p10 and p90 reported (examples/common/step_benchmark.h).
 // Human-readable lines go to stderr, one JSON line with bench_train_step's fields (plus
 // tokens_per_s and the model's sizes) to stdout and --summary-json, for bench/summarize.py.
+//
+// With --distributed (under mpirun or torchrun-style variables), every rank times the same
+// step with the model in DistributedDataParallel (--zero: ZeRO-1 AdamW, each rank keeping
+// the moments of its 1/ranks of the parameters) on random tokens of its own and dropout
+// masks of its own (--batch per rank), so each step includes the gradients' all-reduce, its
+// buckets overlapping backward; rank 0 reports the job's tokens/s, every rank's median and
+// every rank's peaks by category (examples/common/step_benchmark.h).
 #include "examples/gpt/bench.h"
 
 #include <cstdio>
@@ -24,6 +31,7 @@
 #include <memgrad/core/random.h>
 #include <memgrad/cuda/captured_step.h>
 #include "examples/common/cli.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
@@ -42,35 +50,48 @@ mg::nn::GPTOptions bench_model_options(const Args& args) {
   return options;
 }
 
-// A bench step's model on `device`: the bench's sizes, initialised from --seed.
-std::shared_ptr<mg::nn::GPT> make_bench_model(const Args& args, mg::Device device) {
-  mg::manual_seed(args.seed);  // dropout, where the preset has it
+// A bench step's model on `run`'s device: the bench's sizes, initialised from --seed on
+// every rank; dropout (where the preset has it) draws this rank's masks.
+std::shared_ptr<mg::nn::GPT> make_bench_model(const Args& args, const examples::DistributedRun& run) {
+  mg::manual_seed(run.rank_seed(args.seed));
   mg::Generator init_generator(args.seed);
   auto model = std::make_shared<mg::nn::GPT>(bench_model_options(args), &init_generator);
-  model->to(device);
+  model->to(run.device());
   model->train();
   return model;
 }
 
-// One bench step's model, optimizer, batch and mixed precision on `device`, built as
+// The model in `run`'s DDP when distributed (the losses go through it): that DDP, else
+// nullptr.
+mg::distributed::DistributedDataParallel* wrap_in_ddp(examples::DistributedRun& run,
+                                                     const std::shared_ptr<mg::nn::GPT>& model) {
+  run.wrap(model);
+  return run.ddp();
+}
+
+// One bench step's model, optimizer, batch and mixed precision on `run`'s device, built as
 // run_bench times them (and as --predict-memory replays them on the simulated device):
-// the training run's step (training.h's optimizer_step) on one fixed batch.
+// the training run's step (training.h's optimizer_step) on one fixed batch; when `run` is
+// distributed, the model in its DDP, the optimizer ZeRO-1's with --zero, and a batch of
+// this rank's own.
 class BenchStep {
  public:
-  BenchStep(const Args& args, mg::Device device, examples::MemoryTimeline* memory_timeline)
+  BenchStep(const Args& args, examples::DistributedRun& run, examples::MemoryTimeline* memory_timeline)
       : args_(args),
         memory_timeline_(memory_timeline),
-        precision_(args.amp, device),
-        model_(make_bench_model(args, device)),
+        precision_(args.amp, run.device()),
+        model_(make_bench_model(args, run)),
+        ddp_(wrap_in_ddp(run, model_)),
         // The training run's optimizer; its learning rate does not change the time.
-        optimizer_(make_optimizer(*model_, args.lr)) {
+        optimizer_(run.make_optimizer<mg::optim::AdamW>(adamw_groups(*model_, args.lr), args.zero)) {
+    const mg::Device device = run.device();
     // NOTE: made on the host and copied over, as a loader's batch arrives, and reused by
     // every step and micro-batch: the step is timed, not the input. For a CPU prediction
     // (args.device cpu, `device` simulated) the host is the device, so the batch is made
     // on the simulated device too.
     const mg::Device host = args.device.is_cpu() ? device : mg::Device::cpu();
     const int64_t block_size = model_->options().block_size;
-    mg::Generator data_generator(args.seed + 1);
+    mg::Generator data_generator(run.rank_seed(args.seed + 1));
     const mg::TensorOptions tokens{.dtype = mg::DType::Int64, .device = host};
     batch_.inputs = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
     batch_.targets = mg::randint(0, kBenchTokens, {args.batch_size, block_size}, tokens, &data_generator).to(device);
@@ -79,8 +100,8 @@ class BenchStep {
   }
 
   void operator()() {
-    optimizer_step(*model_, optimizer_, precision_, [this] { return batch_; },
-                   StepPlan{.batch_size = args_.batch_size, .accum = args_.accum, .clip_norm = 1.0});
+    optimizer_step(*model_, *optimizer_, precision_, [this] { return batch_; },
+                   StepPlan{.batch_size = args_.batch_size, .accum = args_.accum, .clip_norm = 1.0, .ddp = ddp_});
     if (memory_timeline_ != nullptr) memory_timeline_->step_done();
   }
 
@@ -91,7 +112,8 @@ class BenchStep {
   examples::MemoryTimeline* memory_timeline_;
   examples::MixedPrecision precision_;
   std::shared_ptr<mg::nn::GPT> model_;
-  mg::optim::AdamW optimizer_;
+  mg::distributed::DistributedDataParallel* ddp_;  // model_'s DDP, or nullptr
+  std::unique_ptr<mg::optim::Optimizer> optimizer_;
   TokenBatch batch_;  // (B, T) int64 inputs and targets
 };
 
@@ -116,7 +138,8 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
 }  // namespace
 
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
-  BenchStep step(args, device, nullptr);
+  examples::DistributedRun alone(device);
+  BenchStep step(args, alone, nullptr);
   // As examples::measure_steps measures: the warm-up steps, then one from reset_peak_stats().
   for (int64_t i = 0; i < bench_warmup_steps(args); ++i) step();
   mg::memory::reset_peak_stats(device);
@@ -124,24 +147,30 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
   return mg::memory::snapshot(device);
 }
 
-int run_bench(const Args& args) {
+int run_bench(const Args& command_line) {
+  examples::DistributedRun run = examples::DistributedRun::start(command_line.distributed, command_line.device);
+  Args args = command_line;
+  args.device = run.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  if (!args.summary_json.empty() && run.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
-  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device, /*steps=*/0);
-  BenchStep step(args, args.device, &memory_timeline);
+  examples::MemoryTimeline memory_timeline(run.is_main() ? args.memory_timeline : "", args.device, /*steps=*/0);
+  BenchStep step(args, run, &memory_timeline);
   const mg::nn::GPTOptions& options = step.model().options();
-  const int64_t windows_per_step = args.batch_size * args.accum;
+  const int64_t job_windows_per_step = args.batch_size * args.accum * run.size();
   const int64_t warmup = bench_warmup_steps(args);
 
   memory_timeline.start();
   std::optional<mg::cuda::CapturedStep> captured;
   if (args.cuda_graph) captured.emplace(std::ref(step), mg::cuda::CaptureOptions{.device = args.device});
-  const examples::StepMeasurement measurement =
-      examples::measure_steps(args.device, warmup, args.steps, examples::replay_or(captured, std::ref(step)));
+  const examples::StepMeasurement measurement = examples::measure_steps(
+      args.device, warmup, args.steps, examples::replay_or(captured, std::ref(step)), &run);
   memory_timeline.finish();
+  const examples::RankFigures ranks = examples::gather_rank_figures(run, measurement);  // every rank joins
+  if (!run.is_main()) return 0;
   const mg::memory::Snapshot& memory = measurement.memory;
-  const double tokens_per_s = measurement.samples_per_s(windows_per_step) * static_cast<double>(options.block_size);
+  const double tokens_per_s =
+      measurement.samples_per_s(job_windows_per_step) * static_cast<double>(options.block_size);
 
   mg::JsonWriter json;
   json.begin_object();
@@ -151,24 +180,26 @@ int run_bench(const Args& args) {
       .key("cuda_graph").value(args.cuda_graph)
       .key("warmup").value(warmup)
       .key("steps").value(args.steps);
-  examples::write_step_fields(json, measurement, windows_per_step);
+  examples::write_step_fields(json, measurement, job_windows_per_step);
   json.key("tokens_per_s").value(tokens_per_s);
+  examples::write_rank_fields(json, run, args.zero, ranks);
   if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
   const std::string line = json.str();
 
   std::fprintf(stderr,
                "gpt %s (%lld layers, %lld heads, %lld wide, vocabulary %lld), batch %lld%s of %lld random tokens%s%s "
-               "on %s: median step %.2f ms (p10 %.2f, p90 %.2f), %.0f tokens/s, peak allocated %.1f MiB\n%s\n",
+               "on %s%s: median step %.2f ms (p10 %.2f, p90 %.2f), %.0f tokens/s, peak allocated %.1f MiB\n%s\n",
                args.preset.c_str(), static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
                static_cast<long long>(options.n_embd), static_cast<long long>(options.vocab_size),
                static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
                static_cast<long long>(options.block_size), args.checkpoint ? ", checkpointed block by block" : "",
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", args.device.str().c_str(),
-               measurement.median_ms, measurement.p10_ms, measurement.p90_ms, tokens_per_s,
+               examples::describe_ranks(run, args.zero).c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms, tokens_per_s,
                static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
                mg::memory::report(memory).c_str());
+  examples::print_rank_figures(stderr, run, ranks);
   std::cout << line << std::endl;
   if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
   return 0;

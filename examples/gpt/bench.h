@@ -15,6 +15,8 @@ namespace gpt {
 inline constexpr int64_t kBenchTokens = 50257;
 inline constexpr int64_t kBenchVocabulary = 50304;
 
+// Times the step (bench.cpp); with --distributed, on every rank of the job, rank 0
+// reporting.
 int run_bench(const Args& args);
 
 // The allocator's state on `device` after the bench's warm-up steps and one more from

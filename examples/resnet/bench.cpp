@@ -7,6 +7,12 @@
 // Human-readable lines go to stderr, and one JSON line with bench_train_step's fields to
 // stdout (and to --summary-json), for bench/summarize.py. With --memory-timeline FILE.html
 // every step run is recorded, so the times include the recorder's cost.
+//
+// With --distributed (under mpirun or torchrun-style variables), every rank times the same
+// step with the model in DistributedDataParallel (--zero: ZeRO-1 SGD) on a random batch of
+// its own (--batch per rank), so each step includes the gradients' all-reduce, its buckets
+// overlapping backward; rank 0 reports the job's samples/s, every rank's median and every
+// rank's peaks by category (examples/common/step_benchmark.h).
 #include "examples/resnet/bench.h"
 
 #include <cstdio>
@@ -27,6 +33,7 @@
 #include <memgrad/cuda/captured_step.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
@@ -51,13 +58,16 @@ BenchShape shape_of(const std::string& model) {
 }
 
 
-// One bench step's model, optimizer, batch and mixed precision on `device`, built as
-// run_bench times them (and as --predict-memory replays them on the simulated device).
+// One bench step's model, optimizer, batch and mixed precision on `run`'s device, built as
+// run_bench times them (and as --predict-memory replays them on the simulated device):
+// when `run` is distributed, the model in its DDP, the optimizer ZeRO-1's with --zero, and
+// a batch of this rank's own.
 class BenchStep {
  public:
-  BenchStep(const Args& args, mg::Device device, examples::MemoryTimeline* memory_timeline)
-      : args_(args), memory_timeline_(memory_timeline), precision_(args.amp, device) {
-    mg::manual_seed(args.seed);
+  BenchStep(const Args& args, examples::DistributedRun& run, examples::MemoryTimeline* memory_timeline)
+      : args_(args), memory_timeline_(memory_timeline), precision_(args.amp, run.device()) {
+    const mg::Device device = run.device();
+    mg::manual_seed(run.rank_seed(args.seed));
     const BenchShape shape = shape_of(args.model);
     mg::Generator init_generator(args.seed);
     const mg::nn::ResNetOptions options{.num_classes = shape.classes,
@@ -69,16 +79,18 @@ class BenchStep {
     model_->to(device);
     if (args.channels_last) model_->to(mg::MemoryFormat::ChannelsLast);
     model_->train();
-    optimizer_ = std::make_unique<mg::optim::SGD>(
-        model_->parameters(), mg::optim::SGDOptions{.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4,
-                                                    .nesterov = true});
+    trained_ = run.wrap(model_);
+    ddp_ = run.ddp();
+    optimizer_ = run.make_optimizer<mg::optim::SGD>(
+        trained_->parameters(),
+        mg::optim::SGDOptions{.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}, args.zero);
     // NOTE: made on the host and copied over, as a loader's batch arrives; the one batch is
     // reused by every step (and every micro-batch of a step) so that the step is timed, not
     // the input pipeline, and INPUT memory does not grow with --accum. For the CPU the
     // host is the device, so a prediction for it (args.device cpu, `device` simulated)
     // makes the batch, and the temporaries drawing it takes, on the simulated device too.
     const mg::Device host = args.device.is_cpu() ? device : mg::Device::cpu();
-    mg::Generator data_generator(args.seed + 1);
+    mg::Generator data_generator(run.rank_seed(args.seed + 1));
     inputs_ = mg::randn({args.batch_size, 3, shape.image_size, shape.image_size}, {.device = host}, &data_generator)
                   .to(device);
     if (args.channels_last) inputs_ = inputs_.contiguous(mg::MemoryFormat::ChannelsLast);
@@ -92,11 +104,15 @@ class BenchStep {
   void operator()() {
     optimizer_->zero_grad();
     for (int64_t i = 0; i < args_.accum; ++i) {
+      // One all-reduce per step: every micro-batch but the last accumulates locally (the
+      // forward decides, as in PyTorch, so the guard spans both).
+      std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
+      if (ddp_ != nullptr && i + 1 < args_.accum) local_only.emplace(*ddp_);
       mg::Tensor loss;
       {
         examples::AutocastRegion autocast(precision_);
         mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-        loss = mg::cross_entropy((*model_)(inputs_), targets_);
+        loss = mg::cross_entropy((*trained_)(inputs_), targets_);
       }
       examples::backward_micro_batch(precision_.scale(loss), args_.accum);
     }
@@ -109,7 +125,9 @@ class BenchStep {
   examples::MemoryTimeline* memory_timeline_;
   examples::MixedPrecision precision_;
   std::shared_ptr<mg::nn::ResNet> model_;
-  std::unique_ptr<mg::optim::SGD> optimizer_;
+  std::shared_ptr<mg::nn::Module> trained_;  // model_, or its DDP
+  mg::distributed::DistributedDataParallel* ddp_ = nullptr;
+  std::unique_ptr<mg::optim::Optimizer> optimizer_;
   mg::Tensor inputs_, targets_;
 };
 
@@ -129,7 +147,8 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
 }  // namespace
 
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
-  BenchStep step(args, device, nullptr);
+  examples::DistributedRun alone(device);
+  BenchStep step(args, alone, nullptr);
   // As examples::measure_steps measures: --warmup steps, then one from reset_peak_stats().
   for (int64_t i = 0; i < args.warmup; ++i) step();
   mg::memory::reset_peak_stats(device);
@@ -137,21 +156,27 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
   return mg::memory::snapshot(device);
 }
 
-int run_bench(const Args& args) {
+int run_bench(const Args& command_line) {
+  examples::DistributedRun run = examples::DistributedRun::start(command_line.distributed, command_line.device);
+  Args args = command_line;
+  args.device = run.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  if (!args.summary_json.empty() && run.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
-  examples::MemoryTimeline memory_timeline(args.memory_timeline, args.device, /*steps=*/0);
+  examples::MemoryTimeline memory_timeline(run.is_main() ? args.memory_timeline : "", args.device, /*steps=*/0);
   const BenchShape shape = shape_of(args.model);
-  BenchStep step(args, args.device, &memory_timeline);
+  BenchStep step(args, run, &memory_timeline);
   const int64_t samples_per_step = args.batch_size * args.accum;
+  const int64_t job_samples_per_step = samples_per_step * run.size();
 
   memory_timeline.start();
   std::optional<mg::cuda::CapturedStep> captured;
   if (args.cuda_graph) captured.emplace(std::ref(step), mg::cuda::CaptureOptions{.device = args.device});
-  const examples::StepMeasurement measurement =
-      examples::measure_steps(args.device, args.warmup, args.steps, examples::replay_or(captured, std::ref(step)));
+  const examples::StepMeasurement measurement = examples::measure_steps(
+      args.device, args.warmup, args.steps, examples::replay_or(captured, std::ref(step)), &run);
   memory_timeline.finish();
+  const examples::RankFigures ranks = examples::gather_rank_figures(run, measurement);  // every rank joins
+  if (!run.is_main()) return 0;
   const mg::memory::Snapshot& memory = measurement.memory;
 
   mg::JsonWriter json;
@@ -161,22 +186,24 @@ int run_bench(const Args& args) {
       .key("cuda_graph").value(args.cuda_graph)
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
-  examples::write_step_fields(json, measurement, samples_per_step);
+  examples::write_step_fields(json, measurement, job_samples_per_step);
+  examples::write_rank_fields(json, run, args.zero, ranks);
   if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
   const std::string line = json.str();
 
-  std::fprintf(stderr, "%s, batch %lld%s of %lldx%lldx%lld%s%s%s on %s: median step %.2f ms (p10 %.2f, p90 %.2f), "
+  std::fprintf(stderr, "%s, batch %lld%s of %lldx%lldx%lld%s%s%s on %s%s: median step %.2f ms (p10 %.2f, p90 %.2f), "
                "%.1f samples/s, peak allocated %.1f MiB\n%s\n",
                args.model.c_str(), static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "", 3LL,
                static_cast<long long>(shape.image_size), static_cast<long long>(shape.image_size),
                args.channels_last ? " channels-last" : "", args.checkpoint ? ", checkpointed block by block" : "",
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
-               args.device.str().c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms,
-               measurement.samples_per_s(samples_per_step),
+               args.device.str().c_str(), examples::describe_ranks(run, args.zero).c_str(), measurement.median_ms,
+               measurement.p10_ms, measurement.p90_ms, measurement.samples_per_s(job_samples_per_step),
                static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
                mg::memory::report(memory).c_str());
+  examples::print_rank_figures(stderr, run, ranks);
   std::cout << line << std::endl;
   if (!args.summary_json.empty()) examples::write_file_atomically(args.summary_json, line);
   return 0;

@@ -9,6 +9,8 @@
 
 namespace resnet {
 
+// Times the step (bench.cpp); with --distributed, on every rank of the job, rank 0
+// reporting.
 int run_bench(const Args& args);
 
 // The allocator's state on `device` after --warmup bench steps and one more from
