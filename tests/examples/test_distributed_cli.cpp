@@ -6,7 +6,9 @@
 // with accumulation and ZeRO-1 (each rank's optimizer state halved) and its checkpoint
 // resumes in one process; mnist's per-rank prediction (--predict-memory --distributed
 // --world-size 2 --zero, one process) equals what each of the two ranks measures, to the
-// byte; a flag that cannot work data-parallel is refused.
+// byte; `--bench --distributed` times the step on every rank and rank 0 alone reports the
+// job (its samples/s, every rank's median and peaks by category; ZeRO-1 halves AdamW's
+// moments per rank); a flag that cannot work data-parallel is refused.
 //
 // NOTE: float32, so "ends where one process ends" is a tolerance: two ranks average two
 // half-batch gradients where one process averages the whole batch, the same sum in another
@@ -189,12 +191,67 @@ TEST_CASE("mnist --predict-memory --distributed --world-size 2 --zero predicts w
   }
 }
 
+TEST_CASE("resnet --bench on 2 ranks: rank 0 alone reports the job's samples/s, every rank's median and peaks",
+          "[examples][distributed]") {
+  TempDir dir("distributed-bench");
+  // NOTE: tiny (ResNet-18 at batch 2, 4 steps in all per rank): on 2 oversubscribed cores.
+  const Outcome two = run_ranks(dir, 2, "resnet", "--bench --distributed --model resnet18 --batch 2 --steps 2 "
+                                                  "--warmup 1 --threads 1 --summary-json " + dir.file("bench.json"));
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK(count(two.out, "\"framework\"") == 1);  // one JSON line, rank 0's
+  CHECK(count(two.err, "Peak MiB per rank") == 1);
+  CHECK_THAT(two.err, Contains("rank 0 of 2 ranks over mpi (DDP; batch per rank"));
+  const std::string json = read_file(dir.file("bench.json"));
+  CHECK(two.out == json + "\n");
+  CHECK(json_integer(json, "world_size") == 2);
+  CHECK(json_field(json, "zero") == "false");
+  CHECK(json_integer(json, "batch") == 2);  // per rank
+  // The job's samples/s: both ranks' batches per step of rank 0's loop.
+  CHECK(json_number(json, "samples_per_s") == Approx(2 * 2 / (json_number(json, "mean_ms") / 1000)).epsilon(1e-9));
+  CHECK(count(json_field(json, "step_ms_median_by_rank"), ",") == 1);  // two ranks
+  CHECK(json_number(json, "slowest_rank_step_ms_median") >= json_number(json, "step_ms_median"));
+  // Every rank's peaks: the same model and step, so the same parameters; DDP's broadcast
+  // of the running statistics in each forward is staged (COMMUNICATION).
+  const size_t rank1 = json.find("\"rank\":1");
+  REQUIRE(rank1 != std::string::npos);
+  CHECK(json_integer(json, "PARAMETER", "memory_per_rank") == json_integer(json.substr(rank1), "PARAMETER"));
+  CHECK(json_integer(json, "PARAMETER", "memory_per_rank") == json_integer(json, "PARAMETER", "peak_bytes_by_category"));
+  CHECK(json_integer(json.substr(rank1), "COMMUNICATION") > 0);
+}
+
+TEST_CASE("gpt --bench with ZeRO-1 on 2 ranks keeps half of one rank's AdamW moments per rank",
+          "[examples][distributed]") {
+  TempDir dir("distributed-bench");
+  const std::string flags = "--bench --distributed --zero --preset tiny --batch 2 --steps 2 --warmup 1 --threads 1";
+  const Outcome one = run_ranks(dir, 1, "gpt", flags + " --summary-json " + dir.file("one.json"));
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  const Outcome two = run_ranks(dir, 2, "gpt", flags + " --summary-json " + dir.file("two.json"));
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK(count(two.out, "\"framework\"") == 1);
+  CHECK_THAT(two.err, Contains("(DDP, ZeRO-1;"));
+  const std::string one_json = read_file(dir.file("one.json")), two_json = read_file(dir.file("two.json"));
+  CHECK(json_integer(one_json, "world_size") == 1);
+  CHECK(json_integer(two_json, "world_size") == 2);
+  CHECK(json_field(two_json, "zero") == "true");
+  // The bench's tiny GPT (GPT-2's padded vocabulary) has an even number of elements in each
+  // of AdamW's 2 groups: ZeRO-1 keeps two float32 moments of 1/ranks of them per rank, and a
+  // 4-byte step counter per group.
+  const int64_t parameters = json_integer(two_json, "parameters");
+  const size_t rank1 = two_json.find("\"rank\":1");
+  REQUIRE(rank1 != std::string::npos);
+  CHECK(json_integer(one_json, "OPTIMIZER_STATE", "memory_per_rank") == 2 * parameters * 4 + 4 * 2);
+  CHECK(json_integer(two_json, "OPTIMIZER_STATE", "memory_per_rank") == 2 * parameters / 2 * 4 + 4 * 2);
+  CHECK(json_integer(two_json.substr(rank1), "OPTIMIZER_STATE") == 2 * parameters / 2 * 4 + 4 * 2);
+}
+
 TEST_CASE("the examples refuse flags that cannot work data-parallel", "[examples][distributed]") {
   TempDir dir("distributed-cli");
   const auto [program, arguments, message] = GENERATE(table<std::string, std::string, std::string>({
       {"mnist", "--zero", "--zero shards the optimizer state over ranks: it needs --distributed"},
       {"mnist", "--distributed --device cuda --cuda-graph", "--cuda-graph does not go with --distributed"},
-      {"resnet", "--distributed --bench", "--bench does not go with --distributed"},
       {"gpt", "--distributed --dump-windows w.safetensors", "--dump-windows does not go with --distributed"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
