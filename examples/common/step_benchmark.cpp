@@ -94,8 +94,11 @@ RankFigures gather_rank_figures(const DistributedRun& run, const StepMeasurement
 void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zero, const RankFigures& ranks) {
   json.key("world_size").value(static_cast<int64_t>(run.size())).key("zero").value(zero);
   if (!run.active()) return;
-  json.key("step_ms_median_by_rank").begin_array();
+  // NOTE: the names of bench/torch_reference.py --ddp's fields, for a side-by-side run.
+  json.key("per_rank_step_ms_median").begin_array();
   for (const double median : ranks.median_ms) json.value(median);
+  json.end_array().key("per_rank_peak_allocated_bytes").begin_array();
+  for (const mg::memory::Snapshot& peaks : ranks.peaks) json.value(peaks.peak_allocated_bytes);
   json.end_array().key("slowest_rank_step_ms_median").value(ranks.slowest_median_ms());
   write_peaks_by_rank(json, ranks.peaks);
 }

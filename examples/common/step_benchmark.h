@@ -74,7 +74,8 @@ std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured,
 // step takes over all ranks, so that "samples_per_s" is the whole job's.
 void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement, int64_t batch_size);
 
-// "world_size" and "zero"; for a distributed run also "step_ms_median_by_rank",
+// "world_size" and "zero"; for a distributed run also "per_rank_step_ms_median" and
+// "per_rank_peak_allocated_bytes" (as bench/torch_reference.py --ddp names them),
 // "slowest_rank_step_ms_median" and every rank's peaks by category ("memory_per_rank",
 // memory_report.h's), to an open object.
 void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zero, const RankFigures& ranks);

@@ -209,12 +209,14 @@ TEST_CASE("resnet --bench on 2 ranks: rank 0 alone reports the job's samples/s, 
   CHECK(json_integer(json, "batch") == 2);  // per rank
   // The job's samples/s: both ranks' batches per step of rank 0's loop.
   CHECK(json_number(json, "samples_per_s") == Approx(2 * 2 / (json_number(json, "mean_ms") / 1000)).epsilon(1e-9));
-  CHECK(count(json_field(json, "step_ms_median_by_rank"), ",") == 1);  // two ranks
+  CHECK(count(json_field(json, "per_rank_step_ms_median"), ",") == 1);  // two ranks
   CHECK(json_number(json, "slowest_rank_step_ms_median") >= json_number(json, "step_ms_median"));
   // Every rank's peaks: the same model and step, so the same parameters; DDP's broadcast
   // of the running statistics in each forward is staged (COMMUNICATION).
   const size_t rank1 = json.find("\"rank\":1");
   REQUIRE(rank1 != std::string::npos);
+  CHECK(json_field(json, "per_rank_peak_allocated_bytes") == "[" + json_field(json, "peak_allocated_bytes") + "," +
+                                                                 json_field(json.substr(rank1), "peak_allocated_bytes") + "]");
   CHECK(json_integer(json, "PARAMETER", "memory_per_rank") == json_integer(json.substr(rank1), "PARAMETER"));
   CHECK(json_integer(json, "PARAMETER", "memory_per_rank") == json_integer(json, "PARAMETER", "peak_bytes_by_category"));
   CHECK(json_integer(json.substr(rank1), "COMMUNICATION") > 0);
