@@ -134,6 +134,16 @@ std::optional<DistributedPrediction> distributed_prediction(bool distributed, st
   return DistributedPrediction{.world_size = world_size.value_or(1), .rank = 0, .zero = zero};
 }
 
+std::string per_rank_phrase(const std::optional<DistributedPrediction>& distributed) {
+  if (!distributed) return "";
+  return " per rank on " + std::to_string(distributed->world_size) + (distributed->world_size == 1 ? " rank" : " ranks");
+}
+
+int64_t largest_batch_per_rank(int64_t dataset_size, const std::optional<DistributedPrediction>& distributed) {
+  const int64_t ranks = distributed ? distributed->world_size : 1;
+  return (dataset_size + ranks - 1) / ranks;
+}
+
 int64_t parse_bytes(const std::string& flag, const std::string& text) {
   struct Unit {
     const char* suffix;

@@ -124,6 +124,12 @@ MemoryPrediction predict_or_fit(mg::Device target, int64_t batch_size, std::opti
 std::optional<DistributedPrediction> distributed_prediction(bool distributed, std::optional<int> world_size,
                                                             bool zero);
 
+// " per rank on N ranks" for a data-parallel prediction's set-up line; empty for one process.
+std::string per_rank_phrase(const std::optional<DistributedPrediction>& distributed);
+// The most samples a batch per rank can hold: a rank's (padded) shard of `dataset_size`
+// samples, or all of them for one process (a --fit-batch search's max_batch).
+int64_t largest_batch_per_rank(int64_t dataset_size, const std::optional<DistributedPrediction>& distributed);
+
 // --fit-batch's value: a byte count, plain ("1073741824") or with a unit: KiB, MiB, GiB,
 // TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), B. Throws UsageError naming
 // `flag` for anything else, zero, or a count beyond 2^62.

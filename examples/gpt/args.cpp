@@ -85,6 +85,7 @@ Args parse_args(int argc, char** argv) {
       {"--memory-timeline",
        [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
       {"--save-init",
        [&](const std::string& value) { args.save_init = examples::parse_file_name("--save-init", value); }},
       {"--dump-windows",
@@ -129,8 +130,11 @@ Args parse_args(int argc, char** argv) {
   if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
   examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
                                "the gradients' all-reduce is started from the host and cannot be captured");
-  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
-                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
+  const bool predicting = args.predict_memory || args.fit_batch.has_value();
+  examples::refuse_distributed(args.distributed, args.bench && predicting, "--bench --predict-memory/--fit-batch",
+                               "the bench's prediction is for one process; predict a rank of the training run "
+                               "without --bench");
+  examples::check_world_size(args.distributed, predicting, args.world_size);
   examples::refuse_distributed(args.distributed, !args.dump_windows.empty(), "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
@@ -284,7 +288,7 @@ Benchmark:
   --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):
-)" + examples::prediction_usage();
+)" + examples::prediction_usage() + examples::world_size_usage();
 }
 
 }  // namespace gpt

@@ -53,6 +53,7 @@ struct Args {
   // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
   bool distributed = false;
   bool zero = false;  // --zero: ZeRO-1 (AdamW's moments sharded over the ranks)
+  std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   // Sampling after training: `sample` bytes after the prompt.
   int64_t sample = 0;
   double temperature = 0.8;

@@ -263,37 +263,46 @@ int run_training(const Args& command_line) {
 
 // --predict-memory / --fit-batch: the first optimizer steps (examples::kPredictedSteps)
 // and one estimate batch, as run_training runs them, with the model and batches on the
-// simulated device. The text itself stays in host memory, outside the allocator, in a
-// prediction as in a run.
+// simulated device; with --distributed as rank 0 of --world-size ranks (the losses through
+// DDP, ZeRO-1 AdamW with --zero). The text itself stays in host memory, outside the
+// allocator, in a prediction as in a run.
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   const gpt::TextCorpus corpus = load_text(args);
-  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+  const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
+                                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+    examples::DistributedRun distributed(device, group);
     std::shared_ptr<mg::nn::GPT> model = build_model(args, device);
-    mg::optim::AdamW optimizer = gpt::make_optimizer(*model, args.lr);
+    distributed.wrap(model);  // DDP when distributed: the step's losses go through it
+    std::unique_ptr<mg::optim::Optimizer> optimizer =
+        distributed.make_optimizer<mg::optim::AdamW>(gpt::adamw_groups(*model, args.lr), args.zero);
     examples::MixedPrecision precision(args.amp, device);
     mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
     mg::Generator windows(stream_seed(args.seed, Stream::Windows));
     // The training loop's sum of the losses, for its progress line.
     mg::Tensor loss_since_line = mg::zeros({}, {.device = device});
     for (int64_t step = 0; step < examples::kPredictedSteps; ++step) {
-      loss_since_line = loss_since_line + gpt::train_step(*model, optimizer, precision, /*scheduler=*/nullptr,
-                                                          corpus.train, windows,
-                                                          {.batch_size = batch_size, .accum = args.accum});
+      loss_since_line = loss_since_line +
+                        gpt::train_step(*model, *optimizer, precision, /*scheduler=*/nullptr, corpus.train, windows,
+                                        {.batch_size = batch_size, .accum = args.accum, .ddp = distributed.ddp()});
     }
+    // NOTE: rank 0's share of the estimate, not summed over the ranks: the simulated device
+    // holds no losses.
     gpt::estimate_loss(*model, precision, corpus.validation, /*iters=*/1, batch_size,
                        stream_seed(args.seed, Stream::ValidationEstimate));
     return mg::memory::snapshot(device);
   };
-  const examples::MemoryPrediction prediction = args.fit_batch
-                                                    ? examples::fit_batch(args.device, *args.fit_batch, steps)
-                                                    : examples::predict_memory(args.device, args.batch_size, steps);
+  const std::optional<examples::DistributedPrediction> per_rank =
+      examples::distributed_prediction(args.distributed, args.world_size, args.zero);
+  const examples::MemoryPrediction prediction =
+      examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps);
   const mg::nn::GPTOptions options = gpt::model_options(args);
-  std::printf("gpt training (%lld layers, %lld heads, %lld wide, block %lld) on %s, batch %lld%s%s%s\n",
+  std::printf("gpt training (%lld layers, %lld heads, %lld wide, block %lld) on %s with %sAdamW, batch %lld%s%s%s%s\n",
               static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
               static_cast<long long>(options.n_embd), static_cast<long long>(options.block_size), args.data.c_str(),
-              static_cast<long long>(prediction.batch_size),
+              args.zero ? "ZeRO-1 " : "", static_cast<long long>(prediction.batch_size),
+              examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");

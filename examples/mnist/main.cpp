@@ -308,14 +308,12 @@ int predict(const Args& args) {
   };
   const std::optional<examples::DistributedPrediction> per_rank =
       examples::distributed_prediction(args.distributed, args.world_size, args.zero);
-  // A batch per rank holds at most the rank's shard of the training set.
-  const int64_t ranks = per_rank ? per_rank->world_size : 1;
   const examples::MemoryPrediction prediction =
       examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps,
-                               /*max_batch=*/(train_set.size() + ranks - 1) / ranks);
+                               examples::largest_batch_per_rank(train_set.size(), per_rank));
   std::printf("%s training on %s with %s%s, batch %lld%s%s%s%s\n", args.model.c_str(), args.data_dir.c_str(),
               args.zero ? "ZeRO-1 " : "", args.optimizer.c_str(), static_cast<long long>(prediction.batch_size),
-              per_rank ? (" per rank on " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")).c_str() : "",
+              examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", convolutions checkpointed" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");

@@ -45,6 +45,7 @@ Args parse_args(int argc, char** argv) {
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
   };
   const examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
@@ -80,8 +81,11 @@ Args parse_args(int argc, char** argv) {
   if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
   examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
                                "the gradients' all-reduce is started from the host and cannot be captured");
-  examples::refuse_distributed(args.distributed, args.predict_memory || args.fit_batch.has_value(),
-                               "--predict-memory/--fit-batch", "they predict one process's memory; run them without it");
+  const bool predicting = args.predict_memory || args.fit_batch.has_value();
+  examples::refuse_distributed(args.distributed, args.bench && predicting, "--bench --predict-memory/--fit-batch",
+                               "the bench's prediction is for one process; predict a rank of the training run "
+                               "without --bench");
+  examples::check_world_size(args.distributed, predicting, args.world_size);
   return args;
 }
 
@@ -149,7 +153,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
          examples::distributed_usage(/*with_zero=*/true) + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):
-)" + examples::prediction_usage();
+)" + examples::prediction_usage() + examples::world_size_usage();
 }
 
 }  // namespace resnet

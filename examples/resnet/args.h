@@ -39,6 +39,7 @@ struct Args {
   // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
   bool distributed = false;
   bool zero = false;           // --zero: ZeRO-1 (SGD's momentum sharded over the ranks)
+  std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

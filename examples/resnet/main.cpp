@@ -320,8 +320,10 @@ int run_training(const Args& command_line) {
 
 // --predict-memory / --fit-batch without --bench: the first optimizer steps of an epoch
 // (examples::kPredictedSteps) and one evaluation batch, as run_training runs them, with
-// the model and batches on the simulated device. A training run's peak spans the whole
-// run; from the second step on every step repeats the same allocations.
+// the model and batches on the simulated device; with --distributed as rank 0 of
+// --world-size ranks (DDP, ZeRO-1 SGD with --zero, the rank's shards). A training run's
+// peak spans the whole run; from the second step on every step repeats the same
+// allocations.
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
@@ -329,7 +331,9 @@ int predict_training_memory(const Args& args) {
   const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
   const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
   const mg::data::Normalization& normalization = train_set.normalization();
-  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
+  const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
+                                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+    examples::DistributedRun distributed(device, group);
     Args on_device = args;
     on_device.device = device;
     on_device.batch_size = batch_size;
@@ -341,29 +345,41 @@ int predict_training_memory(const Args& args) {
                              : std::vector<mg::Tensor>{};
     // Batches are built on the host and moved to `device` by the preparer, as in training;
     // on a GPU the prefetched ones wait in pinned host memory.
-    mg::data::DataLoader train_loader(train_set, {.batch_size = batch_size, .shuffle = true, .seed = args.seed});
-    mg::data::DataLoader test_loader(test_set, {.batch_size = batch_size});
-    BatchPreparer prepare(on_device, static_cast<float>(-normalization.mean / normalization.std));
+    mg::data::DataLoader train_loader(
+        train_set, distributed.training_shard({.batch_size = batch_size, .shuffle = true, .seed = args.seed},
+                                              train_set.size()));
+    mg::data::DataLoader test_loader(
+        test_set, distributed.evaluation_shard({.batch_size = batch_size},
+                                               distributed.limited_samples(test_set.size(), batch_size, args.limit)));
+    BatchPreparer prepare(on_device, static_cast<float>(-normalization.mean / normalization.std), distributed.rank());
     std::shared_ptr<mg::nn::ResNet> model = build_model(on_device, classes, device);
-    mg::optim::SGD optimizer(model->parameters(), sgd_options(args));
+    std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
+    std::unique_ptr<mg::optim::Optimizer> optimizer =
+        distributed.make_optimizer<mg::optim::SGD>(trained->parameters(), sgd_options(args), args.zero);
     examples::MixedPrecision precision(args.amp, device);
     prepare.start_epoch(0, args.augment);
-    const int64_t train_batches = examples::batches_per_epoch(train_loader, batch_size, args.limit);
-    examples::train_epoch(*model, optimizer, train_loader, device,
+    const int64_t train_batches =
+        examples::batches_per_epoch(train_loader, batch_size * distributed.size(), args.limit);
+    examples::train_epoch(*trained, *optimizer, train_loader, device,
                           {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
                            .accum = args.accum,
                            .precision = &precision,
                            .transform = std::ref(prepare),
-                           .show_progress = false});
+                           .show_progress = false,
+                           .distributed = &distributed});
     prepare.start_epoch(0, /*augment=*/false);
+    // NOTE: not summed over the ranks: the simulated device holds no counts.
     examples::evaluate(*model, test_loader, device, std::ref(prepare), /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
   };
+  const std::optional<examples::DistributedPrediction> per_rank =
+      examples::distributed_prediction(args.distributed, args.world_size, args.zero);
   const examples::MemoryPrediction prediction =
-      args.fit_batch ? examples::fit_batch(args.device, *args.fit_batch, steps, /*max_batch=*/train_set.size())
-                     : examples::predict_memory(args.device, args.batch_size, steps);
-  std::printf("%s training on %s, batch %lld%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
-              static_cast<long long>(prediction.batch_size),
+      examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps,
+                               examples::largest_batch_per_rank(train_set.size(), per_rank));
+  std::printf("%s training on %s%s, batch %lld%s%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
+              args.zero ? " with ZeRO-1 SGD" : "", static_cast<long long>(prediction.batch_size),
+              examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",

@@ -94,7 +94,8 @@ TEST_CASE("the examples refuse --world-size where no per-rank prediction is aske
       {"mnist", "--predict-memory --distributed --world-size 0", "--world-size must be at least 1, got 0"},
       {"gpt", "--predict-memory --distributed --world-size 9999999", "--world-size must be at most 1048576 ranks"},
       {"resnet", "--predict-memory --zero", "--zero shards the optimizer state over ranks: it needs --distributed"},
-      {"gpt", "--bench --predict-memory --distributed", "--bench does not go with --distributed"},
+      {"gpt", "--bench --predict-memory --distributed", "--bench --predict-memory/--fit-batch does not go with --distributed"},
+      {"resnet", "--bench --fit-batch 1GiB --distributed", "predict a rank of the training run without --bench"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
 }
