@@ -142,7 +142,11 @@ void ZeroRedundancyOptimizer::step() {
   memory::PhaseScope optimizer_phase(memory::Phase::Optimizer);
   const std::vector<Tensor> gradients = shard_gradients();
   for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(gradients[g]);
-  shard_optimizer_->step();
+  if (found_inf() != nullptr) {
+    shard_optimizer_->step_skipping_if(*found_inf());  // skipped on the device after an fp16 overflow
+  } else {
+    shard_optimizer_->step();
+  }
   // The shard gradients live for the step only.
   for (const Tensor& shard : shards_) shard.set_grad(Tensor());
   all_gather_parameters();

@@ -43,8 +43,10 @@
 // Limits: every parameter must have a gradient at step() (the flat shards cannot skip one
 // as a plain optimizer does); one that misses its gradient on some ranks only makes those
 // ranks throw and the others end with the group's timeout error. step_skipping_if (AMP)
-// reads the flag on the host on each rank: every rank must see the same flag (all-reduce
-// it first). Not capturable as a CUDA graph.
+// hands the flag to the shard optimizer, whose fused kernels skip on the device (no host
+// read); every rank must see the same flag: it does after DDP, whose averaged gradients
+// are the same on every rank, but not when ZeRO reduces local gradients itself
+// (all-reduce the flag with Sum first). Not capturable as a CUDA graph.
 #pragma once
 
 #include <cstddef>
@@ -110,6 +112,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // keeps one counter per group).
   void load_state_dict(const optim::OptimizerStateDict& state,
                        const std::string& source = "the optimizer state dict");
+
+ protected:
+  // step_skipping_if's flag goes to the shard optimizer's step_skipping_if (see above).
+  bool skips_on_device() const override { return true; }
 
  private:
   // Each rank's shard gradient of every group, averaged over ranks (or read as it is).
