@@ -74,6 +74,17 @@ std::string distributed_usage(bool with_zero) {
   return text;
 }
 
+void check_distributed_flags(const DistributedFlags& flags) {
+  if (flags.zero && !flags.distributed) {
+    throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
+  }
+  refuse_distributed(flags.distributed, flags.cuda_graph, "--cuda-graph",
+                     "the gradients' all-reduce is started from the host and cannot be captured");
+  refuse_distributed(flags.distributed, flags.bench_predicting, "--bench --predict-memory/--fit-batch",
+                     "the bench's prediction is for one process; predict a rank of the training run without --bench");
+  check_world_size(flags.distributed, flags.predicting, flags.world_size);
+}
+
 int parse_world_size(const std::string& text) {
   constexpr int64_t kMostRanks = int64_t{1} << 20;
   const int64_t ranks = parse_count("--world-size", text);

@@ -127,14 +127,10 @@ Args parse_args(int argc, char** argv) {
   examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   args.distributed = examples::wants_distributed(args.distributed);
-  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
-  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
-                               "the gradients' all-reduce is started from the host and cannot be captured");
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
-  examples::refuse_distributed(args.distributed, args.bench && predicting, "--bench --predict-memory/--fit-batch",
-                               "the bench's prediction is for one process; predict a rank of the training run "
-                               "without --bench");
-  examples::check_world_size(args.distributed, predicting, args.world_size);
+  examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
+                                     .bench_predicting = args.bench && predicting, .predicting = predicting,
+                                     .world_size = args.world_size});
   examples::refuse_distributed(args.distributed, !args.dump_windows.empty(), "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);

@@ -28,10 +28,9 @@ int64_t default_epochs(const std::string& model) { return model == "cnn" ? 5 : 3
 
 // The flags that cannot go with a data-parallel run, and --zero without one.
 void check_distributed(const Args& args) {
-  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
-  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
-                               "the gradients' all-reduce is started from the host and cannot be captured");
-  examples::check_world_size(args.distributed, args.predict_memory || args.fit_batch.has_value(), args.world_size);
+  const bool predicting = args.predict_memory || args.fit_batch.has_value();
+  examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
+                                     .predicting = predicting, .world_size = args.world_size});
 }
 
 }  // namespace

@@ -78,14 +78,10 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume and --memory-timeline "
                      "do not go with them");
   }
-  if (args.zero && !args.distributed) throw UsageError("--zero shards the optimizer state over ranks: it needs --distributed");
-  examples::refuse_distributed(args.distributed, args.cuda_graph, "--cuda-graph",
-                               "the gradients' all-reduce is started from the host and cannot be captured");
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
-  examples::refuse_distributed(args.distributed, args.bench && predicting, "--bench --predict-memory/--fit-batch",
-                               "the bench's prediction is for one process; predict a rank of the training run "
-                               "without --bench");
-  examples::check_world_size(args.distributed, predicting, args.world_size);
+  examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
+                                     .bench_predicting = args.bench && predicting, .predicting = predicting,
+                                     .world_size = args.world_size});
   return args;
 }
 
