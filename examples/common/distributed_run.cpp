@@ -80,8 +80,6 @@ void check_distributed_flags(const DistributedFlags& flags) {
   }
   refuse_distributed(flags.distributed, flags.cuda_graph, "--cuda-graph",
                      "the gradients' all-reduce is started from the host and cannot be captured");
-  refuse_distributed(flags.distributed, flags.bench_predicting, "--bench --predict-memory/--fit-batch",
-                     "the bench's prediction is for one process; predict a rank of the training run without --bench");
   check_world_size(flags.distributed, flags.predicting, flags.world_size);
 }
 

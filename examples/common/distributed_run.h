@@ -55,14 +55,12 @@ bool wants_distributed(bool flag);
 void refuse_distributed(bool distributed, bool given, const std::string& flag, const std::string& why);
 
 // The data-parallel checks every example makes after parsing: --zero needs --distributed;
-// --cuda-graph cannot go with it (the all-reduce starts from the host); neither can a
-// bench's prediction (`bench_predicting`: that prediction is one process's); and
-// --world-size as check_world_size says.
+// --cuda-graph cannot go with it (the all-reduce starts from the host); and --world-size
+// as check_world_size says.
 struct DistributedFlags {
   bool distributed = false;
   bool zero = false;
   bool cuda_graph = false;
-  bool bench_predicting = false;
   bool predicting = false;
   std::optional<int> world_size;
 };

@@ -234,11 +234,11 @@ void write_prediction_summary(const std::string& path, const MemoryPrediction& p
 }
 
 void print_bench_prediction(mg::Device target, int64_t batch_size, std::optional<int64_t> fit_capacity,
-                            const StepsOnDevice& steps, const std::string& summary_json,
+                            const std::optional<DistributedPrediction>& distributed,
+                            const DistributedStepsOnDevice& steps, const std::string& summary_json,
                             const std::function<void(mg::JsonWriter&, int64_t batch_size)>& write_config) {
   if (!summary_json.empty()) check_writable(summary_json, "--summary-json");
-  const MemoryPrediction prediction =
-      fit_capacity ? fit_batch(target, *fit_capacity, steps) : predict_memory(target, batch_size, steps);
+  const MemoryPrediction prediction = predict_or_fit(target, batch_size, fit_capacity, distributed, steps);
   print_prediction(stderr, prediction, fit_capacity);
   mg::JsonWriter json;
   json.begin_object();

@@ -157,11 +157,14 @@ void write_prediction_summary(const std::string& path, const MemoryPrediction& p
                               const std::function<void(mg::JsonWriter&)>& write_setup);
 
 // A --bench run's --predict-memory / --fit-batch: predicts for `target` at `batch_size`
-// (or finds the batch that fits fit_capacity), prints it to stderr for people, and writes
-// one JSON line, the run's set-up (write_config, given the predicted batch) then the
-// prediction, to stdout for bench/summarize.py and atomically to summary_json when given.
+// (or finds the batch that fits fit_capacity) through predict_or_fit, so with `distributed`
+// for that rank of a --bench --distributed job (the bench's step over the group `steps`
+// get), prints it to stderr for people, and writes one JSON line, the run's set-up
+// (write_config, given the predicted batch) then the prediction, to stdout for
+// bench/summarize.py and atomically to summary_json when given.
 void print_bench_prediction(mg::Device target, int64_t batch_size, std::optional<int64_t> fit_capacity,
-                            const StepsOnDevice& steps, const std::string& summary_json,
+                            const std::optional<DistributedPrediction>& distributed,
+                            const DistributedStepsOnDevice& steps, const std::string& summary_json,
                             const std::function<void(mg::JsonWriter&, int64_t batch_size)>& write_config);
 
 // --predict-memory's and --fit-batch's help lines, the same in every program.

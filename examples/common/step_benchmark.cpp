@@ -27,8 +27,8 @@ void settle(mg::Device device, const DistributedRun* run) {
 
 }  // namespace
 
-StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
-                              const DistributedRun* run) {
+StepMeasurement measure_peak_step(mg::Device device, int64_t warmup, const std::function<void()>& step,
+                                  const DistributedRun* run) {
   using Clock = std::chrono::steady_clock;
   for (int64_t i = 0; i < warmup; ++i) step();
   settle(device, run);
@@ -37,7 +37,13 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
   step();
   const double host_issue_ms = std::chrono::duration<double, std::milli>(Clock::now() - issue_start).count();
   Timeline::synchronize(device);
-  StepMeasurement measurement{.host_issue_ms = host_issue_ms, .memory = mg::memory::snapshot(device)};
+  return {.host_issue_ms = host_issue_ms, .memory = mg::memory::snapshot(device)};
+}
+
+StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
+                              const DistributedRun* run) {
+  using Clock = std::chrono::steady_clock;
+  StepMeasurement measurement = measure_peak_step(device, warmup, step, run);
 
   Timeline timeline(device, steps + 1);
   settle(device, run);

@@ -50,6 +50,12 @@ struct StepMeasurement {
 // calls it, and a barrier lines the ranks up before the peak-memory step and the timed loop.
 StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
                               const DistributedRun* run = nullptr);
+// measure_steps's first part: the `warmup` steps, the barrier (when `run` is distributed),
+// and the peak-memory step; only host_issue_ms and memory are set. A --bench prediction
+// runs exactly this on the simulated device (over a SimulatedProcessGroup for a
+// distributed one), so that its peaks are the measured step's.
+StepMeasurement measure_peak_step(mg::Device device, int64_t warmup, const std::function<void()>& step,
+                                  const DistributedRun* run = nullptr);
 
 // Every rank's figures of a data-parallel step benchmark, in rank order.
 struct RankFigures {

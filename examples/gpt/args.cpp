@@ -129,8 +129,7 @@ Args parse_args(int argc, char** argv) {
   args.distributed = examples::wants_distributed(args.distributed);
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
-                                     .bench_predicting = args.bench && predicting, .predicting = predicting,
-                                     .world_size = args.world_size});
+                                     .predicting = predicting, .world_size = args.world_size});
   examples::refuse_distributed(args.distributed, !args.dump_windows.empty(), "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
@@ -192,7 +191,8 @@ std::string usage(const std::string& program) {
                 [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
-                [--distributed [--zero]]  (under mpirun: every rank times its step)
+                [--distributed [--zero]]  (under mpirun: every rank times its step;
+                                           predicting: --world-size N, per rank)
 
 Trains a byte-level GPT (GPT-2's architecture, a vocabulary of the 256 byte values, so no
 tokenizer) on UTF-8 text: by default the fortune cookies of Debian's `fortunes` package.

@@ -4,7 +4,10 @@
 // bench/torch_reference.py --model gpt2 runs the same step in PyTorch.
 #pragma once
 
+#include <memory>
+
 #include <memgrad/core/device.h>
+#include <memgrad/distributed/process_group.h>
 #include <memgrad/memory/snapshot.h>
 #include "examples/gpt/args.h"
 
@@ -20,12 +23,17 @@ inline constexpr int64_t kBenchVocabulary = 50304;
 int run_bench(const Args& args);
 
 // The allocator's state on `device` after the bench's warm-up steps and one more from
-// reset_peak_stats(): the peaks run_bench reports, without the timing.
-mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device);
+// reset_peak_stats() (examples::measure_peak_step): the peaks run_bench reports, without
+// the timing. With `group` (a per-rank prediction's SimulatedProcessGroup), as that rank
+// of --bench --distributed: the model in DDP over it, with --zero ZeRO-1 AdamW; nullptr:
+// one process.
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group);
 
 // --bench --predict-memory / --fit-batch: bench_step_memory's peaks for --device, run on
-// the simulated device; one JSON line (stdout, --summary-json) with run_bench's settings,
-// a "prediction" section and a "memory" section.
+// the simulated device; with --distributed --world-size N [--zero], per rank of an N-rank
+// --bench --distributed (rank 0's step; --batch per rank). One JSON line (stdout,
+// --summary-json) with run_bench's settings, a "prediction" section and a "memory" section.
 int predict_bench_memory(const Args& args);
 
 }  // namespace gpt

@@ -80,8 +80,7 @@ Args parse_args(int argc, char** argv) {
   }
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
-                                     .bench_predicting = args.bench && predicting, .predicting = predicting,
-                                     .world_size = args.world_size});
+                                     .predicting = predicting, .world_size = args.world_size});
   return args;
 }
 
@@ -91,7 +90,8 @@ std::string usage(const std::string& program) {
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
-                [--distributed [--zero]]  (under mpirun: every rank times its step)
+                [--distributed [--zero]]  (under mpirun: every rank times its step;
+                                           predicting: --world-size N, per rank)
 
 Trains ResNet-18 (small-image stem: 3x3 first convolution, no max pool; one input
 channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, weight decay

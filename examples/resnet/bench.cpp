@@ -146,14 +146,11 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
 
 }  // namespace
 
-mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device) {
-  examples::DistributedRun alone(device);
-  BenchStep step(args, alone, nullptr);
-  // As examples::measure_steps measures: --warmup steps, then one from reset_peak_stats().
-  for (int64_t i = 0; i < args.warmup; ++i) step();
-  mg::memory::reset_peak_stats(device);
-  step();
-  return mg::memory::snapshot(device);
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+  examples::DistributedRun run(device, group);
+  BenchStep step(args, run, nullptr);
+  return examples::measure_peak_step(device, args.warmup, std::ref(step), &run).memory;
 }
 
 int run_bench(const Args& command_line) {
@@ -211,12 +208,15 @@ int run_bench(const Args& command_line) {
 
 int predict_bench_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  const examples::StepsOnDevice steps = [&](mg::Device device, int64_t batch_size) {
-    Args at_batch = args;
-    at_batch.batch_size = batch_size;
-    return bench_step_memory(at_batch, device);
-  };
-  examples::print_bench_prediction(args.device, args.batch_size, args.fit_batch, steps, args.summary_json,
+  const examples::DistributedStepsOnDevice steps =
+      [&](mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+        Args at_batch = args;
+        at_batch.batch_size = batch_size;
+        return bench_step_memory(at_batch, device, group);
+      };
+  examples::print_bench_prediction(args.device, args.batch_size, args.fit_batch,
+                                   examples::distributed_prediction(args.distributed, args.world_size, args.zero),
+                                   steps, args.summary_json,
                                    [&](mg::JsonWriter& json, int64_t batch_size) {
                                      write_bench_config(json, args, batch_size);
                                      json.key("warmup").value(args.warmup);

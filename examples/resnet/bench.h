@@ -3,7 +3,10 @@
 // --fit-batch).
 #pragma once
 
+#include <memory>
+
 #include <memgrad/core/device.h>
+#include <memgrad/distributed/process_group.h>
 #include <memgrad/memory/snapshot.h>
 #include "examples/resnet/args.h"
 
@@ -14,12 +17,17 @@ namespace resnet {
 int run_bench(const Args& args);
 
 // The allocator's state on `device` after --warmup bench steps and one more from
-// reset_peak_stats(): the peaks run_bench reports, without the timing.
-mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device);
+// reset_peak_stats() (examples::measure_peak_step): the peaks run_bench reports, without
+// the timing. With `group` (a per-rank prediction's SimulatedProcessGroup), as that rank
+// of --bench --distributed: the model in DDP over it, with --zero ZeRO-1 SGD; nullptr: one
+// process.
+mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group);
 
 // --bench --predict-memory / --fit-batch: the peaks of bench_step_memory for --device, run
-// on the simulated device; the JSON line (stdout, --summary-json) has run_bench's settings,
-// a "prediction" section and a "memory" section.
+// on the simulated device; with --distributed --world-size N [--zero], per rank of an
+// N-rank --bench --distributed (rank 0's step; --batch per rank). The JSON line (stdout,
+// --summary-json) has run_bench's settings, a "prediction" section and a "memory" section.
 int predict_bench_memory(const Args& args);
 
 }  // namespace resnet

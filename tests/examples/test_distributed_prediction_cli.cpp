@@ -4,8 +4,10 @@
 // ranks is Adam's state of the rank's padded share of the one parameter group (exact
 // bytes), while plain DDP's is the whole state whatever N; the report says "per rank", the
 // JSON has the "distributed" section; --fit-batch finds a batch per rank, at most a rank's
-// shard; the flags that do not fit together are refused. (That the prediction equals what
-// each rank of `mpirun -np 2` measures: test_distributed_cli.cpp.)
+// shard; resnet's and gpt's --bench predict a rank of --bench --distributed the same way
+// (ZeRO-1 halving the bench optimizer's state on 2 ranks); the flags that do not fit
+// together are refused. (That the prediction equals what each rank of `mpirun -np 2`
+// measures: test_distributed_cli.cpp.)
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
@@ -31,9 +33,9 @@ Outcome run_ok(const TempDir& dir, const std::string& program, const std::string
 }
 
 // A prediction's OPTIMIZER_STATE peak, from its --summary-json.
-int64_t predicted_state(const TempDir& dir, const std::string& arguments) {
+int64_t predicted_state(const TempDir& dir, const std::string& arguments, const std::string& program = "mnist") {
   const std::string summary = dir.file("prediction.json");
-  run_ok(dir, "mnist", arguments + " --summary-json " + summary);
+  run_ok(dir, program, arguments + " --summary-json " + summary);
   return json_integer(read_file(summary), "OPTIMIZER_STATE", "peak_bytes_by_category");
 }
 
@@ -84,6 +86,50 @@ TEST_CASE("mnist --fit-batch --distributed finds the largest batch per rank, at 
   CHECK(json_integer(read_file(summary), "batch_size", "prediction") == 128);
 }
 
+TEST_CASE("resnet and gpt --bench --predict-memory --distributed --zero predict ZeRO-1's share of the bench's "
+          "optimizer state per rank", "[examples][predict][distributed]") {
+  TempDir dir("predict-bench-ranks");
+  // The bench's optimizer: resnet's SGD keeps one float32 momentum per element, gpt's AdamW
+  // two moments per element and a 4-byte step counter per tensor (ZeRO-1: per group, 2).
+  // Both tiny models have an even number of elements in each group, so 2 ranks halve it.
+  const auto [program, model, zero_counters] = GENERATE(table<std::string, std::string, int64_t>({
+      {"resnet", "--model resnet18 --batch 2", 0},
+      {"gpt", "--preset tiny --batch 2", 4 * 2},
+  }));
+  INFO(program);
+  const std::string common = "--bench --predict-memory --threads 1 " + model;
+  const int64_t alone = predicted_state(dir, common, program);
+  CHECK(predicted_state(dir, common + " --distributed --world-size 2", program) == alone);  // DDP shards nothing
+  const int64_t one_rank = predicted_state(dir, common + " --distributed --zero --world-size 1", program);
+  const int64_t two_ranks = predicted_state(dir, common + " --distributed --zero --world-size 2", program);
+  CHECK(one_rank - zero_counters == 2 * (two_ranks - zero_counters));
+  CHECK(two_ranks <= alone / 2 + zero_counters);
+
+  const std::string summary = dir.file("two.json");
+  const Outcome two = run_ok(dir, program, common + " --distributed --zero --world-size 2 --summary-json " + summary);
+  CHECK_THAT(two.err, Contains("predicted peak memory per rank (rank 0 of 2, DDP, ZeRO-1) on cpu at batch 2 per rank"));
+  const std::string json = read_file(summary);
+  CHECK(two.out.find(json) != std::string::npos);  // the same line on stdout
+  CHECK_THAT(json, Contains("\"distributed\":{\"world_size\":2,\"rank\":0,\"ddp\":true,\"zero\":true}"));
+}
+
+TEST_CASE("resnet --bench --fit-batch --distributed finds the largest bench batch per rank",
+          "[examples][predict][distributed]") {
+  TempDir dir("predict-bench-ranks-fit");
+  const std::string summary = dir.file("fit.json");
+  const Outcome fit = run_ok(dir, "resnet", "--bench --fit-batch 300MiB --distributed --world-size 2 --model resnet18 "
+                                            "--threads 1 --summary-json " + summary);
+  CHECK_THAT(fit.err, Contains("largest batch per rank that fits 314572800 bytes"));
+  const int64_t batch = json_integer(read_file(summary), "batch_size", "prediction");
+  CHECK(batch > 1);
+  // The batch found fits, the next does not.
+  for (const int64_t at : {batch, batch + 1}) {
+    run_ok(dir, "resnet", "--bench --predict-memory --distributed --world-size 2 --model resnet18 --threads 1 --batch " +
+                              std::to_string(at) + " --summary-json " + summary);
+    CHECK((json_integer(read_file(summary), "peak_reserved_bytes", "memory") <= 314572800) == (at == batch));
+  }
+}
+
 TEST_CASE("the examples refuse --world-size where no per-rank prediction is asked for, and a prediction under a launcher",
           "[examples][predict][distributed]") {
   TempDir dir("predict-ranks-cli");
@@ -94,8 +140,6 @@ TEST_CASE("the examples refuse --world-size where no per-rank prediction is aske
       {"mnist", "--predict-memory --distributed --world-size 0", "--world-size must be at least 1, got 0"},
       {"gpt", "--predict-memory --distributed --world-size 9999999", "--world-size must be at most 1048576 ranks"},
       {"resnet", "--predict-memory --zero", "--zero shards the optimizer state over ranks: it needs --distributed"},
-      {"gpt", "--bench --predict-memory --distributed", "--bench --predict-memory/--fit-batch does not go with --distributed"},
-      {"resnet", "--bench --fit-batch 1GiB --distributed", "predict a rank of the training run without --bench"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
 }
