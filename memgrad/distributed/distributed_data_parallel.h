@@ -122,6 +122,11 @@ class DistributedDataParallel : public nn::Module {
   // The layout as a table: one line per bucket (bytes, dtype, parameters).
   std::string bucket_layout_str() const;
 
+  // The host's times of the most recent synchronising backward (gradient_reducer.h's
+  // BackwardTimeline): when each bucket's all_reduce was issued against when backward's
+  // last gradient came in, that is, how much of the communication overlaps backward.
+  const BackwardTimeline& last_backward_timeline() const { return reducer_->last_backward_timeline(); }
+
   std::string extra_repr() const override;
 
  private:

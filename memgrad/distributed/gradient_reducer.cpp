@@ -45,6 +45,7 @@ void GradientReducer::start_new_round() {
   for (size_t bucket = 0; bucket < buckets_.num_buckets(); ++bucket) missing_.push_back(buckets_.members(bucket).size());
   next_bucket_ = 0;
   works_.clear();
+  timeline_ = {};
 }
 
 void GradientReducer::prepare_for_backward(bool synchronize) {
@@ -70,19 +71,23 @@ void GradientReducer::on_gradient_ready(size_t parameter) {
   if (!finish_queued_) {
     autograd::queue_callback([this] { finish_backward(); });
     finish_queued_ = true;
+    first_gradient_ = std::chrono::steady_clock::now();
   }
+  timeline_.last_gradient_ms = ms_since_first_gradient();
   ready_[parameter] = true;
   if (--missing_[bucket] == 0) start_complete_buckets();
 }
 
 void GradientReducer::start_complete_buckets() {
   while (next_bucket_ < buckets_.num_buckets() && missing_[next_bucket_] == 0) {
+    timeline_.bucket_launch_ms.push_back(ms_since_first_gradient());
     works_.push_back(group_->all_reduce(buckets_.flat(next_bucket_), ReduceOp::Average));
     ++next_bucket_;
   }
 }
 
 void GradientReducer::finish_backward() {
+  timeline_.backward_end_ms = ms_since_first_gradient();
   // Whatever happens below, the next backward starts a new round.
   struct NewRound {
     GradientReducer& reducer;
@@ -112,6 +117,12 @@ void GradientReducer::finish_backward() {
   MG_ASSERT(next_bucket_ == buckets_.num_buckets(), "bucket ", next_bucket_, " of ", buckets_.num_buckets(),
             " not started at the end of backward");
   for (const auto& work : works_) work->wait();
+  timeline_.reduced_ms = ms_since_first_gradient();
+  last_timeline_ = timeline_;
+}
+
+double GradientReducer::ms_since_first_gradient() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_gradient_).count();
 }
 
 std::string GradientReducer::names_of(const std::vector<size_t>& parameters) const {

@@ -13,8 +13,12 @@
 // that get no gradient in a synchronising backward are an mg::Error naming them, or, with
 // find_unused_parameters, reduced with the gradient they hold (zeros, unless gradients
 // were accumulated under no_sync), once backward ends.
+//
+// Each synchronising backward is timed on the host (BackwardTimeline), so that the overlap
+// of the all-reduces with backward can be read without a profiler.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +28,24 @@
 #include "memgrad/nn/module.h"
 
 namespace mg::distributed {
+
+// When the host did what, in the most recent synchronising backward that completed: ms of
+// std::chrono::steady_clock since that backward's first gradient hook (the gradient of the
+// parameter used last in forward, usually; the time from loss.backward() to it is not
+// counted). A bucket launched before last_gradient_ms overlaps the rest of backward: its
+// all_reduce was issued while later gradients were still to be computed; the buckets
+// launched at or after it (the last, and those waiting for it) had nothing left to overlap
+// with but the end of backward.
+// These are the host's issue times. On a CPU backend (MPI) the work happens as issued, but
+// on GPUs the host runs ahead of the device: a launch is when the all_reduce was enqueued
+// on the communication stream, which waits for the gradients' kernels, not when it ran.
+struct BackwardTimeline {
+  std::vector<double> bucket_launch_ms;  // per bucket, in reduction order: its all_reduce issued
+  double last_gradient_ms = 0;           // the backward's last gradient hook began
+  double backward_end_ms = 0;            // the end-of-backward callback began (before the waits)
+  double reduced_ms = 0;                 // every bucket's wait() returned (on NCCL: the compute
+                                         // stream waits for them; the host does not)
+};
 
 class GradientReducer {
  public:
@@ -41,6 +63,8 @@ class GradientReducer {
 
   const GradientBuckets& buckets() const { return buckets_; }
   const nn::NamedTensors& parameters() const { return parameters_; }
+  // Empty (no buckets launched) until a synchronising backward has completed.
+  const BackwardTimeline& last_backward_timeline() const { return last_timeline_; }
 
  private:
   void on_gradient_ready(size_t parameter);
@@ -50,6 +74,7 @@ class GradientReducer {
   void finish_backward();
   void start_new_round();
   std::string names_of(const std::vector<size_t>& parameters) const;
+  double ms_since_first_gradient() const;
 
   std::shared_ptr<ProcessGroup> group_;
   nn::NamedTensors parameters_;
@@ -64,6 +89,9 @@ class GradientReducer {
   std::vector<size_t> missing_;      // per bucket: gradients not yet in
   size_t next_bucket_ = 0;           // the next bucket to start
   std::vector<std::shared_ptr<Work>> works_;  // of the buckets started, in order
+  std::chrono::steady_clock::time_point first_gradient_;
+  BackwardTimeline timeline_;                 // this round's, published when it completes
+  BackwardTimeline last_timeline_;
 };
 
 }  // namespace mg::distributed
