@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,36 @@ void settle(mg::Device device, const DistributedRun* run) {
   if (run == nullptr || !run->active()) return;
   run->group()->barrier()->wait();
   Timeline::synchronize(device);  // on NCCL, wait() made the stream wait, not the host
+}
+
+// "0.80, 2.10" for a list of ms.
+std::string join_ms(const std::vector<double>& values) {
+  std::string text;
+  char number[32];
+  for (const double value : values) {
+    std::snprintf(number, sizeof number, "%.2f", value);
+    text += (text.empty() ? "" : ", ") + std::string(number);
+  }
+  return text;
+}
+
+// DDP's overlap of the all-reduces with backward, from the host's timeline of the last
+// synchronising backward (BackwardTimeline).
+void print_backward_timeline(std::FILE* out, const mg::distributed::BackwardTimeline& timeline) {
+  if (timeline.bucket_launch_ms.empty()) return;
+  std::vector<double> overlapping;
+  std::vector<double> at_end;
+  for (const double launch : timeline.bucket_launch_ms) {
+    (launch < timeline.last_gradient_ms ? overlapping : at_end).push_back(launch);
+  }
+  // NOTE: the buckets launched at or after the last gradient (the last one always) had only
+  // the end of backward to overlap with.
+  const std::string before = overlapping.empty() ? "" : " (at " + join_ms(overlapping) + " ms)";
+  std::fprintf(out, "DDP: %zu buckets; %zu launched before backward's last gradient%s of a %.2f ms backward, "
+               "%zu at its end (%s ms); the all-reduces waited for at %.2f ms. Host issue times from the first "
+               "gradient: on a GPU the device runs behind them\n",
+               timeline.bucket_launch_ms.size(), overlapping.size(), before.c_str(), timeline.backward_end_ms,
+               at_end.size(), join_ms(at_end).c_str(), timeline.reduced_ms);
 }
 
 }  // namespace
@@ -107,6 +138,15 @@ void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zer
   for (const mg::memory::Snapshot& peaks : ranks.peaks) json.value(peaks.peak_allocated_bytes);
   json.end_array().key("slowest_rank_step_ms_median").value(ranks.slowest_median_ms());
   write_peaks_by_rank(json, ranks.peaks);
+  if (run.ddp() == nullptr) return;
+  // Rank 0's host timeline of the last timed step's synchronising backward.
+  const mg::distributed::BackwardTimeline& timeline = run.ddp()->last_backward_timeline();
+  json.key("ddp_bucket_launch_ms").begin_array();
+  for (const double launch : timeline.bucket_launch_ms) json.value(launch);
+  json.end_array()
+      .key("ddp_last_gradient_ms").value(timeline.last_gradient_ms)
+      .key("ddp_backward_end_ms").value(timeline.backward_end_ms)
+      .key("ddp_reduced_ms").value(timeline.reduced_ms);
 }
 
 std::string describe_ranks(const DistributedRun& run, bool zero) {
@@ -120,6 +160,7 @@ void print_rank_figures(std::FILE* out, const DistributedRun& run, const RankFig
   std::fprintf(out, "%s: the slowest rank's median step %.2f ms (rank %d)\n", run.describe().c_str(),
                ranks.slowest_median_ms(), ranks.slowest_rank());
   print_peaks_by_rank(out, ranks.peaks);
+  if (run.ddp() != nullptr) print_backward_timeline(out, run.ddp()->last_backward_timeline());
 }
 
 std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step) {

@@ -83,15 +83,19 @@ void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement,
 // "world_size" and "zero"; for a distributed run also "per_rank_step_ms_median" and
 // "per_rank_peak_allocated_bytes" (as bench/torch_reference.py --ddp names them),
 // "slowest_rank_step_ms_median" and every rank's peaks by category ("memory_per_rank",
-// memory_report.h's), to an open object.
+// memory_report.h's), to an open object; and rank 0's host timeline of the last timed
+// step's synchronising backward (DistributedDataParallel::last_backward_timeline):
+// "ddp_bucket_launch_ms" (per bucket), "ddp_last_gradient_ms", "ddp_backward_end_ms" and
+// "ddp_reduced_ms".
 void write_rank_fields(mg::JsonWriter& json, const DistributedRun& run, bool zero, const RankFigures& ranks);
 
 // ", rank 0 of 2 ranks over nccl (DDP, ZeRO-1; batch per rank, samples/s of the job)" for a
 // bench's line; empty when not distributed.
 std::string describe_ranks(const DistributedRun& run, bool zero);
 
-// For a distributed run, the slowest rank's median and the per-rank peaks table, to `out`;
-// nothing otherwise.
+// For a distributed run, the slowest rank's median, the per-rank peaks table and a line on
+// DDP's overlap of the all-reduces with backward (when each bucket was launched against
+// backward's last gradient, on the host), to `out`; nothing otherwise.
 void print_rank_figures(std::FILE* out, const DistributedRun& run, const RankFigures& ranks);
 
 }  // namespace examples
