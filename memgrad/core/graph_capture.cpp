@@ -12,6 +12,12 @@ namespace mg {
 namespace {
 thread_local GraphCaptureScope* capture = nullptr;  // the thread's capture, if any
 thread_local GraphWarmupScope* warmup = nullptr;    // the thread's warm-up, if any
+
+// A generator's captured draws read one pair of device words, so they serve one device.
+void check_one_device(const RandomBase& base, Device consumer) {
+  MG_CHECK(base.base_on_device.device() == consumer, "one generator drew for kernels on ", base.base_on_device.device(),
+           " and on ", consumer, " in one CUDA graph's step. Hint: give each device's random ops their own Generator.");
+}
 }  // namespace
 
 bool graph_capture_underway() { return capture != nullptr; }
@@ -38,9 +44,7 @@ void warmup_draw(Generator& generator, Device consumer) {
   MG_ASSERT(warmup != nullptr && consumer.is_cuda(), "warmup_draw outside a warm-up or for ", consumer);
   for (const RandomBase& known : warmup->bases_) {
     if (known.generator != &generator) continue;
-    MG_CHECK(known.base_on_device.device() == consumer, "one generator drew for kernels on ",
-             known.base_on_device.device(), " and on ", consumer, " in one CUDA graph's step. Hint: give each "
-             "device's random ops their own Generator.");
+    check_one_device(known, consumer);
     return;
   }
   warmup->bases_.push_back({&generator, empty({2}, {.dtype = DType::Int64, .device = consumer})});
@@ -81,9 +85,7 @@ PhiloxState captured_draw(Generator& generator, PhiloxState start, Device consum
   MG_CHECK(drawn != nullptr, "a random draw for ", consumer, " during CUDA graph capture, from a generator the "
            "warm-up never drew from. Hint: the captured step must draw from the same generators as its warm-up "
            "steps (the warm-up makes the device words each replay's seed and offset go to).");
-  MG_CHECK(drawn->base.base_on_device.device() == consumer, "one generator drew for kernels on ",
-           drawn->base.base_on_device.device(), " and on ", consumer, " in one CUDA graph's step. Hint: give each "
-           "device's random ops their own Generator.");
+  check_one_device(drawn->base, consumer);
   if (!drawn->first_offset) drawn->first_offset = start.offset;
   MG_CHECK(start.offset >= *drawn->first_offset, "a generator was set back, during CUDA graph capture, to before "
            "the capture's first draw from it (offset ", start.offset, " < ", *drawn->first_offset,

@@ -13,7 +13,7 @@ void Generator::manual_seed(uint64_t seed) {
 }
 
 PhiloxState Generator::reserve(int64_t numel, Device consumer) {
-  if (!consumer.is_cuda()) {
+  if (!consumer.is_cuda() && graph_capture_underway()) {  // the message is built only when refusing
     refuse_during_graph_capture("a random draw for " + consumer.str(),
                                 "a captured step replays only its CUDA work; draw host random numbers outside it.");
   }
