@@ -37,6 +37,7 @@ const char* direction_name(ConvDirection direction) {
     case ConvDirection::Forward: return "forward";
     case ConvDirection::BackwardData: return "backward data";
     case ConvDirection::BackwardFilter: return "backward filter";
+    case ConvDirection::ForwardStatistics: return "forward with statistics";
   }
   return "?";
 }

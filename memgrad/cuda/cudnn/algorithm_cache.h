@@ -18,7 +18,9 @@
 
 namespace mg::cuda {
 
-enum class ConvDirection : uint8_t { Forward, BackwardData, BackwardFilter };
+// ForwardStatistics: the forward convolution with batch norm's per-channel statistics of
+// its output (sum and sum of squares, float32) generated in the same kernel's epilogue.
+enum class ConvDirection : uint8_t { Forward, BackwardData, BackwardFilter, ForwardStatistics };
 
 const char* direction_name(ConvDirection direction);
 
@@ -45,8 +47,11 @@ struct ConvPlan {
   std::shared_ptr<const std::vector<cudnn::BackendDescriptor>> graph_parts;
   cudnn::BackendDescriptor engine_config;
   cudnn::BackendDescriptor execution_plan;
-  int64_t engine = -1;  // cuDNN's global engine index
+  int64_t engine = -1;  // cuDNN's global engine index; -1: no engine runs this key
   size_t workspace_bytes = 0;
+  // ForwardStatistics keys may have no engine (not every shape fuses): that answer is
+  // cached too, so the caller falls back at the cost of one lookup.
+  bool runnable() const { return engine >= 0; }
   // Forward only: the output and the (1, K, 1, 1) bias as cudnnAddTensor takes them.
   std::optional<cudnn::TensorDescriptor> output;
   std::optional<cudnn::TensorDescriptor> bias;

@@ -121,6 +121,28 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   convolve(ConvDirection::Forward, input, weight, output, window, bias);
 }
 
+bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
+                            const Tensor& output, const Tensor& sum, const Tensor& square_sum) {
+  const DType dtype = output.dtype();
+  if ((dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) return false;
+  for (const Tensor* tensor : {&input, &weight, &output}) {
+    if (needs_layout_copy(*tensor, MemoryFormat::ChannelsLast)) return false;
+  }
+  const Device device = output.device();
+  DeviceGuard guard(device);
+  cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
+  const ConvOperands data{input.raw_data(), weight.raw_data(), output.raw_data(), sum.raw_data(),
+                          square_sum.raw_data()};
+  const ConvProblem problem{ConvDirection::ForwardStatistics, dtype, MemoryFormat::ChannelsLast, input.sizes(),
+                            weight.sizes(), output.sizes(), window, /*allow_tf32=*/false, cudnn_deterministic(),
+                            alignment(data)};
+  const ConvPlan& plan = plan_for(handle, device, problem, data);
+  if (!plan.runnable()) return false;
+  Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
+  run_conv_plan(handle, plan, data, workspace.defined() ? workspace.raw_data() : nullptr);
+  return true;
+}
+
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
                            const Tensor& grad_input) {
   convolve(ConvDirection::BackwardData, grad_input, weight, grad_output, window);

@@ -22,7 +22,7 @@ namespace mg::cuda::cudnn {
 namespace {
 
 // The unique ids that bind a variant pack's pointers to the graph's tensors.
-constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3;
+constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3, kSumId = 4, kSquareSumId = 5;
 
 BackendDescriptor tensor(int64_t id, DType dtype, const Shape& sizes, MemoryFormat layout, int64_t alignment) {
   const Shape strides = strides_for(sizes, layout);
@@ -62,6 +62,7 @@ struct OperationAttributes {
 OperationAttributes attributes_of(ConvDirection direction) {
   switch (direction) {
     case ConvDirection::Forward:
+    case ConvDirection::ForwardStatistics:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
@@ -80,9 +81,30 @@ OperationAttributes attributes_of(ConvDirection direction) {
   MG_ASSERT(false, "unknown convolution direction");
 }
 
-// y = conv(x, w) (or its backward) as a one-operation graph, alpha = 1 and beta = 0
-// (overwrite); cuDNN reads double scaling factors for float64 data, float ones otherwise.
-// The graph is the last of the returned descriptors; the others are its parts.
+// GEN_STATS over the convolution's output y: per output channel, the float32 sum and sum of
+// squares, as (1, K, 1, 1) tensors laid out as cudnn-frontend lays them (strides of
+// channels_last), accumulated in float32 (GENSTATS_MATH_PREC FLOAT: what cuDNN 9.14 took
+// on the H200, tests/cuda/test_cuda_cudnn_fusion_support.cpp).
+std::array<BackendDescriptor, 3> statistics_of(const BackendDescriptor& y, int64_t channels) {
+  const Shape per_channel{1, channels, 1, 1};
+  BackendDescriptor sum = tensor(kSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, 16);
+  BackendDescriptor square_sum = tensor(kSquareSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, 16);
+  const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+  operation.set(CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode)
+      .set(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision)
+      .set_descriptor(CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y)
+      .set_descriptor(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum)
+      .set_descriptor(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, square_sum);
+  operation.finalize();
+  return {std::move(sum), std::move(square_sum), std::move(operation)};
+}
+
+// y = conv(x, w) (or its backward) as a graph, alpha = 1 and beta = 0 (overwrite); cuDNN
+// reads double scaling factors for float64 data, float ones otherwise. ForwardStatistics
+// adds GEN_STATS over y. The graph is the last of the returned descriptors; the others are
+// its parts.
 std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem) {
   const int64_t alignment = problem.alignment;
   BackendDescriptor x = tensor(kInputId, problem.dtype, problem.input, problem.layout, alignment);
@@ -103,12 +125,24 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
     operation.set(names.alpha, CUDNN_TYPE_FLOAT, 1, &one).set(names.beta, CUDNN_TYPE_FLOAT, 1, &zero);
   }
   operation.finalize();
-  BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  cudnnBackendDescriptor_t operations[] = {operation.get()};
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, operations)
-      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-  graph.finalize();
   auto parts = std::make_shared<std::vector<BackendDescriptor>>();
+  std::vector<cudnnBackendDescriptor_t> operations = {operation.get()};
+  if (problem.direction == ConvDirection::ForwardStatistics) {
+    for (BackendDescriptor& part : statistics_of(y, problem.output[1])) parts->push_back(std::move(part));
+    operations.push_back(parts->back().get());
+  }
+  BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(operations.size()),
+            operations.data())
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  // NOTE: a fused graph cuDNN cannot describe is "no engine" for its caller, not an error.
+  if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) {
+    MG_CHECK(problem.direction == ConvDirection::ForwardStatistics, "cuDNN refused the ",
+             direction_name(problem.direction), " convolution graph for ", problem.dtype, " input ", problem.input,
+             ", weight ", problem.weight);
+    detail::forget_cudnn_error();
+    return nullptr;
+  }
   for (BackendDescriptor* part : {&x, &w, &y, &conv, &operation, &graph}) parts->push_back(std::move(*part));
   return parts;
 }
@@ -171,8 +205,9 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
 std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, const ConvProblem& problem,
                                                       size_t limit, bool first_only) {
   const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts = operation_graph(handle, problem);
-  const BackendDescriptor& graph = graph_parts->back();
   std::vector<std::unique_ptr<ConvPlan>> plans;
+  if (!graph_parts) return plans;
+  const BackendDescriptor& graph = graph_parts->back();
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (BackendDescriptor& config : engine_configs(graph, mode)) {
       const Engine engine = engine_of(config, problem);
@@ -202,11 +237,12 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
 
 // Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
 cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
-  const std::array<int64_t, 3> ids = {kInputId, kWeightId, kOutputId};
-  const std::array<void*, 3> pointers = {data.input, data.weight, data.output};
+  const std::array<int64_t, 5> ids = {kInputId, kWeightId, kOutputId, kSumId, kSquareSumId};
+  const std::array<void*, 5> pointers = {data.input, data.weight, data.output, data.sum, data.square_sum};
+  const int64_t bound = plan.direction == ConvDirection::ForwardStatistics ? 5 : 3;
   BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data())
+  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, bound, ids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, bound, pointers.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   variant_pack.finalize();
   return cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get());
@@ -236,12 +272,22 @@ float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const
   return times[kRuns / 2];
 }
 
+// The answer "no engine runs this" (ConvPlan::runnable() false), cached like a plan.
+std::unique_ptr<ConvPlan> no_engine(ConvDirection direction) {
+  auto none = std::make_unique<ConvPlan>();
+  none->direction = direction;
+  return none;
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
                                            bool benchmark, const ConvOperands& data) {
   std::vector<std::unique_ptr<ConvPlan>> plans =
       runnable_plans(handle, problem, cudnn_workspace_limit(), /*first_only=*/!benchmark);
+  if (plans.empty() && problem.direction == ConvDirection::ForwardStatistics) {
+    return no_engine(problem.direction);
+  }
   MG_CHECK(!plans.empty(), "cuDNN has no ", direction_name(problem.direction), " convolution engine for ",
            problem.dtype, " input ", problem.input, ", weight ", problem.weight, " (", problem.layout,
            ") with a workspace within cudnn_workspace_limit() = ", cudnn_workspace_limit(),
@@ -259,6 +305,9 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
       fastest_ms = ms;
       fastest = i;
     }
+  }
+  if (!fastest && problem.direction == ConvDirection::ForwardStatistics) {
+    return no_engine(problem.direction);
   }
   MG_CHECK(fastest.has_value(), "cuDNN refused to run every one of the ", plans.size(), " ",
            direction_name(problem.direction), " convolution engines it offered for ", problem.dtype, " input ",

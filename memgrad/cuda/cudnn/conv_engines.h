@@ -22,11 +22,14 @@
 
 namespace mg::cuda::cudnn {
 
-// Device pointers of one call: x (input), w (weight), y (output), whichever is written.
+// Device pointers of one call: x (input), w (weight), y (output), whichever is written;
+// ForwardStatistics also writes the (K) float32 sum and sum of squares of y per channel.
 struct ConvOperands {
   void* input;
   void* weight;
   void* output;
+  void* sum = nullptr;
+  void* square_sum = nullptr;
 };
 
 // What is convolved: all three tensors dense in `layout`. It refers to the caller's sizes
@@ -45,7 +48,9 @@ struct ConvProblem {
 };
 
 // Chooses the engine for `problem` (see above), running candidates on `data` only in
-// benchmark mode. Throws mg::Error when no engine fits cudnn_workspace_limit().
+// benchmark mode. Throws mg::Error when no engine fits cudnn_workspace_limit(), except for
+// ForwardStatistics, whose answer is then a plan that is not runnable() (the caller runs
+// the plain convolution and the statistics apart).
 std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
                                            bool benchmark, const ConvOperands& data);
 

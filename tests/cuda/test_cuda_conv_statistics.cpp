@@ -1,0 +1,215 @@
+// tests/cuda/test_cuda_conv_statistics.cpp — the convolution with batch norm's statistics
+// fused into it (cuda/cudnn/conv.h's conv2d_with_statistics: cuDNN's CONVOLUTION_FORWARD +
+// GEN_STATS graph): on ResNet's convolution shapes in float16 and bfloat16 channels_last,
+// its output agrees with memgrad's plain conv2d and its per-channel sum and sum of squares
+// with float32 reductions of that output; what it refuses, it refuses without writing.
+// A hidden case ("[fusion-timing]") times the fused convolution against the plain one plus
+// the statistics pass that batch norm would otherwise make.
+#include <catch2/catch.hpp>
+
+#if MG_WITH_CUDNN
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
+#include "memgrad/cuda/cudnn/algorithm_cache.h"
+#include "memgrad/cuda/cudnn/conv.h"
+#include "memgrad/cuda/runtime.h"
+
+using namespace mg;
+
+namespace {
+
+struct ConvShape {
+  const char* name;
+  int64_t batch, in_channels, out_channels, size, kernel, stride;
+  int64_t padding() const { return kernel / 2; }
+  int64_t out_size() const { return (size + 2 * padding() - kernel) / stride + 1; }
+  Shape input() const { return {batch, in_channels, size, size}; }
+  Shape weight() const { return {out_channels, in_channels, kernel, kernel}; }
+  Shape output() const { return {batch, out_channels, out_size(), out_size()}; }
+  Window2d window() const {
+    Window2d window;
+    window.stride_h = window.stride_w = stride;
+    window.pad_h = window.pad_w = padding();
+    return window;
+  }
+};
+
+// ResNet-50's kinds of convolution (the stem, 1x1 and 3x3 in a Bottleneck, a strided 3x3,
+// the strided 1x1 downsample, the last stage's 1x1), at a small batch.
+const std::vector<ConvShape> kResNetShapes = {
+    {"stem 7x7 stride 2, 3 -> 64", 4, 3, 64, 64, 7, 2},
+    {"1x1, 64 -> 64 at 56x56", 4, 64, 64, 56, 1, 1},
+    {"3x3, 64 -> 64 at 56x56", 4, 64, 64, 56, 3, 1},
+    {"3x3 stride 2, 128 -> 128 at 56x56", 4, 128, 128, 56, 3, 2},
+    {"1x1 stride 2, 256 -> 512 (downsample)", 4, 256, 512, 56, 1, 2},
+    {"1x1, 512 -> 2048 at 7x7", 4, 512, 2048, 7, 1, 1},
+};
+
+// Standard normal values times `scale` in `dtype` on the GPU, dense in `layout`.
+Tensor random_on_gpu(const Shape& sizes, double scale, uint64_t seed, DType dtype, MemoryFormat layout) {
+  Generator generator(seed);
+  Tensor values = mul(randn(sizes, {}, &generator), scale);
+  return contiguous_copy(converted_copy(values, dtype, Device::cuda()), layout);
+}
+
+std::vector<double> host_doubles(const Tensor& tensor) {
+  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
+}
+
+Tensor per_channel_float(int64_t channels) {
+  return full({channels}, std::nan(""), {.dtype = DType::Float32, .device = Device::cuda()});
+}
+
+// Per channel: the fused sum within 1e-3 of sum(|y|) and the sum of squares within 2e-3
+// relative. Each 16-bit output is rounded by at most 2^-9 (bfloat16) of its size, and
+// cuDNN may sum its float32 accumulators rather than the rounded outputs: the bound on
+// sum(|y|) holds for float16 with room and for bfloat16 only as a statistical bound over
+// many rounding errors of both signs, which the sizes here give.
+void check_statistics(const Tensor& sum, const Tensor& square_sum, const Tensor& output, DType dtype) {
+  const Tensor y = converted_copy(output, DType::Float32, Device::cuda());
+  const std::vector<double> got_sum = host_doubles(sum), got_squares = host_doubles(square_sum);
+  const std::vector<double> want_sum = host_doubles(mg::sum(y, {0, 2, 3}));
+  const std::vector<double> want_squares = host_doubles(mg::sum(mul(y, y), {0, 2, 3}));
+  const std::vector<double> scale = host_doubles(mg::sum(abs(y), {0, 2, 3}));
+  const double square_tolerance = dtype == DType::BFloat16 ? 8e-3 : 2e-3;
+  REQUIRE(got_sum.size() == want_sum.size());
+  for (size_t c = 0; c < got_sum.size(); ++c) {
+    INFO("channel " << c << ": sum " << got_sum[c] << " vs " << want_sum[c] << " (sum |y| " << scale[c]
+                    << "), sum of squares " << got_squares[c] << " vs " << want_squares[c]);
+    REQUIRE(want_squares[c] > 0.0);
+    CHECK(std::abs(got_sum[c] - want_sum[c]) <= 1e-3 * scale[c]);
+    CHECK(std::abs(got_squares[c] - want_squares[c]) <= square_tolerance * want_squares[c]);
+  }
+}
+
+// The fused output against memgrad's plain convolution, relative to the largest value.
+void check_output(const Tensor& fused, const Tensor& plain, DType dtype) {
+  const std::vector<double> got = host_doubles(fused), want = host_doubles(plain);
+  double largest = 0.0, worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    largest = std::max(largest, std::abs(want[i]));
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+  }
+  INFO("largest |y| " << largest << ", largest difference " << worst);
+  REQUIRE(largest > 0.5);  // random data, not zeros
+  // Two engines' float32 sums, each rounded once to 16 bits: about one unit in the last place.
+  CHECK(worst <= (dtype == DType::BFloat16 ? 1e-2 : 2e-3) * largest);
+}
+
+}  // namespace
+
+TEST_CASE("cuDNN fuses batch norm's statistics into float16 and bfloat16 channels_last convolutions",
+          "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const DType dtype = GENERATE(DType::Float16, DType::BFloat16);
+  std::ostringstream fused_shapes, refused_shapes;
+  for (const ConvShape& shape : kResNetShapes) {
+    INFO(shape.name << ", " << dtype);
+    const MemoryFormat layout = MemoryFormat::ChannelsLast;
+    // Weights ~ N(0, 1/fan_in): outputs of the order of 1, far from 16-bit range limits.
+    const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
+    Tensor x = random_on_gpu(shape.input(), 1.0, 1701, dtype, layout);
+    Tensor w = random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), 1702, dtype, layout);
+    Tensor y = empty(shape.output(), {.dtype = dtype, .device = Device::cuda()}, layout);
+    Tensor sum = per_channel_float(shape.out_channels), square_sum = per_channel_float(shape.out_channels);
+    if (!cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum)) {
+      refused_shapes << shape.name << "; ";
+      // Refused means untouched: the caller computes the statistics itself.
+      CHECK(std::isnan(host_doubles(sum)[0]));
+      continue;
+    }
+    fused_shapes << shape.name << "; ";
+    Tensor plain = conv2d(x, w, {}, {.stride = {shape.stride, shape.stride},
+                                     .padding = {shape.padding(), shape.padding()}});
+    check_output(y, plain, dtype);
+    check_statistics(sum, square_sum, y, dtype);
+  }
+  WARN(dtype << ": fused " << fused_shapes.str() << "refused " << refused_shapes.str());
+  // The probe's shape fused on the H200 (cuDNN 9.14): a refusal there is a regression.
+  CHECK(fused_shapes.str().find("3x3, 64 -> 64") != std::string::npos);
+  // The refusals are cached as such: each shape is decided once.
+  bool cached_refusal_or_all_fused = refused_shapes.str().empty();
+  for (const cuda::CudnnAlgorithmChoice& choice : cuda::cudnn_algorithm_choices()) {
+    if (choice.direction == cuda::ConvDirection::ForwardStatistics && choice.engine < 0) {
+      cached_refusal_or_all_fused = true;
+    }
+  }
+  CHECK(cached_refusal_or_all_fused);
+}
+
+TEST_CASE("the fused statistics are refused for what they do not cover, without writing", "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const ConvShape shape{"3x3", 2, 16, 16, 8, 3, 1};
+  Tensor sum = per_channel_float(16), square_sum = per_channel_float(16);
+  SECTION("float32") {
+    Tensor x = random_on_gpu(shape.input(), 1.0, 1, DType::Float32, MemoryFormat::ChannelsLast);
+    Tensor w = random_on_gpu(shape.weight(), 0.1, 2, DType::Float32, MemoryFormat::ChannelsLast);
+    Tensor y = empty(shape.output(), {.dtype = DType::Float32, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+    CHECK_FALSE(cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum));
+  }
+  SECTION("NCHW float16") {
+    Tensor x = random_on_gpu(shape.input(), 1.0, 1, DType::Float16, MemoryFormat::Contiguous);
+    Tensor w = random_on_gpu(shape.weight(), 0.1, 2, DType::Float16, MemoryFormat::Contiguous);
+    Tensor y = empty(shape.output(), {.dtype = DType::Float16, .device = Device::cuda()});
+    CHECK_FALSE(cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum));
+  }
+  CHECK(std::isnan(host_doubles(sum)[0]));
+  CHECK(std::isnan(host_doubles(square_sum)[0]));
+}
+
+// Run by hand (and by scripts/gpu-check's fusion stage): ResNet-50's shapes at batch 128,
+// float16, the fused convolution against the plain one followed by a reduction
+// over (N, H, W) such as batch norm's statistics pass makes. Median of 20 runs each.
+TEST_CASE("fused convolution statistics: time against the plain convolution and a statistics pass",
+          "[.][fusion-timing]") {
+  NoGradGuard no_grad;
+  const Device device = Device::cuda();
+  const cuda::Stream stream = cuda::Stream::current(device);
+  std::ostringstream table;
+  table << "shape (batch 128, float16 channels_last): fused ms | conv ms + statistics pass ms\n";
+  for (ConvShape shape : kResNetShapes) {
+    shape.batch = 128;
+    const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
+    Tensor x = random_on_gpu(shape.input(), 1.0, 7, DType::Float16, MemoryFormat::ChannelsLast);
+    Tensor w = random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), 8, DType::Float16, MemoryFormat::ChannelsLast);
+    Tensor y = empty(shape.output(), {.dtype = DType::Float16, .device = device}, MemoryFormat::ChannelsLast);
+    Tensor sum = per_channel_float(shape.out_channels), square_sum = per_channel_float(shape.out_channels);
+    const Conv2dOptions options{.stride = {shape.stride, shape.stride}, .padding = {shape.padding(), shape.padding()}};
+    auto median_ms = [&](auto&& run) {
+      run();  // the plan is chosen and the kernels loaded outside the timing
+      std::vector<float> times;
+      for (int i = 0; i < 20; ++i) {
+        cuda::Event start(true), end(true);
+        start.record(stream);
+        run();
+        end.record(stream);
+        end.synchronize();
+        times.push_back(cuda::Event::elapsed_ms(start, end));
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2];
+    };
+    bool fused = true;
+    const float fused_ms = median_ms([&] {
+      fused = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
+    });
+    const float conv_ms = median_ms([&] { y = conv2d(x, w, {}, options); });
+    const float statistics_ms = median_ms([&] { (void)mg::sum(y, {0, 2, 3}); });
+    table << shape.name << ": " << (fused ? std::to_string(fused_ms) : std::string("refused")) << " | " << conv_ms
+          << " + " << statistics_ms << "\n";
+  }
+  WARN(table.str());
+}
+
+#endif  // MG_WITH_CUDNN
