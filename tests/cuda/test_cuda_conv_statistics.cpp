@@ -23,6 +23,7 @@
 #include "memgrad/core/memory_format.h"
 #include "memgrad/cuda/cudnn/algorithm_cache.h"
 #include "memgrad/cuda/cudnn/conv.h"
+#include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/runtime.h"
 
 using namespace mg;
@@ -163,6 +164,15 @@ TEST_CASE("the fused statistics are refused for what they do not cover, without 
     Tensor w = random_on_gpu(shape.weight(), 0.1, 2, DType::Float16, MemoryFormat::Contiguous);
     Tensor y = empty(shape.output(), {.dtype = DType::Float16, .device = Device::cuda()});
     CHECK_FALSE(cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum));
+  }
+  SECTION("fusion switched off") {
+    Tensor x = random_on_gpu(shape.input(), 1.0, 1, DType::Float16, MemoryFormat::ChannelsLast);
+    Tensor w = random_on_gpu(shape.weight(), 0.1, 2, DType::Float16, MemoryFormat::ChannelsLast);
+    Tensor y = empty(shape.output(), {.dtype = DType::Float16, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+    cuda::set_cudnn_fusion(false);
+    const bool fused = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
+    cuda::set_cudnn_fusion(true);
+    CHECK_FALSE(fused);
   }
   CHECK(std::isnan(host_doubles(sum)[0]));
   CHECK(std::isnan(host_doubles(square_sum)[0]));

@@ -124,7 +124,9 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum) {
   const DType dtype = output.dtype();
-  if ((dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) return false;
+  if (!cudnn_fusion() || (dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) {
+    return false;
+  }
   for (const Tensor* tensor : {&input, &weight, &output}) {
     if (needs_layout_copy(*tensor, MemoryFormat::ChannelsLast)) return false;
   }

@@ -12,6 +12,7 @@ std::atomic<bool> enabled_flag{true};
 std::atomic<bool> benchmark_flag{false};
 std::atomic<bool> deterministic_flag{false};
 std::atomic<bool> allow_tf32_flag{true};
+std::atomic<bool> fusion_flag{true};
 std::atomic<size_t> workspace_limit_bytes{size_t{1} << 30};
 
 }  // namespace
@@ -35,6 +36,9 @@ bool cudnn_deterministic() { return deterministic_flag.load(std::memory_order_re
 
 void set_cudnn_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 bool cudnn_allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }
+
+void set_cudnn_fusion(bool fusion) { fusion_flag.store(fusion, std::memory_order_relaxed); }
+bool cudnn_fusion() { return fusion_flag.load(std::memory_order_relaxed); }
 
 void set_cudnn_workspace_limit(size_t bytes) { workspace_limit_bytes.store(bytes, std::memory_order_relaxed); }
 size_t cudnn_workspace_limit() { return workspace_limit_bytes.load(std::memory_order_relaxed); }

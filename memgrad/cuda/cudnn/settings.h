@@ -1,7 +1,8 @@
 // cuda/cudnn/settings.h — the process-wide switches of CUDA convolution, after PyTorch's
 // torch.backends.cudnn: whether cuDNN runs at all (enabled), how it picks an algorithm
 // (benchmark), whether it may pick engines whose sums vary from run to run (deterministic),
-// whether float32 may use TF32 tensor cores (allow_tf32), and how much
+// whether float32 may use TF32 tensor cores (allow_tf32), whether it fuses other ops' work
+// into convolutions (fusion, memgrad's own), and how much
 // scratch memory an algorithm may borrow (workspace_limit).
 //
 // They exist in every CUDA build, with or without cuDNN, so a program sets them without
@@ -44,6 +45,15 @@ bool cudnn_allow_tf32();
 // nondeterministic.
 void set_cudnn_deterministic(bool deterministic);
 bool cudnn_deterministic();
+
+// On (default): where cuDNN can fuse work into a convolution, it does. Today that is batch
+// norm's per-channel statistics, generated in the epilogue of the convolution before it
+// (cuda/cudnn/conv.h's conv2d_with_statistics; nn::Bottleneck and nn::BasicBlock ask for
+// it when training in float16 or bfloat16 channels_last), which saves batch norm's
+// statistics pass over the activation. Off: the convolution and the statistics run
+// apart, as before; the fused and unfused steps differ by rounding only.
+void set_cudnn_fusion(bool fusion);
+bool cudnn_fusion();
 
 // The most workspace bytes one convolution may borrow from the caching allocator (default
 // 1 GiB). Engines that need more are skipped; in benchmark mode it also caps the
