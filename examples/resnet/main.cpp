@@ -27,6 +27,9 @@
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/memory_format.h>
 #include <memgrad/core/random.h>
+#ifdef MG_WITH_CUDA
+#include <memgrad/cuda/cudnn/settings.h>
+#endif
 #include <memgrad/data/dataloader.h>
 #include <memgrad/data/dataset.h>
 #include <memgrad/data/transforms.h>
@@ -405,6 +408,9 @@ int main(int argc, char** argv) {
       },
       resnet::usage, [&] {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
+#ifdef MG_WITH_CUDA
+        mg::cuda::set_cudnn_fusion(args.cudnn_fusion);
+#endif
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);
