@@ -1,4 +1,4 @@
-// autograd/norm.cpp — batch_norm and batch_norm_relu, forward and backward.
+// autograd/norm.cpp — batch_norm, batch_norm_relu and batch_norm_add_relu, forward and backward.
 //
 // Inputs dense in NCHW or channels-last order go to the kernels as they are, and the
 // output and the input's gradient take the input's layout (as in PyTorch), so a
@@ -11,12 +11,19 @@
 // batch_norm_relu's node (BatchNormReluBackward) saves the bias too: the kernels apply the
 // ReLU to the output and, in backward, rebuild its mask from the input with the forward's
 // own arithmetic, so the mask is exact and the ReLU's output is never saved.
+// batch_norm_add_relu's (BatchNormAddReluBackward) adds the residual in the same pass, so
+// batch_norm's output is never written; the mask of relu(y + residual) cannot be rebuilt
+// from the input, so it saves its output instead of the bias (the next block's input,
+// saved by it anyway, as PyTorch's relu saves its output). Its backward writes the masked
+// gradient once, as the residual's gradient, and batch_norm's backward reads it back.
 //
 // Evaluation: the statistics are constants, so y = (x - running_mean) * invstd * w + b is
 // an affine map per channel. Without gradients the kernel computes it directly (no
 // intermediates); with gradients it is built from mul/sub/add, whose backward is already
 // right, at the cost of the intermediates those ops save.
 #include "memgrad/autograd/norm.h"
+
+#include <vector>
 
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
@@ -64,9 +71,34 @@ Tensor batch_norm_eval_composite(const Tensor& input, const Tensor& running_mean
   return out.dtype() == input.dtype() ? out : out.to(input.dtype());
 }
 
-Tensor normalise(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                 const Tensor& bias, bool training, double momentum, double eps, bool relu) {
-  const char* op = relu ? "batch_norm_relu" : "batch_norm";
+void check_residual(const char* op, const Tensor& input, const Tensor& residual) {
+  MG_CHECK(residual.defined(), op, ": got an undefined residual. Hint: without a shortcut, use batch_norm_relu.");
+  MG_CHECK(residual.sizes() == input.sizes(), op, ": expected a residual of the input's shape ", input.sizes(),
+           ", got shape ", residual.sizes(),
+           " (it is not broadcast). Hint: map the shortcut onto the block's output first, as a ResNet's "
+           "downsample does.");
+  MG_CHECK(is_floating(residual.dtype()), op, ": expected a floating-point residual, got ", residual.dtype(),
+           " of shape ", residual.sizes(), ". Hint: convert it with .to(", input.dtype(), ").");
+  MG_CHECK(residual.device() == input.device(), op, ": expected the residual on the input's device ",
+           input.device(), ", got ", residual.device(), " (shape ", residual.sizes(),
+           "). Hint: move it with .to(device).");
+}
+
+// Whether the kernels add the residual: in training, with the input's dtype, and with the
+// input's memory order as the kernels read it (they index both with one layout). The rest
+// (evaluation, mixed dtypes or layouts) is add_relu of batch_norm, whose result it is by
+// definition; evaluation stays there so that it equals the unfused ops exactly.
+bool fuses_residual(const Tensor& x, const Tensor& residual, bool training) {
+  if (!training || residual.dtype() != x.dtype()) return false;
+  MemoryFormat format = suggest_memory_format(x);
+  if (!is_contiguous_in(x, format)) format = MemoryFormat::Contiguous;  // dense_layout's copy
+  return is_contiguous_in(residual, format);
+}
+
+// batch_norm, then a ReLU when `relu`, with `residual` (or undefined) added before it.
+Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                 const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
+                 const Tensor& residual) {
   autograd::check_defined(op, x);
   autograd::check_floating(op, x);
   MG_CHECK(x.dim() == 2 || x.dim() == 4, op, ": expected a 2-D (N, C) or 4-D (N, C, H, W) input, got shape ",
@@ -88,10 +120,15 @@ Tensor normalise(const Tensor& x, const Tensor& running_mean, const Tensor& runn
     MG_CHECK(running_mean.defined(), op,
              ": evaluation mode needs running_mean and running_var, got undefined ones for input of shape ",
              x.sizes(), ". Hint: pass training=true, or track running statistics.");
-    if (autograd::needs_grad(x, weight, bias)) {
-      Tensor out = batch_norm_eval_composite(x, running_mean, running_var, weight, bias, eps);
-      return relu ? mg::relu(out) : out;
-    }
+  }
+  if (residual.defined() && !fuses_residual(x, residual, training)) {
+    return add_relu(normalise(op, x, running_mean, running_var, weight, bias, training, momentum, eps,
+                              /*relu=*/false, Tensor()),
+                    residual);
+  }
+  if (!training && autograd::needs_grad(x, weight, bias)) {
+    Tensor out = batch_norm_eval_composite(x, running_mean, running_var, weight, bias, eps);
+    return relu ? mg::relu(out) : out;
   }
 
   // NCHW and channels-last inputs are read in place; the output keeps the input's layout.
@@ -104,36 +141,50 @@ Tensor normalise(const Tensor& x, const Tensor& running_mean, const Tensor& runn
     save_mean = autograd::new_output({channels}, stats_dtype, x);
     save_invstd = autograd::new_output({channels}, stats_dtype, x);
   }
-  kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, relu, out,
-                                 save_mean, save_invstd);
+  kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, relu,
+                                 residual, out, save_mean, save_invstd);
   if (training && running_mean.defined()) {
     running_mean.bump_version();
     running_var.bump_version();
   }
   if (!training) return out;  // gradients were handled by the composite above
 
-  if (autograd::needs_grad(x, weight, bias)) {
+  if (autograd::needs_grad(x, weight, bias, residual)) {
+    const bool added = residual.defined();
+    const char* name = added ? "BatchNormAddReluBackward" : relu ? "BatchNormReluBackward" : "BatchNormBackward";
+    std::vector<Tensor> inputs = {x, weight, bias};
+    if (added) inputs.push_back(residual);
     DType bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
-    // The bias only serves the ReLU's mask.
+    // The ReLU's mask: rebuilt from the input with the bias, or, after a residual, read
+    // from the output.
     autograd::record(
-        relu ? "BatchNormReluBackward" : "BatchNormBackward", out, {x, weight, bias},
-        autograd::saved(input, weight, relu ? bias : Tensor(), save_mean, save_invstd),
+        name, out, inputs,
+        autograd::saved(input, weight, relu && !added ? bias : Tensor(), save_mean, save_invstd,
+                        added ? out : Tensor()),
         [bias_dtype, relu](const autograd::Node& node, const Tensor& grad, const Tensor& saved_input,
                            const Tensor& saved_weight, const Tensor& saved_bias, const Tensor& saved_mean,
-                           const Tensor& saved_invstd) {
-          // The kernel indexes grad_output, the input and grad_input with the input's layout.
-          Tensor grad_output = autograd::in_format(grad, suggest_memory_format(saved_input));
+                           const Tensor& saved_invstd, const Tensor& saved_output) {
+          // The kernel indexes grad_output, the output and the gradients with the input's layout.
+          MemoryFormat format = suggest_memory_format(saved_input);
+          Tensor grad_output = autograd::in_format(grad, format);
+          const bool added = saved_output.defined();
+          Tensor output = added ? autograd::in_format(saved_output, format) : Tensor();
           int64_t channels = saved_input.sizes()[1];
-          Tensor grad_input, grad_weight, grad_bias;
-          if (node.needs_input_grad(0)) {
-            grad_input = empty(saved_input.sizes(), {.dtype = saved_input.dtype(), .device = grad.device()},
-                               suggest_memory_format(saved_input));
-          }
+          TensorOptions like_input{.dtype = saved_input.dtype(), .device = grad.device()};
+          Tensor grad_input, grad_weight, grad_bias, grad_residual;
+          if (node.needs_input_grad(0)) grad_input = empty(saved_input.sizes(), like_input, format);
           if (node.needs_input_grad(1)) grad_weight = autograd::new_output({channels}, saved_weight.dtype(), grad);
           if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
+          // The masked gradient: the residual's, and what grad_input is computed from.
+          if (added && (grad_input.defined() || node.needs_input_grad(3))) {
+            grad_residual = empty(saved_input.sizes(), like_input, format);
+          }
           kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_bias, saved_mean,
-                                                     saved_invstd, relu, grad_input, grad_weight, grad_bias);
-          return std::vector<Tensor>{grad_input, grad_weight, grad_bias};
+                                                     saved_invstd, relu, output, grad_input, grad_weight,
+                                                     grad_bias, grad_residual);
+          std::vector<Tensor> gradients{grad_input, grad_weight, grad_bias};
+          if (added) gradients.push_back(node.needs_input_grad(3) ? grad_residual : Tensor());
+          return gradients;
         });
   }
   return out;
@@ -143,12 +194,24 @@ Tensor normalise(const Tensor& x, const Tensor& running_mean, const Tensor& runn
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  return normalise(input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/false);
+  return normalise("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps,
+                   /*relu=*/false, Tensor());
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
-  return normalise(input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/true);
+  return normalise("batch_norm_relu", input, running_mean, running_var, weight, bias, training, momentum, eps,
+                   /*relu=*/true, Tensor());
+}
+
+Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
+                           double momentum, double eps) {
+  const char* op = "batch_norm_add_relu";
+  autograd::check_defined(op, input);
+  check_residual(op, input, residual);
+  return normalise(op, input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/true,
+                   residual);
 }
 
 }  // namespace mg

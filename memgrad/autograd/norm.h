@@ -1,6 +1,7 @@
 // autograd/norm.h — batch normalisation over (N, H, W) per channel for (N, C, H, W) or
 // (N, C) inputs, training (batch statistics, running statistics updated in place, not
-// differentiated) and evaluation (running statistics); alone or fused with a ReLU.
+// differentiated) and evaluation (running statistics); alone, fused with a ReLU, or fused
+// with a residual add and a ReLU (a ResNet block's end).
 #pragma once
 
 #include "memgrad/core/tensor.h"
@@ -19,5 +20,16 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                        double eps = 1e-5);
+
+// relu(batch_norm(input, ...) + residual) as one op, residual of the input's sizes (no
+// broadcasting). Training with a residual of the input's dtype and memory layout runs in
+// one node (BatchNormAddReluBackward) that never writes batch_norm's output: it saves what
+// batch_norm's saves plus its own output (for the ReLU's mask; the next layer's input, so
+// no extra memory), hands the masked gradient to the residual and batch_norm's backward of
+// it to input, weight and bias. Evaluation, and residuals of another dtype or layout, run
+// add_relu(batch_norm(...), residual) instead: the same values.
+Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
+                           double momentum = 0.1, double eps = 1e-5);
 
 }  // namespace mg

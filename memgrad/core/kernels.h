@@ -227,25 +227,35 @@ struct KernelTable {
                               const Tensor& grad_input);
   // Batch normalisation over (N, H, W) per channel of an (N, C, H, W) input dense in NCHW
   // or channels-last order, or a contiguous (N, C) one; output, grad_output and grad_input
-  // share the input's layout. Training:
+  // (and residual, the forward's output and grad_residual when given) share the input's
+  // sizes, dtype and layout. Training:
   // normalise with the batch statistics, write save_mean / save_invstd (C, float32 for
   // 16-bit inputs, else the input's dtype) and update running_mean / running_var in place
   // (unbiased variance, momentum as PyTorch); eval: normalise with the running statistics.
   // weight and bias (C) may be undefined (affine=false). relu: output relu(y) instead of y.
-  // NOTE: with relu, training computes y from the statistics as saved (rounded to their
-  // dtype), as y = (x - save_mean) * (save_invstd * weight) + bias, so that the backward
-  // can rebuild the ReLU's mask (y > 0) from the input exactly.
+  // residual (only with relu; or undefined): output relu(y + residual), the residual read in
+  // the same pass as x (a ResNet block's end).
+  // NOTE: with relu and no residual, training computes y from the statistics as saved
+  // (rounded to their dtype), as y = (x - save_mean) * (save_invstd * weight) + bias, so
+  // that the backward can rebuild the ReLU's mask (y > 0) from the input exactly. With a
+  // residual the mask cannot be rebuilt from the input; the backward reads the output.
   void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& running_mean, const Tensor& running_var, bool training,
-                     double momentum, double eps, bool relu, const Tensor& output,
-                     const Tensor& save_mean, const Tensor& save_invstd);
+                     double momentum, double eps, bool relu, const Tensor& residual,
+                     const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
   // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
-  // undefined when not needed. relu: the forward ran with relu (its bias is then read to
-  // rebuild the mask, and grad_output is taken as the ReLU's).
+  // undefined when not needed. relu: the forward ran with relu and grad_output is taken as
+  // the ReLU's. Its mask is output > 0 when output (the forward's, which had a residual) is
+  // given, else it is rebuilt from the input (bias is then read). grad_residual (only with
+  // output; or undefined): receives grad_output through the mask, the gradient reaching
+  // y + residual and so the residual's; it must be given with output whenever grad_input
+  // is wanted (the CUDA kernels write it while summing and read it back for grad_input
+  // instead of grad_output and output).
   void (*batch_norm_backward)(const Tensor& grad_output, const Tensor& input,
                               const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
-                              const Tensor& save_invstd, bool relu, const Tensor& grad_input,
-                              const Tensor& grad_weight, const Tensor& grad_bias);
+                              const Tensor& save_invstd, bool relu, const Tensor& output,
+                              const Tensor& grad_input, const Tensor& grad_weight,
+                              const Tensor& grad_bias, const Tensor& grad_residual);
 
   // ---- transformers ----
   // output (N, D) row n = weight (V, D) row indices[n]; indices (N) int64, all contiguous.

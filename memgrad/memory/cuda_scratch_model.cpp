@@ -106,14 +106,15 @@ Tensor batch_norm_workspace(const Tensor& input, bool with_partials) {
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   if (input.numel() == 0) return;
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training);
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual) {
   if (input.numel() == 0 || input.sizes()[1] == 0) return;
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/true);
 }

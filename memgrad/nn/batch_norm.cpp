@@ -30,14 +30,19 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) { return normalise(input, /*relu=*/false); }
+Tensor BatchNorm2d::forward(const Tensor& input) { return normalise(input, /*relu=*/false, Tensor()); }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& input) {
   NamedCall call(*this);
-  return normalise(input, /*relu=*/true);
+  return normalise(input, /*relu=*/true, Tensor());
 }
 
-Tensor BatchNorm2d::normalise(const Tensor& input, bool relu) {
+Tensor BatchNorm2d::forward_add_relu(const Tensor& input, const Tensor& residual) {
+  NamedCall call(*this);
+  return normalise(input, /*relu=*/true, residual);
+}
+
+Tensor BatchNorm2d::normalise(const Tensor& input, bool relu, const Tensor& residual) {
   MG_CHECK(input.dim() == 4 && input.size(1) == num_features_, "BatchNorm2d(", num_features_,
            "): expected an input of shape (N, ", num_features_, ", H, W), got ", input.sizes(),
            "; check the layer's num_features against the channels of the layer before it");
@@ -54,9 +59,14 @@ Tensor BatchNorm2d::normalise(const Tensor& input, bool relu) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
   }
+  Tensor tracked_mean = recomputing ? Tensor() : running_mean;
+  Tensor tracked_var = recomputing ? Tensor() : running_var;
+  if (residual.defined()) {
+    return batch_norm_add_relu(input, residual, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_,
+                               eps_);
+  }
   auto* op = relu ? batch_norm_relu : batch_norm;
-  if (recomputing) return op(input, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum_, eps_);
-  return op(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+  return op(input, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_, eps_);
 }
 
 std::string BatchNorm2d::extra_repr() const {

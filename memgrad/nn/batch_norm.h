@@ -28,6 +28,10 @@ class BatchNorm2d : public Module {
   // ResNet block does after most convolutions, without the ReLU's own read and write of
   // the activation in forward and backward. Named for a Recorder as this layer.
   Tensor forward_relu(const Tensor& input);
+  // relu(forward(input) + residual), residual of the input's shape, in one pass over input
+  // and residual (mg::batch_norm_add_relu): a residual block's end, without writing
+  // forward(input) and reading it back. Named for a Recorder as this layer.
+  Tensor forward_add_relu(const Tensor& input, const Tensor& residual);
   // As PyTorch prints it: "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True".
   std::string extra_repr() const override;
 
@@ -42,7 +46,8 @@ class BatchNorm2d : public Module {
   Tensor num_batches_tracked;   // 0-d int64, undefined unless track_running_stats
 
  private:
-  Tensor normalise(const Tensor& input, bool relu);
+  // relu(y + residual) when residual is defined, else relu(y) when relu, else y.
+  Tensor normalise(const Tensor& input, bool relu, const Tensor& residual);
 
   int64_t num_features_;
   double eps_;

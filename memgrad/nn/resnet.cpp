@@ -5,7 +5,6 @@
 #include <string>
 
 #include "memgrad/autograd/checkpoint.h"
-#include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/nn/init.h"
 
@@ -52,13 +51,13 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
   if (downsample_module) downsample = register_module("downsample", std::move(downsample_module));
 }
 
-// bn->forward_relu(x) is relu((*bn)(x)) and add_relu(a, b) relu(a + b), each in one pass
-// each way (nn/batch_norm.h, autograd/elementwise.h).
+// bn->forward_relu(x) is relu((*bn)(x)) and bn->forward_add_relu(x, shortcut)
+// relu((*bn)(x) + shortcut), each one op (nn/batch_norm.h).
 Tensor BasicBlock::forward(const Tensor& input) {
   Tensor out = bn1->forward_relu((*conv1)(input));
-  out = (*bn2)((*conv2)(out));
+  out = (*conv2)(out);
   Tensor identity = downsample ? (*downsample)(input) : input;
-  return add_relu(out, identity);
+  return bn2->forward_add_relu(out, identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample_module,
@@ -77,9 +76,9 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::s
 Tensor Bottleneck::forward(const Tensor& input) {
   Tensor out = bn1->forward_relu((*conv1)(input));
   out = bn2->forward_relu((*conv2)(out));
-  out = (*bn3)((*conv3)(out));
+  out = (*conv3)(out);
   Tensor identity = downsample ? (*downsample)(input) : input;
-  return add_relu(out, identity);
+  return bn3->forward_add_relu(out, identity);
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> blocks_per_layer, const ResNetOptions& options)

@@ -6,8 +6,10 @@
 // (97.5 MiB); every block's convolution saves its input for backward, so activation memory
 // grows with batch * height * width, which the small-image stem keeps small for 32x32 data.
 // ResNetOptions::checkpoint_stages trades compute for that memory (autograd/checkpoint.h).
-// The forwards fuse every ReLU into the op before it (BatchNorm2d::forward_relu, add_relu);
-// the `relu` members stay registered so that the module tree prints as torchvision's.
+// The forwards fuse every ReLU into the batch norm before it (BatchNorm2d::forward_relu),
+// and a block's last batch norm, its shortcut's add and the ReLU into one op
+// (BatchNorm2d::forward_add_relu: that batch norm's output is never written); the `relu`
+// members stay registered so that the module tree prints as torchvision's.
 #pragma once
 
 #include <array>

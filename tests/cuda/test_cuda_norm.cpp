@@ -2,7 +2,8 @@
 // random inputs: training forward, the running statistics it updates on the device,
 // evaluation forward, and the backward (grad_input, grad_weight, grad_bias), for (N, C)
 // and (N, C, H, W) shapes in NCHW and channels-last layouts, including channels whose
-// reductions span many blocks; and batch_norm_relu, the same with a fused ReLU.
+// reductions span many blocks; batch_norm_relu, the same with a fused ReLU; and
+// batch_norm_add_relu, with a residual added before the ReLU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -246,4 +247,121 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
     CHECK(is_contiguous_in(cuda_kernel_eval, format));
     check_within_scale(cuda_kernel_eval, cpu_eval, relative);
   }
+}
+
+namespace {
+
+// `tensor`'s values, dense in `format`, in a new buffer one element past a 16-byte
+// boundary: no vector access lines up with them.
+Tensor at_odd_offset(const Tensor& tensor, MemoryFormat format) {
+  const Shape& sizes = tensor.sizes();
+  Tensor buffer = empty({tensor.numel() + 1}, {.dtype = tensor.dtype(), .device = tensor.device()});
+  Tensor flat = buffer.narrow(0, 1, tensor.numel());
+  Tensor view = format == MemoryFormat::ChannelsLast
+                    ? flat.view({sizes[0], sizes[2], sizes[3], sizes[1]}).permute({0, 3, 1, 2})
+                    : flat.view(sizes);
+  view.copy_(tensor);
+  return view;
+}
+
+}  // namespace
+
+// batch_norm_add_relu: the fused kernels (the residual read in the normalising pass, the
+// residual's gradient written by the summing pass) against the CPU's, and against add_relu
+// of batch_norm on the GPU itself. Odd channel counts and H * W that defeat the vector
+// widths, (N, C) inputs, and 16-bit inputs with float32 statistics as under autocast.
+TEST_CASE("CUDA batch_norm_add_relu matches the CPU and the unfused ops (forward, running stats, backward)",
+          "[cuda]") {
+  auto [sizes, dtype, offset] = GENERATE(
+      LayoutCase{{4, 5, 7, 9}, DType::Float32, 0.5}, LayoutCase{{32, 64, 16, 16}, DType::Float32, 0.5},
+      LayoutCase{{8, 2048, 7, 7}, DType::Float32, 0.5}, LayoutCase{{6, 33, 5, 3}, DType::Float32, 100.0},
+      LayoutCase{{5, 3, 6, 4}, DType::Float64, 0.5}, LayoutCase{{7, 96, 8, 8}, DType::Float64, 0.5},
+      LayoutCase{{16, 64, 8, 8}, DType::Float16, 1.0}, LayoutCase{{9, 13, 3, 5}, DType::Float16, 1.0},
+      LayoutCase{{16, 24, 5, 5}, DType::BFloat16, 1.0}, LayoutCase{{11, 7, 7, 7}, DType::BFloat16, 1.0},
+      LayoutCase{{37, 19}, DType::Float32, 0.5}, LayoutCase{{64, 40}, DType::Float16, 1.0});
+  auto format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  if (sizes.size() == 2 && format == MemoryFormat::ChannelsLast) return;  // (N, C) has one layout
+  INFO("input " << sizes << " " << dtype << " in " << format << ", offset " << offset);
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const DType stats = half ? DType::Float32 : dtype;
+  // As batch_norm_relu's test; at an offset of 100 a float32 mean is known to ~1e-5.
+  const double relative = dtype == DType::Float64 ? 1e-12
+                          : dtype == DType::Float32 ? (offset > 10 ? 1e-4 : 1e-5)
+                          : dtype == DType::Float16 ? 4e-3
+                                                    : 3e-2;
+  const double sums = half ? 1e-2 : relative;  // grad_weight, grad_bias: sums of 16-bit values
+  int64_t channels = sizes[1];
+  Tensor x = random_normal(sizes, dtype, 71, 2.0, offset).requires_grad_();
+  Tensor residual = random_normal(sizes, dtype, 72).requires_grad_();
+  Tensor weight = random_normal({channels}, stats, 73).requires_grad_();
+  Tensor bias = random_normal({channels}, stats, 74).requires_grad_();
+  Tensor cpu_running_mean = random_normal({channels}, stats, 75), cpu_running_var = ones({channels}, {.dtype = stats});
+  Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+  Tensor cuda_residual = laid_out(on_cuda(residual.detach()), format).requires_grad_();
+  Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
+  Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
+  Tensor grad_output = random_normal(sizes, dtype, 76);
+
+  Tensor cpu_out =
+      batch_norm_add_relu(x, residual, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
+  Tensor cuda_out = batch_norm_add_relu(cuda_x, cuda_residual, cuda_running_mean, cuda_running_var, cuda_weight,
+                                        cuda_bias, true, 0.1, 1e-5);
+  CHECK(is_contiguous_in(cuda_out, format));
+  REQUIRE(cuda_out.grad_fn() != nullptr);
+  CHECK(std::string(cuda_out.grad_fn()->name()) == "BatchNormAddReluBackward");
+  check_within_scale(cuda_out, cpu_out, relative);
+  check_within_scale(cuda_running_mean, cpu_running_mean, 1e-5);
+  check_within_scale(cuda_running_var, cpu_running_var, 1e-5);
+  std::vector<double> outputs = host_values(cuda_out);
+  CHECK(*std::min_element(outputs.begin(), outputs.end()) == 0.0);  // the ReLU clamped some
+
+  sum(mul(cpu_out, grad_output)).backward();
+  sum(mul(cuda_out, on_cuda(grad_output))).backward();
+  check_within_scale(cuda_x.grad(), x.grad(), relative);
+  // The residual's gradient is grad_output or 0, the same mask on both devices: exact.
+  check_within_scale(cuda_residual.grad(), residual.grad(), 0.0);
+  CHECK(is_contiguous_in(cuda_residual.grad(), format));
+  check_within_scale(cuda_weight.grad(), weight.grad(), sums);
+  check_within_scale(cuda_bias.grad(), bias.grad(), sums);
+
+  SECTION("the same as add_relu of batch_norm on the GPU") {
+    Tensor unfused_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+    Tensor unfused_residual = laid_out(on_cuda(residual.detach()), format).requires_grad_();
+    Tensor unfused_weight = on_cuda(weight.detach()).requires_grad_();
+    Tensor unfused_bias = on_cuda(bias.detach()).requires_grad_();
+    Tensor unfused = add_relu(batch_norm(unfused_x, Tensor(), Tensor(), unfused_weight, unfused_bias, true, 0.1, 1e-5),
+                              unfused_residual);
+    // 16-bit: the unfused ops round batch_norm's output before the add.
+    check_within_scale(cuda_out, unfused, relative);
+    sum(mul(unfused, on_cuda(grad_output))).backward();
+    check_within_scale(cuda_x.grad(), unfused_x.grad(), relative);
+    check_within_scale(cuda_residual.grad(), unfused_residual.grad(), half ? relative : 0.0);
+    check_within_scale(cuda_weight.grad(), unfused_weight.grad(), sums);
+    check_within_scale(cuda_bias.grad(), unfused_bias.grad(), sums);
+  }
+  SECTION("inputs and residuals one element off the vector alignment") {
+    Tensor odd_x = at_odd_offset(cuda_x.detach(), format).requires_grad_();
+    Tensor odd_residual = at_odd_offset(cuda_residual.detach(), format).requires_grad_();
+    REQUIRE(is_contiguous_in(odd_x, format));
+    Tensor odd = batch_norm_add_relu(odd_x, odd_residual, Tensor(), Tensor(), cuda_weight.detach(),
+                                     cuda_bias.detach(), true, 0.1, 1e-5);
+    CHECK(std::string(odd.grad_fn()->name()) == "BatchNormAddReluBackward");
+    check_within_scale(odd, cpu_out, relative);
+    sum(mul(odd, on_cuda(grad_output))).backward();
+    check_within_scale(odd_x.grad(), x.grad(), relative);
+    check_within_scale(odd_residual.grad(), residual.grad(), 0.0);
+  }
+  SECTION("evaluation: add_relu of batch_norm") {
+    Tensor cpu_eval = batch_norm_add_relu(x, residual, cpu_running_mean, cpu_running_var, weight, bias, false);
+    Tensor cuda_eval = batch_norm_add_relu(cuda_x, cuda_residual, cuda_running_mean, cuda_running_var, cuda_weight,
+                                           cuda_bias, false);
+    CHECK(std::string(cuda_eval.grad_fn()->name()) == "AddReluBackward");
+    check_within_scale(cuda_eval, cpu_eval, relative);
+  }
+}
+
+TEST_CASE("CUDA batch_norm_add_relu refuses a residual on another device", "[cuda]") {
+  Tensor x = on_cuda(random_normal({4, 3, 2, 2}, DType::Float32, 81));
+  CHECK_THROWS_WITH(batch_norm_add_relu(x, random_normal({4, 3, 2, 2}, DType::Float32, 82), {}, {}, {}, {}, true),
+                    Catch::Contains("batch_norm_add_relu: expected the residual on the input's device cuda"));
 }

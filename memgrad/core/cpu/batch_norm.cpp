@@ -1,7 +1,7 @@
 // core/cpu/batch_norm.cpp — CPU batch normalisation, forward (training and evaluation) and
 // the training-mode backward, over (N, C) inputs and (N, C, H, W) inputs dense in NCHW
-// or channels-last order, optionally followed by a fused ReLU; outputs and gradients share
-// the input's layout.
+// or channels-last order, optionally followed by a fused residual add and/or ReLU; outputs
+// and gradients share the input's layout.
 //
 // The input is seen as (N, C, inner) with inner = H * W (1 for (N, C)): element (n, c, i)
 // sits at (n * C + c) * inner + i in NCHW order and at (n * inner + i) * C + c in
@@ -60,7 +60,8 @@ void write_channels(const std::vector<double>& source, const Tensor& destination
 
 // One channel's y = x * scale + shift: (x - mean) * invstd * w + b folded into one
 // multiply-add. The fused ReLU's forward and backward both build it with this, from the
-// same doubles, so the backward's mask (y > 0) is the forward's.
+// same doubles, so the backward's mask (y > 0) is the forward's (without a residual; with
+// one, the backward reads the mask from the output).
 struct ChannelAffine {
   double scale, shift;
   ChannelAffine(double mean, double invstd, double weight, double bias)
@@ -72,7 +73,7 @@ struct ChannelAffine {
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
@@ -81,6 +82,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
 
   dispatch_floating(input.dtype(), "batch_norm", [&]<class T>() {
     const T* in = input.data_ptr<T>();
+    const T* added = residual.defined() ? residual.data_ptr<T>() : nullptr;
     T* out = output.data_ptr<T>();
 
     if (training) {
@@ -107,7 +109,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
       }
       write_channels(mean, save_mean);
       write_channels(invstd, save_invstd);
-      if (relu) {  // normalise with the statistics as the backward will read them
+      if (relu && !residual.defined()) {  // normalise with the statistics as the backward will read them
         mean = read_channels(save_mean, channels, 0.0);
         invstd = read_channels(save_invstd, channels, 1.0);
       }
@@ -134,6 +136,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
         for (int64_t i = 0; i < layout.inner; ++i) {
           int64_t index = layout.at(n, c, i);
           double y = affine(static_cast<double>(static_cast<compute_t<T>>(in[index])));
+          if (added != nullptr) y += static_cast<double>(static_cast<compute_t<T>>(added[index]));
           // NaN stays NaN, as PyTorch's relu.
           if (relu && y < 0) y = 0;
           out[index] = static_cast<T>(static_cast<compute_t<T>>(y));
@@ -144,8 +147,9 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
@@ -157,7 +161,9 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   dispatch_floating(input.dtype(), "batch_norm backward", [&]<class T>() {
     const T* in = input.data_ptr<T>();
     const T* grad = grad_output.data_ptr<T>();
+    const T* out = output.defined() ? output.data_ptr<T>() : nullptr;
     T* result = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
+    T* through = grad_residual.defined() ? grad_residual.data_ptr<T>() : nullptr;
     auto value = [](T x) { return static_cast<double>(static_cast<compute_t<T>>(x)); };
     // NOTE: a copy local to this lambda: clang 14 rejects a lambda in the parallel loop
     // that names the enclosing function's parameter ("reference to local variable").
@@ -166,15 +172,19 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
     for (int64_t c = 0; c < channels; ++c) {
       const ChannelAffine affine(mean[c], invstd[c], scale[c], shift[c]);
-      // The gradient reaching the normalisation: through the ReLU's mask when fused.
+      // The gradient reaching the normalisation: through the ReLU's mask when fused, read
+      // from the output when there was a residual, else rebuilt from the input.
       auto grad_at = [&](int64_t index) {
-        return masked && !(affine(value(in[index])) > 0) ? 0.0 : value(grad[index]);
+        if (!masked) return value(grad[index]);
+        bool positive = out != nullptr ? value(out[index]) > 0 : affine(value(in[index])) > 0;
+        return positive ? value(grad[index]) : 0.0;
       };
       double total = 0, dot = 0;
       for (int64_t n = 0; n < layout.batch; ++n) {
         for (int64_t i = 0; i < layout.inner; ++i) {
           int64_t index = layout.at(n, c, i);
           double g = grad_at(index);
+          if (through != nullptr) through[index] = static_cast<T>(static_cast<compute_t<T>>(g));
           total += g;
           dot += g * (value(in[index]) - mean[c]) * invstd[c];
         }

@@ -79,10 +79,11 @@ void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, cons
 // batch_norm.cpp / batch_norm.cu
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
+                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias);
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual);
 
 // embedding.{cpp,cu}
 void embedding(const Tensor& weight, const Tensor& indices, const Tensor& output);

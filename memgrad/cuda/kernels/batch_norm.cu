@@ -19,6 +19,14 @@
 // forward and two reads and a write backward (ResNet-50 in float16: ~1.5 ms a step on an
 // H200).
 //
+// A residual may be added before the ReLU (batch_norm_add_relu, a ResNet block's end):
+// the normalising pass reads x and the residual and writes relu(y + residual), y never
+// stored (forward: 3 reads + 1 write, against 4 + 2 for batch_norm then add_relu). The
+// mask cannot be rebuilt from x then, so the backward reads it from the saved output: the
+// summing pass reads grad, output and x and writes the masked gradient gz (the residual's
+// gradient) at once, and the grad_input pass reads gz and x (backward: 5 reads + 2 writes,
+// against 6 + 2 for add_relu's backward then batch_norm's).
+//
 // NOTE: numerics. The statistics are accumulated as shifted sums, sum(x - K) and
 // sum((x - K)^2) with K = the channel's first value (float for float32 / 16-bit inputs,
 // double for float64), and var = E[(x - K)^2] - E[x - K]^2. With K a value of the channel,
@@ -132,16 +140,19 @@ template <class T, class A>
 struct StatisticsTerms {
   using Element = T;
   using Prepared = A;  // K
-  static constexpr bool kReadsGrad = false;
   const T* input;
-  const T* grad_output;  // null
   __device__ __forceinline__ A prepare(const Geometry& geometry, int64_t c) const {
     return to_compute<A>(input[geometry.offset(c, 0)]);
   }
-  __device__ __forceinline__ void add(A shift, T x, T, A& first, A& second) const {
-    A deviation = to_compute<A>(x) - shift;
-    first += deviation;
-    second += deviation * deviation;
+  template <int kVec>
+  __device__ __forceinline__ void add(const A (&shift)[kVec], int64_t at, A (&first)[kVec], A (&second)[kVec]) const {
+    AlignedVector<T, kVec> x = load_vector<kVec>(input, at);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      A deviation = to_compute<A>(x.value[j]) - shift[j];
+      first[j] += deviation;
+      second[j] += deviation * deviation;
+    }
   }
 };
 
@@ -166,26 +177,50 @@ __global__ void backward_map_kernel(int64_t channels, ChannelValues mean, Channe
   }
 }
 
-// The backward: (g, g * (x - mean)), with g masked by the fused ReLU (kRelu): zero where
-// the forward's pre-activation was not positive.
-template <class T, class A, bool kRelu>
+// Where the backward finds the fused ReLU's mask, if the forward had one.
+enum class ReluMask {
+  None,
+  FromInput,   // rebuilt: the pre-activation affine(x - mean) > 0 (batch_norm_relu)
+  FromOutput,  // read: the forward's output > 0 (batch_norm_add_relu)
+};
+
+// The backward: (g, g * (x - mean)), with g masked by the fused ReLU: zero where the
+// forward's pre-activation was not positive. With the mask from the output, the masked g
+// (the residual's gradient) is stored to grad_residual too, when that is not null.
+template <class T, class A, ReluMask kMask>
 struct BackwardTerms {
   using Element = T;
   using Prepared = ChannelMap<A>;
-  static constexpr bool kReadsGrad = true;
   const T* input;
   const T* grad_output;
+  const T* output;        // ReluMask::FromOutput only
+  T* grad_residual;       // ReluMask::FromOutput only, or null
   const A* coefficients;  // backward_map_kernel's
   int64_t channels;
   __device__ __forceinline__ Prepared prepare(const Geometry&, int64_t c) const {
     return {coefficients[c], coefficients[channels + c], coefficients[4 * channels + c]};
   }
-  __device__ __forceinline__ void add(const Prepared& map, T x, T g, A& first, A& second) const {
-    A centred = to_compute<A>(x) - map.mean;
-    A gradient = to_compute<A>(g);
-    if (kRelu && !(affine(centred, map.scale, map.bias) > A(0))) gradient = A(0);
-    first += gradient;
-    second += gradient * centred;
+  template <int kVec>
+  __device__ __forceinline__ void add(const Prepared (&map)[kVec], int64_t at, A (&first)[kVec],
+                                      A (&second)[kVec]) const {
+    AlignedVector<T, kVec> x = load_vector<kVec>(input, at);
+    AlignedVector<T, kVec> g = load_vector<kVec>(grad_output, at);
+    if constexpr (kMask == ReluMask::FromOutput) {
+      AlignedVector<T, kVec> y = load_vector<kVec>(output, at);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        if (!(to_compute<A>(y.value[j]) > A(0))) g.value[j] = from_compute<T>(A(0));
+      }
+      if (grad_residual != nullptr) store_vector<kVec>(grad_residual, at, g);
+    }
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      A centred = to_compute<A>(x.value[j]) - map[j].mean;
+      A gradient = to_compute<A>(g.value[j]);
+      if (kMask == ReluMask::FromInput && !(affine(centred, map[j].scale, map[j].bias) > A(0))) gradient = A(0);
+      first[j] += gradient;
+      second[j] += gradient * centred;
+    }
   }
 };
 
@@ -195,8 +230,9 @@ struct BackwardTerms {
 // with K the shift of the statistics (the mean in evaluation): x - K is exact for x near
 // K, so the mean is never rounded to the input's magnitude. coefficients[0][c] = K,
 // [1][c] = mean - K, [2][c] = scale = invstd * weight, [3][c] = bias.
-// NOTE: with the fused ReLU, training takes K = the saved mean (so mean - K = 0): the
-// backward rebuilds the mask from the saved statistics and must meet the same numbers.
+// NOTE: with the fused ReLU and no residual, training takes K = the saved mean (so
+// mean - K = 0): the backward rebuilds the mask from the saved statistics and must meet
+// the same numbers. (With a residual the backward reads the mask from the output.)
 template <class A>
 __device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
                                                            A shifted_mean, A invstd, ChannelValues weight,
@@ -214,7 +250,7 @@ struct FinishStatistics {
   const T* input;
   Geometry geometry;
   double momentum, eps;
-  bool relu;
+  bool from_saved;  // normalise with the statistics as saved: K = the saved mean
   ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
   A* coefficients;
 
@@ -236,7 +272,7 @@ struct FinishStatistics {
     if (running_var.kind != ChannelKind::Absent) {
       store_channel(running_var, c, (1 - momentum) * load_channel(running_var, c, 1.0) + momentum * unbiased_var);
     }
-    if (relu) {
+    if (from_saved) {
       store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, weight, bias);
     } else {
       store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, weight, bias);
@@ -255,13 +291,15 @@ __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running
   }
 }
 
-// k: the channel's coefficients, k[i] = coefficients[i][c].
-template <class T, class A, bool kRelu>
+// k: the channel's coefficients, k[i] = coefficients[i][c]; r: the residual's value when
+// kResidual (added before the ReLU, in A: one rounding to T for the whole sum).
+template <class T, class A, bool kRelu, bool kResidual>
 struct NormaliseElement {
-  static constexpr bool kReadsGrad = false;
+  static constexpr bool kReadsSecond = kResidual;
   static constexpr int kCoefficients = 4;
-  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T) const {
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T r) const {
     A y = affine((to_compute<A>(x) - k[0]) - k[1], k[2], k[3]);
+    if constexpr (kResidual) y += to_compute<A>(r);
     return from_compute<T>(kRelu ? relu(y) : y);
   }
 };
@@ -273,8 +311,8 @@ struct NormaliseElement {
 //   dx = w * invstd / n * (n * g - sum(g) - xhat * sum(g * xhat))
 //      = g * [1] + (x - mean) * [2] + [3],
 // coefficients[0][c] = mean, [1][c] = w * invstd, [2][c] = -w * invstd^3 * sum(g * (x - mean)) / n,
-// [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask [4][c] = bias. [0], [1] and
-// [4] are backward_map_kernel's; this writes [2] and [3].
+// [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask rebuilt from x [4][c] = bias.
+// [0], [1] and [4] are backward_map_kernel's; this writes [2] and [3].
 template <class A>
 struct FinishBackward {
   Geometry geometry;
@@ -295,14 +333,16 @@ struct FinishBackward {
   }
 };
 
-template <class T, class A, bool kRelu>
+// g: the gradient reaching the normalisation, masked here when kMaskFromInput (otherwise
+// it comes masked: the residual's gradient that the summing pass stored).
+template <class T, class A, bool kMaskFromInput>
 struct GradInputElement {
-  static constexpr bool kReadsGrad = true;
-  static constexpr int kCoefficients = kRelu ? 5 : 4;
+  static constexpr bool kReadsSecond = true;
+  static constexpr int kCoefficients = kMaskFromInput ? 5 : 4;
   __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T g) const {
     A centred = to_compute<A>(x) - k[0];
     A gradient = to_compute<A>(g);
-    if constexpr (kRelu) {
+    if constexpr (kMaskFromInput) {
       if (!(affine(centred, k[1], k[4]) > A(0))) gradient = A(0);
     }
     return from_compute<T>(gradient * k[1] + centred * k[2] + k[3]);
@@ -311,10 +351,12 @@ struct GradInputElement {
 
 // ---- the elementwise pass ----
 
-// out[i] = element(coefficients of i's channel, x[i], g[i]) over the input's memory, kVec
-// elements at a time. A vector never straddles two channels' runs: in the planes layout
-// inner % kVec == 0 (its elements share one channel), in the rows layout C % kVec == 0 (its
-// elements are kVec consecutive channels of one row).
+// out[i] = element(coefficients of i's channel, x[i], s[i]) over the input's memory, kVec
+// elements at a time; s is a second tensor of the input's layout (the gradient backward,
+// the residual forward), read only when Element::kReadsSecond. A vector never straddles
+// two channels' runs: in the planes layout inner % kVec == 0 (its elements share one
+// channel), in the rows layout C % kVec == 0 (its elements are kVec consecutive channels
+// of one row).
 // NOTE: the coefficients are kept in registers and reloaded only when a thread's channel
 // changes. In the rows layout a grid stride that is a multiple of C keeps each thread on
 // its channels for good; reading them afresh per vector made a warp touch 32 x 4 scattered
@@ -323,7 +365,7 @@ struct GradInputElement {
 template <int kVec, class T, class A, class Element>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
-                       const T* grad_output, T* output) {
+                       const T* second, T* output) {
   int64_t vectors = total / kVec;
   constexpr int kLoaded = Element::kCoefficients;
   A k[kVec][kLoaded];
@@ -343,12 +385,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       loaded_channel = c;
     }
     AlignedVector<T, kVec> x = reinterpret_cast<const AlignedVector<T, kVec>*>(input)[v];
-    AlignedVector<T, kVec> g = x;  // read only by elements that take a gradient
-    if constexpr (Element::kReadsGrad) g = reinterpret_cast<const AlignedVector<T, kVec>*>(grad_output)[v];
+    AlignedVector<T, kVec> s = x;  // read only by elements that take a second tensor
+    if constexpr (Element::kReadsSecond) s = reinterpret_cast<const AlignedVector<T, kVec>*>(second)[v];
     AlignedVector<T, kVec> y;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      y.value[j] = element(k[j], x.value[j], g.value[j]);
+      y.value[j] = element(k[j], x.value[j], s.value[j]);
     }
     reinterpret_cast<AlignedVector<T, kVec>*>(output)[v] = y;
   }
@@ -356,11 +398,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 template <class T, class A, class Element>
 void launch_channel_map(Element element, const Geometry& geometry, int64_t total, const A* coefficients,
-                        const T* input, const T* grad_output, T* output, cudaStream_t stream) {
+                        const T* input, const T* second, T* output, cudaStream_t stream) {
   constexpr int kVec = vector_width_v<T>;
   int64_t run = geometry.rows ? geometry.channels : geometry.inner;
   bool aligned = is_aligned(input, sizeof(T) * kVec) && is_aligned(output, sizeof(T) * kVec) &&
-                 (grad_output == nullptr || is_aligned(grad_output, sizeof(T) * kVec));
+                 (second == nullptr || is_aligned(second, sizeof(T) * kVec));
   int vector = run % kVec == 0 && aligned ? kVec : 1;
   LaunchConfig config = launch_config(total / vector);
   if (geometry.rows) {
@@ -371,10 +413,10 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
   }
   if (vector == kVec) {
     channel_map_kernel<kVec><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients,
-                                                                          input, grad_output, output);
+                                                                          input, second, output);
   } else {
     channel_map_kernel<1><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry, coefficients, input,
-                                                                       grad_output, output);
+                                                                       second, output);
   }
   MG_CUDA_CHECK_LAUNCH();
 }
@@ -383,7 +425,8 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+  MG_ASSERT(relu || !residual.defined(), "batch_norm: a residual is fused only before a ReLU");
   int64_t total = input.numel();
   if (total == 0) return;
   Geometry geometry = geometry_of(input);
@@ -394,8 +437,9 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     using T = device_t<Element>;
     using A = accumulate_t<Element>;
     const T* in = static_cast<const T*>(input.raw_data());
+    const T* added = residual.defined() ? static_cast<const T*>(residual.raw_data()) : nullptr;
     int64_t channels = geometry.channels;
-    PartialGrid grid = partial_grid(geometry, sizeof(T), in, nullptr);
+    PartialGrid grid = partial_grid(geometry, sizeof(T), {in});
     // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
     // stream once the kernels are queued: the caching allocator orders its reuse.
     Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training)},
@@ -406,7 +450,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     geometry,
                                     momentum,
                                     eps,
-                                    relu,
+                                    /*from_saved=*/relu && added == nullptr,
                                     channel_values(save_mean),
                                     channel_values(save_invstd),
                                     channel_values(running_mean),
@@ -414,7 +458,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     channel_values(weight),
                                     channel_values(bias),
                                     coefficients};
-      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in, nullptr}, finish,
+      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
                          coefficients + kBatchNormCoefficients * channels, stream);
     } else {
       LaunchConfig config = launch_config(channels);
@@ -423,21 +467,28 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
           channel_values(bias), coefficients);
       MG_CUDA_CHECK_LAUNCH();
     }
-    auto normalise = [&]<bool kRelu>() {
-      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu>{}, geometry, total, coefficients, in, nullptr,
+    auto normalise = [&]<bool kRelu, bool kResidual>() {
+      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu, kResidual>{}, geometry, total, coefficients, in, added,
                                static_cast<T*>(output.raw_data()), stream);
     };
-    if (relu) {
-      normalise.template operator()<true>();
+    if (added != nullptr) {
+      normalise.template operator()<true, true>();
+    } else if (relu) {
+      normalise.template operator()<true, false>();
     } else {
-      normalise.template operator()<false>();
+      normalise.template operator()<false, false>();
     }
   });
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual) {
+  MG_ASSERT(relu || !output.defined(), "batch_norm backward: the output is read only for a ReLU's mask");
+  MG_ASSERT(!output.defined() || !grad_input.defined() || grad_residual.defined(),
+            "batch_norm backward: grad_input from the output's mask needs grad_residual to read back");
+  MG_ASSERT(output.defined() || !grad_residual.defined(), "batch_norm backward: grad_residual comes with output");
   int64_t total = input.numel();
   if (input.sizes()[1] == 0) return;
   Device device = input.device();
@@ -454,8 +505,10 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     using A = accumulate_t<Element>;
     const T* grad = static_cast<const T*>(grad_output.raw_data());
     const T* in = static_cast<const T*>(input.raw_data());
+    const T* out = output.defined() ? static_cast<const T*>(output.raw_data()) : nullptr;
+    T* through = grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr;
     int64_t channels = geometry.channels;
-    PartialGrid grid = partial_grid(geometry, sizeof(T), in, grad);
+    PartialGrid grid = partial_grid(geometry, sizeof(T), {in, grad, out, through});
     // (5, C) coefficients, then (2, chunks, C) partial sums.
     Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/true)},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
@@ -467,17 +520,23 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     MG_CUDA_CHECK_LAUNCH();
     FinishBackward<A> finish{geometry, channel_values(save_invstd), channel_values(grad_weight),
                              channel_values(grad_bias), coefficients, grad_input.defined()};
-    auto run = [&]<bool kRelu>() {
-      BackwardTerms<T, A, kRelu> terms{in, grad, coefficients, channels};
+    auto run = [&]<ReluMask kMask>() {
+      BackwardTerms<T, A, kMask> terms{in, grad, out, through, coefficients, channels};
       reduce_channels<A>(geometry, grid, terms, finish, coefficients + kBatchNormCoefficients * channels, stream);
       if (!grad_input.defined()) return;
-      launch_channel_map<T, A>(GradInputElement<T, A, kRelu>{}, geometry, total, coefficients, in, grad,
+      // With the mask from the output, the gradient comes back masked from grad_residual:
+      // one read instead of grad's and the output's.
+      constexpr bool kMaskFromInput = kMask == ReluMask::FromInput;
+      launch_channel_map<T, A>(GradInputElement<T, A, kMaskFromInput>{}, geometry, total, coefficients, in,
+                               kMask == ReluMask::FromOutput ? through : grad,
                                static_cast<T*>(grad_input.raw_data()), stream);
     };
-    if (relu) {
-      run.template operator()<true>();
+    if (out != nullptr) {
+      run.template operator()<ReluMask::FromOutput>();
+    } else if (relu) {
+      run.template operator()<ReluMask::FromInput>();
     } else {
-      run.template operator()<false>();
+      run.template operator()<ReluMask::None>();
     }
   });
 }

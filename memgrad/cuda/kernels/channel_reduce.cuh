@@ -21,13 +21,18 @@
 // host arithmetic that the memory predictor asks too: cuda/plan/channel_reduce_plan.h.
 //
 // What is summed is a Terms functor: per channel prepare(geometry, c) once (a
-// Terms::Prepared), then add(prepared, x, g, first, second) for each value x of the channel
-// (and the value g of a second tensor at the same place when Terms::kReadsGrad);
-// Terms::Element is the element type and terms.input / terms.grad_output the two tensors'
-// first elements.
+// Terms::Prepared), then add<kVec>(prepared, at, first, second) for each group of kVec
+// values at offsets at, at + 1, ... of the tensors the Terms reads (kVec adjacent channels
+// of one row, each with its own prepared value and sums, in the rows layout; kVec = 1 in the
+// planes layout). The Terms loads what it needs there (load_vector), and may store a result
+// of the same shape at the same offsets (store_vector): every offset is visited exactly
+// once, so a pass that sums can also write, which saves the pass after it a read.
+// Terms::Element is the element type of those tensors, whose data pointers the caller
+// hands to partial_grid (they decide the widest vector the rows layout may use).
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "memgrad/core/tensor.h"
 #include "memgrad/cuda/check.h"
@@ -81,9 +86,10 @@ inline Geometry geometry_of(const Tensor& input) {
   return geometry;
 }
 
-// The largest power of two up to 16 that divides both addresses (grad_output may be null).
-inline size_t alignment_of(const void* input, const void* grad_output) {
-  auto bits = reinterpret_cast<uintptr_t>(input) | reinterpret_cast<uintptr_t>(grad_output);
+// The largest power of two up to 16 that divides every address (null ones are ignored).
+inline size_t alignment_of(std::initializer_list<const void*> addresses) {
+  uintptr_t bits = 0;
+  for (const void* address : addresses) bits |= reinterpret_cast<uintptr_t>(address);
   size_t alignment = 16;
   while (alignment > 1 && bits % alignment != 0) alignment /= 2;
   return alignment;
@@ -97,10 +103,10 @@ struct PartialGrid {
   int channel_vector = 1;
 };
 
-// For elements of `element_size` bytes read from `input` and `grad_output` (or null).
-inline PartialGrid partial_grid(const Geometry& geometry, size_t element_size, const void* input,
-                                const void* grad_output) {
-  const ChunkPlan plan = plan_chunks(geometry, element_size, alignment_of(input, grad_output));
+// For elements of `element_size` bytes read from, or written to, the tensors at `data`.
+inline PartialGrid partial_grid(const Geometry& geometry, size_t element_size,
+                                std::initializer_list<const void*> data) {
+  const ChunkPlan plan = plan_chunks(geometry, element_size, alignment_of(data));
   PartialGrid grid;
   grid.chunks = plan.chunks;
   grid.chunk_size = plan.chunk_size;
@@ -120,6 +126,12 @@ __device__ __forceinline__ AlignedVector<T, kVec> load_vector(const T* data, int
   return *reinterpret_cast<const AlignedVector<T, kVec>*>(data + at);
 }
 
+// ... and to data + at.
+template <int kVec, class T>
+__device__ __forceinline__ void store_vector(T* data, int64_t at, const AlignedVector<T, kVec>& values) {
+  *reinterpret_cast<AlignedVector<T, kVec>*>(data + at) = values;
+}
+
 // partials[0][chunk][c] and partials[1][chunk][c]: the two sums of Terms over a chunk of a
 // channel (planes layout: blockIdx.y picks the channel).
 template <class A, class Terms>
@@ -129,29 +141,26 @@ __global__ void __launch_bounds__(kPlaneThreads)
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
   for (int64_t c = blockIdx.y; c < geometry.channels; c += gridDim.y) {
-    typename Terms::Prepared prepared = terms.prepare(geometry, c);
-    A first = 0, second = 0;
+    typename Terms::Prepared prepared[1] = {terms.prepare(geometry, c)};
+    A first[1] = {0}, second[1] = {0};
 #pragma unroll 4
     for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-      int64_t at = geometry.offset(c, j);
-      auto x = terms.input[at];
-      terms.add(prepared, x, Terms::kReadsGrad ? terms.grad_output[at] : x, first, second);
+      terms.template add<1>(prepared, geometry.offset(c, j), first, second);
     }
-    first = reduce_across_row(first, SumOf{});
-    second = reduce_across_row(second, SumOf{});
+    A total_first = reduce_across_row(first[0], SumOf{});
+    A total_second = reduce_across_row(second[0], SumOf{});
     if (threadIdx.x == 0) {
-      partials[blockIdx.x * geometry.channels + c] = first;
-      partials[(chunks + blockIdx.x) * geometry.channels + c] = second;
+      partials[blockIdx.x * geometry.channels + c] = total_first;
+      partials[(chunks + blockIdx.x) * geometry.channels + c] = total_second;
     }
   }
 }
 
 // The same for the rows layout: a block takes 32 * kVec channels (blockIdx.y picks which)
-// of a chunk of rows; a thread reads kVec adjacent channels with one vector load.
+// of a chunk of rows; a thread takes kVec adjacent channels, one vector access a tensor.
 template <int kVec, class A, class Terms>
 __global__ void __launch_bounds__(kTileChannels * kTileRows)
     partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
-  using T = typename Terms::Element;
   constexpr int kChannels = kTileChannels * kVec;  // per tile
   static_assert(kChannels <= kTileChannels * kTileRows, "one thread per channel finishes a tile");
   __shared__ A shared_first[kTileRows][kChannels];
@@ -168,12 +177,7 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
       for (int j = 0; j < kVec; ++j) prepared[j] = terms.prepare(geometry, first_channel + j);
 #pragma unroll 4
       for (int64_t row = begin + threadIdx.y; row < end; row += kTileRows) {
-        int64_t at = row * geometry.channels + first_channel;
-        AlignedVector<T, kVec> x = load_vector<kVec>(terms.input, at);
-        AlignedVector<T, kVec> g = x;  // read only by terms that take a gradient
-        if constexpr (Terms::kReadsGrad) g = load_vector<kVec>(terms.grad_output, at);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) terms.add(prepared[j], x.value[j], g.value[j], first[j], second[j]);
+        terms.template add<kVec>(prepared, row * geometry.channels + first_channel, first, second);
       }
     }
 #pragma unroll
