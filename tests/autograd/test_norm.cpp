@@ -490,6 +490,46 @@ TEST_CASE("batch_norm_add_relu writes only its output and saves it, not batch_no
   CHECK(unfused >= 2 * activation_bytes);
 }
 
+TEST_CASE("batch_norm_add_relu's backward overwrites the incoming gradient only when nothing else holds it",
+          "[norm]") {
+  const Shape sizes{8, 16, 16, 16};
+  Tensor x = normal(sizes, 130, true), residual = normal(sizes, 131, true), weights = normal(sizes, 132);
+  CachingAllocator& allocator = allocator_for(Device::cpu());
+  // The rise of the allocated bytes while backward runs, over those before it.
+  auto backward_peak_rise = [&](const Tensor& out) {
+    Tensor loss = sum(mul(out, weights));
+    allocator.reset_peak_stats();
+    int64_t before = allocator.stats().allocated_bytes.current;
+    loss.backward();
+    return allocator.stats().allocated_bytes.peak - before;
+  };
+  int64_t fused = backward_peak_rise(batch_norm_add_relu(x, residual, {}, {}, {}, {}, true));
+  Tensor fused_x_grad = x.grad(), fused_residual_grad = residual.grad();
+  x.set_grad(Tensor());
+  residual.set_grad(Tensor());
+  int64_t unfused = backward_peak_rise(add_relu(batch_norm(x, {}, {}, {}, {}, true), residual));
+  // Fused: the incoming gradient (mul's backward makes it), overwritten with the
+  // residual's, and grad_input; the leaves' .grad take both over. Unfused: add_relu's
+  // masked gradient goes to batch_norm's node and to the residual, so the residual's .grad
+  // is a copy of it, made while batch_norm's grad_input is yet to come.
+  const int64_t activation_bytes = sizes.numel() * 8;
+  CHECK(fused == 2 * activation_bytes);
+  CHECK(unfused == 3 * activation_bytes);
+  check_close(fused_x_grad, x.grad(), 1e-12);
+  check_close(fused_residual_grad, residual.grad(), 0.0);
+
+  // A hook that keeps the incoming gradient: the node must leave it as it came.
+  Tensor out = batch_norm_add_relu(x, residual, {}, {}, {}, {}, true);
+  Tensor kept;
+  out.register_hook([&](const Tensor& grad) {
+    kept = grad;
+    return Tensor();
+  });
+  sum(mul(out, weights)).backward();
+  REQUIRE(kept.defined());
+  CHECK(kept.to_vector<double>() == weights.to_vector<double>());
+}
+
 TEST_CASE("batch_norm_add_relu errors name the op, the shapes, dtypes and devices", "[norm]") {
   Tensor x = normal({4, 3, 2, 2}, 120);
   auto message = [&](const Tensor& input, const Tensor& residual) {
