@@ -7,6 +7,8 @@
 // the layout of the tensor it belongs to. A tensor dense in neither layout (an arbitrary
 // view) is copied to one first. The node saves only what the requested gradients need:
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
+// conv2d_with_statistics is the same op with batch norm's statistics of the output made
+// in the same kernel where the device can (the kernel table's conv2d_with_statistics).
 #include "memgrad/autograd/conv.h"
 
 #include "memgrad/autocast/autocast.h"
@@ -91,9 +93,10 @@ int64_t output_size(const Tensor& input, const Tensor& weight, const Conv2dOptio
   return (padded - span) / options.stride[i] + 1;
 }
 
-// conv2d in the operands' own dtypes (what autocast hands it, or the caller's).
+// conv2d in the operands' own dtypes (what autocast hands it, or the caller's); with
+// `statistics`, also batch norm's statistics of the output where the device fuses them.
 Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                              const Conv2dOptions& options) {
+                              const Conv2dOptions& options, ChannelSums* statistics = nullptr) {
   check_arguments(input, weight, bias, options);
   int64_t out_h = output_size(input, weight, options, 0), out_w = output_size(input, weight, options, 1);
   Window2d window;
@@ -110,7 +113,15 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
   MemoryFormat weight_format = suggest_memory_format(dense_weight);
   MemoryFormat out_format = output_format(dense_input, dense_weight);
   Tensor out = new_output({input.sizes()[0], weight.sizes()[0], out_h, out_w}, input, out_format);
-  kernels(input.device()).conv2d(dense_input, dense_weight, bias.defined() ? contiguous(bias) : Tensor(), window, out);
+  const KernelTable& kernel = kernels(input.device());
+  bool fused = false;
+  if (statistics != nullptr && !bias.defined()) {
+    const TensorOptions per_channel{.dtype = DType::Float32, .device = input.device()};
+    ChannelSums sums{empty({weight.sizes()[0]}, per_channel), empty({weight.sizes()[0]}, per_channel)};
+    fused = kernel.conv2d_with_statistics(dense_input, dense_weight, window, out, sums.sum, sums.square_sum);
+    if (fused) *statistics = std::move(sums);
+  }
+  if (!fused) kernel.conv2d(dense_input, dense_weight, bias.defined() ? contiguous(bias) : Tensor(), window, out);
 
   if (needs_grad(input, weight, bias)) {
     // NOTE: the saved tensors are the caller's, not the dense copies: saving a copy would
@@ -147,6 +158,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
                                   amp::cast_to_autocast_dtype(bias), options);
   }
   return conv2d_in_given_dtypes(input, weight, bias, options);
+}
+
+ConvWithStatistics conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Conv2dOptions& options) {
+  ConvWithStatistics result;
+  if (amp::is_autocast_on_for(input)) {
+    result.output = conv2d_in_given_dtypes(amp::cast_to_autocast_dtype(input), amp::cast_to_autocast_dtype(weight),
+                                           Tensor(), options, &result.statistics);
+  } else {
+    result.output = conv2d_in_given_dtypes(input, weight, Tensor(), options, &result.statistics);
+  }
+  return result;
 }
 
 }  // namespace mg

@@ -7,6 +7,7 @@
 
 #include <array>
 
+#include "memgrad/core/channel_sums.h"
 #include "memgrad/core/tensor.h"
 
 namespace mg {
@@ -22,5 +23,18 @@ struct Conv2dOptions {
 // (sizes are logical: channels_last changes the strides only).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const Conv2dOptions& options = {});
+
+// conv2d (no bias) and, where the device computes them in the same kernel, batch norm's
+// statistics of its output, for the batch norm that follows in training: CUDA with cuDNN,
+// float16 or bfloat16 (after autocast) with every tensor channels_last, and
+// cuda::set_cudnn_fusion on (cuda/cudnn/conv.h). Elsewhere `statistics` is undefined and
+// the batch norm computes them itself, as always. The output is conv2d's and
+// differentiable as conv2d's; the statistics carry no gradient (the batch norm that reads
+// them differentiates through the statistics it saves).
+struct ConvWithStatistics {
+  Tensor output;
+  ChannelSums statistics;
+};
+ConvWithStatistics conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Conv2dOptions& options = {});
 
 }  // namespace mg

@@ -47,6 +47,21 @@ void check_per_channel(const char* op, const char* what, const Tensor& values, c
            ". Hint: call .contiguous() on it.");
 }
 
+// Given statistics: both or neither, float32 (C) each, contiguous, on the input's device.
+void check_statistics(const char* op, const ChannelSums& statistics, const Tensor& input, int64_t channels) {
+  MG_CHECK(statistics.sum.defined() == statistics.square_sum.defined(), op,
+           ": expected the statistics' sum and square_sum both given or both undefined.");
+  if (!statistics.defined()) return;
+  for (const Tensor* sums : {&statistics.sum, &statistics.square_sum}) {
+    MG_CHECK(sums->dtype() == DType::Float32 && sums->dim() == 1 && sums->numel() == channels &&
+                 sums->is_contiguous(),
+             op, ": expected the statistics as contiguous float32 tensors of shape [", channels,
+             "] (one sum per channel of the input of shape ", input.sizes(), "), got ", sums->dtype(), " of shape ",
+             sums->sizes(), ". Hint: pass what conv2d_with_statistics returns, or none.");
+    autograd::check_same_device(op, input, *sums);
+  }
+}
+
 bool is_16_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
 
 // (C) -> (1, C) or (1, C, 1, 1): broadcastable against the input.
@@ -105,7 +120,7 @@ bool sole_owner(const Tensor& grad) {
 // batch_norm, then a ReLU when `relu`, with `residual` (or undefined) added before it.
 Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                  const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
-                 const Tensor& residual) {
+                 const Tensor& residual, const ChannelSums& statistics) {
   autograd::check_defined(op, x);
   autograd::check_floating(op, x);
   MG_CHECK(x.dim() == 2 || x.dim() == 4, op, ": expected a 2-D (N, C) or 4-D (N, C, H, W) input, got shape ",
@@ -119,6 +134,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
            ": expected running_mean and running_var both given or both undefined. Hint: track both or neither.");
   MG_CHECK(momentum >= 0 && momentum <= 1, op, ": expected momentum in [0, 1], got ", momentum);
   MG_CHECK(eps >= 0, op, ": expected a non-negative eps, got ", eps);
+  check_statistics(op, statistics, x, channels);
   const int64_t per_channel = channels > 0 ? x.numel() / channels : 0;
   if (training) {
     MG_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
@@ -130,7 +146,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
   }
   if (residual.defined() && !fuses_residual(x, residual, training)) {
     return add_relu(normalise(op, x, running_mean, running_var, weight, bias, training, momentum, eps,
-                              /*relu=*/false, Tensor()),
+                              /*relu=*/false, Tensor(), statistics),
                     residual);
   }
   if (!training && autograd::needs_grad(x, weight, bias)) {
@@ -149,7 +165,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
     save_invstd = autograd::new_output({channels}, stats_dtype, x);
   }
   kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, relu,
-                                 residual, out, save_mean, save_invstd);
+                                 residual, training ? statistics : ChannelSums{}, out, save_mean, save_invstd);
   if (training && running_mean.defined()) {
     running_mean.bump_version();
     running_var.bump_version();
@@ -206,25 +222,26 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps, const ChannelSums& statistics) {
   return normalise("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps,
-                   /*relu=*/false, Tensor());
+                   /*relu=*/false, Tensor(), statistics);
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                       const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                       const ChannelSums& statistics) {
   return normalise("batch_norm_relu", input, running_mean, running_var, weight, bias, training, momentum, eps,
-                   /*relu=*/true, Tensor());
+                   /*relu=*/true, Tensor(), statistics);
 }
 
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                            const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
-                           double momentum, double eps) {
+                           double momentum, double eps, const ChannelSums& statistics) {
   const char* op = "batch_norm_add_relu";
   autograd::check_defined(op, input);
   check_residual(op, input, residual);
   return normalise(op, input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/true,
-                   residual);
+                   residual, statistics);
 }
 
 }  // namespace mg

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "memgrad/core/channel_sums.h"
 #include "memgrad/core/device.h"
 #include "memgrad/core/shape.h"
 
@@ -214,6 +215,12 @@ struct KernelTable {
                                 const Window2d& window, const Tensor& grad_input);
   void (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
                                  const Window2d& window, const Tensor& grad_weight);
+  // conv2d without bias that also writes batch norm's statistics of the output (sum and
+  // square_sum: (K) float32, over (N, P, Q)) where the device computes them in the same
+  // kernel (CUDA: cuDNN, cuda/cudnn/conv.h). false, with nothing written, where it does
+  // not; the caller then runs conv2d.
+  bool (*conv2d_with_statistics)(const Tensor& input, const Tensor& weight, const Window2d& window,
+                                 const Tensor& output, const Tensor& sum, const Tensor& square_sum);
   // Pooling, (N, C, H, W) tensors each dense in NCHW or channels-last order (outputs in the
   // input's layout, window_indices in the output's, grad_output in grad_input's).
   // max_pool2d keeps, per output, the position of the maximum inside its window as one
@@ -239,10 +246,14 @@ struct KernelTable {
   // (rounded to their dtype), as y = (x - save_mean) * (save_invstd * weight) + bias, so
   // that the backward can rebuild the ReLU's mask (y > 0) from the input exactly. With a
   // residual the mask cannot be rebuilt from the input; the backward reads the output.
+  // statistics (training only; or undefined): the input's per-channel sum and sum of
+  // squares, made by whoever made the input (conv2d_with_statistics): the statistics pass
+  // over the input is skipped, and the variance is E[x^2] - E[x]^2 (clamped at 0) of them.
   void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& running_mean, const Tensor& running_var, bool training,
                      double momentum, double eps, bool relu, const Tensor& residual,
-                     const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
+                     const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
+                     const Tensor& save_invstd);
   // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
   // undefined when not needed. relu: the forward ran with relu and grad_output is taken as
   // the ReLU's. Its mask is output > 0 when output (the forward's, which had a residual) is

@@ -12,10 +12,11 @@ namespace {
 std::atomic<const KernelTable*> scratch_kernels{nullptr};
 
 // A function with the given signature that ignores its arguments.
+// (One that returns something returns its value-initialised value: false for a bool.)
 template <class Signature> struct Ignore;
-template <class... Args>
-struct Ignore<void (*)(Args...)> {
-  static void call(Args...) {}
+template <class Result, class... Args>
+struct Ignore<Result (*)(Args...)> {
+  static Result call(Args...) { return Result(); }
 };
 template <auto KernelTable::*Member>
 constexpr auto ignore = Ignore<std::remove_reference_t<decltype(std::declval<KernelTable>().*Member)>>::call;
@@ -53,6 +54,7 @@ KernelTable no_scratch_kernel_table() {
       .conv2d = ignore<&KernelTable::conv2d>,
       .conv2d_backward_input = ignore<&KernelTable::conv2d_backward_input>,
       .conv2d_backward_weight = ignore<&KernelTable::conv2d_backward_weight>,
+      .conv2d_with_statistics = ignore<&KernelTable::conv2d_with_statistics>,
       .max_pool2d = ignore<&KernelTable::max_pool2d>,
       .max_pool2d_backward = ignore<&KernelTable::max_pool2d_backward>,
       .avg_pool2d = ignore<&KernelTable::avg_pool2d>,

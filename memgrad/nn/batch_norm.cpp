@@ -30,19 +30,20 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) { return normalise(input, /*relu=*/false, Tensor()); }
+Tensor BatchNorm2d::forward(const Tensor& input) { return normalise(input, /*relu=*/false, Tensor(), {}); }
 
-Tensor BatchNorm2d::forward_relu(const Tensor& input) {
+Tensor BatchNorm2d::forward_relu(const Tensor& input, const ChannelSums& statistics) {
   NamedCall call(*this);
-  return normalise(input, /*relu=*/true, Tensor());
+  return normalise(input, /*relu=*/true, Tensor(), statistics);
 }
 
-Tensor BatchNorm2d::forward_add_relu(const Tensor& input, const Tensor& residual) {
+Tensor BatchNorm2d::forward_add_relu(const Tensor& input, const Tensor& residual, const ChannelSums& statistics) {
   NamedCall call(*this);
-  return normalise(input, /*relu=*/true, residual);
+  return normalise(input, /*relu=*/true, residual, statistics);
 }
 
-Tensor BatchNorm2d::normalise(const Tensor& input, bool relu, const Tensor& residual) {
+Tensor BatchNorm2d::normalise(const Tensor& input, bool relu, const Tensor& residual,
+                              const ChannelSums& statistics) {
   MG_CHECK(input.dim() == 4 && input.size(1) == num_features_, "BatchNorm2d(", num_features_,
            "): expected an input of shape (N, ", num_features_, ", H, W), got ", input.sizes(),
            "; check the layer's num_features against the channels of the layer before it");
@@ -63,10 +64,10 @@ Tensor BatchNorm2d::normalise(const Tensor& input, bool relu, const Tensor& resi
   Tensor tracked_var = recomputing ? Tensor() : running_var;
   if (residual.defined()) {
     return batch_norm_add_relu(input, residual, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_,
-                               eps_);
+                               eps_, statistics);
   }
   auto* op = relu ? batch_norm_relu : batch_norm;
-  return op(input, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_, eps_);
+  return op(input, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_, eps_, statistics);
 }
 
 std::string BatchNorm2d::extra_repr() const {

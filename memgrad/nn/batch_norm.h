@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "memgrad/core/channel_sums.h"
 #include "memgrad/nn/module.h"
 
 namespace mg::nn {
@@ -27,11 +28,14 @@ class BatchNorm2d : public Module {
   // relu(forward(input)) in one pass over the input each way (mg::batch_norm_relu): what a
   // ResNet block does after most convolutions, without the ReLU's own read and write of
   // the activation in forward and backward. Named for a Recorder as this layer.
-  Tensor forward_relu(const Tensor& input);
+  // statistics (both forward_relu and forward_add_relu): the input's sums made by the
+  // convolution before (nn::Conv2d::forward_with_statistics), which spare the statistics
+  // pass in training (autograd/norm.h); undefined ones change nothing.
+  Tensor forward_relu(const Tensor& input, const ChannelSums& statistics = {});
   // relu(forward(input) + residual), residual of the input's shape, in one pass over input
   // and residual (mg::batch_norm_add_relu): a residual block's end, without writing
   // forward(input) and reading it back. Named for a Recorder as this layer.
-  Tensor forward_add_relu(const Tensor& input, const Tensor& residual);
+  Tensor forward_add_relu(const Tensor& input, const Tensor& residual, const ChannelSums& statistics = {});
   // As PyTorch prints it: "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True".
   std::string extra_repr() const override;
 
@@ -47,7 +51,7 @@ class BatchNorm2d : public Module {
 
  private:
   // relu(y + residual) when residual is defined, else relu(y) when relu, else y.
-  Tensor normalise(const Tensor& input, bool relu, const Tensor& residual);
+  Tensor normalise(const Tensor& input, bool relu, const Tensor& residual, const ChannelSums& statistics);
 
   int64_t num_features_;
   double eps_;

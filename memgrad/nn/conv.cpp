@@ -50,6 +50,12 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, c
 
 Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, options_); }
 
+ConvWithStatistics Conv2d::forward_with_statistics(const Tensor& input) {
+  if (!is_training() || bias.defined()) return {(*this)(input), {}};
+  NamedCall call(*this);  // named as operator() names forward()
+  return conv2d_with_statistics(input, weight, options_);
+}
+
 std::string Conv2d::extra_repr() const {
   std::string text = detail::str_cat(in_channels_, ", ", out_channels_, ", kernel_size=", pair_str(kernel_size_),
                                      ", stride=", pair_str(options_.stride));

@@ -30,6 +30,10 @@ class Conv2d : public Module {
 
   // (N, in_channels, H, W) -> (N, out_channels, P, Q)
   Tensor forward(const Tensor& input) override;
+  // forward(input) and, in training without a bias, batch norm's statistics of the output
+  // where the device makes them with the convolution (autograd/conv.h's
+  // conv2d_with_statistics), for the BatchNorm2d that follows.
+  ConvWithStatistics forward_with_statistics(const Tensor& input);
   // As PyTorch prints it: "3, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False".
   std::string extra_repr() const override;
 

@@ -37,6 +37,18 @@ void reinit_convolutions(const Module& module, Generator* generator) {
   }
 }
 
+// relu(bn(conv(x))) and relu(bn(conv(x)) + residual), the convolution handing the batch
+// norm the statistics of its output where it makes them itself (see BasicBlock::forward). The
+// convolution's output lives only inside the call (the batch norm saves it when training).
+Tensor conv_bn_relu(Conv2d& conv, BatchNorm2d& bn, const Tensor& x) {
+  const ConvWithStatistics y = conv.forward_with_statistics(x);
+  return bn.forward_relu(y.output, y.statistics);
+}
+Tensor conv_bn_add_relu(Conv2d& conv, BatchNorm2d& bn, const Tensor& x, const Tensor& residual) {
+  const ConvWithStatistics y = conv.forward_with_statistics(x);
+  return bn.forward_add_relu(y.output, residual, y.statistics);
+}
+
 }  // namespace
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample_module,
@@ -52,7 +64,10 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
 }
 
 // bn->forward_relu(x) is relu((*bn)(x)) and bn->forward_add_relu(x, shortcut)
-// relu((*bn)(x) + shortcut), each one op (nn/batch_norm.h).
+// relu((*bn)(x) + shortcut), each one op (nn/batch_norm.h); each convolution hands the
+// batch norm after it the statistics of its output where it makes them itself (training
+// in 16-bit channels_last on cuDNN: nn/conv.h's forward_with_statistics), which spares
+// the batch norm's statistics pass.
 // NOTE: the shortcut runs first, so that backward (newest node first) takes the residual
 // branch right after the fused op and the downsample last: the other order leaves the
 // gradient of the last convolution's output (the block's output size) waiting through
@@ -60,9 +75,8 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
 // its peak, 130 MB more peak allocated with --checkpoint).
 Tensor BasicBlock::forward(const Tensor& input) {
   Tensor identity = downsample ? (*downsample)(input) : input;
-  Tensor out = bn1->forward_relu((*conv1)(input));
-  out = (*conv2)(out);
-  return bn2->forward_add_relu(out, identity);
+  Tensor out = conv_bn_relu(*conv1, *bn1, input);
+  return conv_bn_add_relu(*conv2, *bn2, out, identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample_module,
@@ -80,10 +94,9 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::s
 
 Tensor Bottleneck::forward(const Tensor& input) {
   Tensor identity = downsample ? (*downsample)(input) : input;
-  Tensor out = bn1->forward_relu((*conv1)(input));
-  out = bn2->forward_relu((*conv2)(out));
-  out = (*conv3)(out);
-  return bn3->forward_add_relu(out, identity);
+  Tensor out = conv_bn_relu(*conv1, *bn1, input);
+  out = conv_bn_relu(*conv2, *bn2, out);
+  return conv_bn_add_relu(*conv3, *bn3, out, identity);
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> blocks_per_layer, const ResNetOptions& options)
@@ -156,7 +169,7 @@ Tensor ResNet::run_stem(const Tensor& input) {
   // NOTE: holds its modules by shared_ptr, as run_stage does: a checkpoint keeps the
   // function until backward.
   auto stem = [conv1 = conv1, bn1 = bn1, maxpool = maxpool](const Tensor& x) {
-    Tensor y = bn1->forward_relu((*conv1)(x));
+    Tensor y = conv_bn_relu(*conv1, *bn1, x);
     return maxpool ? (*maxpool)(y) : y;
   };
   if (!checkpoint_stages_ || !is_training()) return stem(input);

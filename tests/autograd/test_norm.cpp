@@ -556,3 +556,81 @@ TEST_CASE("batch_norm_add_relu errors name the op, the shapes, dtypes and device
   CHECK_THROWS_WITH(batch_norm_add_relu(normal({1, 3}, 126), normal({1, 3}, 127), {}, {}, {}, {}, true),
                     Catch::Contains("batch_norm_add_relu: expected more than 1 value per channel"));
 }
+
+// ---- statistics handed over by the convolution before (core/channel_sums.h) ----
+
+namespace {
+
+// The input's per-channel float32 sum and sum of squares over every dim but 1.
+ChannelSums sums_of(const Tensor& x) {
+  NoGradGuard no_grad;
+  const std::vector<int64_t> dims = x.dim() == 4 ? std::vector<int64_t>{0, 2, 3} : std::vector<int64_t>{0};
+  return {sum(x.detach(), dims).to(DType::Float32), sum(mul(x.detach(), x.detach()), dims).to(DType::Float32)};
+}
+
+}  // namespace
+
+TEST_CASE("batch norm with the statistics given equals batch norm computing them: values, running statistics, "
+          "gradients",
+          "[norm]") {
+  const MemoryFormat format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  const bool add = GENERATE(false, true);
+  INFO((add ? "batch_norm_add_relu" : "batch_norm_relu") << " in " << format);
+  const Shape sizes{4, 3, 5, 3};
+  // Inputs of a convolution's order: |mean| within a few std of 0, where plain float32
+  // sums keep about 20 bits of the variance.
+  Tensor x = normal(sizes, 90, true), residual = normal(sizes, 91);
+  Tensor weight = normal({3}, 92, true), bias = normal({3}, 93, true);
+  Tensor given_mean = zeros({3}, {.dtype = DType::Float64}), given_var = ones({3}, {.dtype = DType::Float64});
+  Tensor own_mean = zeros({3}, {.dtype = DType::Float64}), own_var = ones({3}, {.dtype = DType::Float64});
+  auto run = [&](const Tensor& running_mean, const Tensor& running_var, const ChannelSums& statistics) {
+    const Tensor input = in_layout(x, format);
+    return add ? batch_norm_add_relu(input, in_layout(residual, format), running_mean, running_var, weight, bias,
+                                     true, 0.1, 1e-5, statistics)
+               : batch_norm_relu(input, running_mean, running_var, weight, bias, true, 0.1, 1e-5, statistics);
+  };
+  Tensor with_given = run(given_mean, given_var, sums_of(x));
+  Tensor computed = run(own_mean, own_var, {});
+  // float32 sums of float64 values: the mean and variance agree to float32's precision.
+  check_close(with_given, computed, 1e-5);
+  check_close(given_mean, own_mean, 1e-6);
+  check_close(given_var, own_var, 1e-6);
+
+  Tensor grad_output = normal(sizes, 94);
+  sum(mul(with_given, grad_output)).backward();
+  const std::vector<Tensor> given_grads = {x.grad(), weight.grad(), bias.grad()};
+  for (Tensor leaf : {x, weight, bias}) leaf.set_grad(Tensor());
+  sum(mul(computed, grad_output)).backward();
+  const std::vector<Tensor> own_grads = {x.grad(), weight.grad(), bias.grad()};
+  for (size_t k = 0; k < own_grads.size(); ++k) {
+    INFO("gradient " << k << " of x, weight, bias");
+    check_close(given_grads[k], own_grads[k], 1e-4);
+  }
+}
+
+TEST_CASE("batch norm ignores given statistics in evaluation and refuses malformed ones", "[norm]") {
+  Tensor x = normal({4, 3, 2, 2}, 95);
+  Tensor running_mean = zeros({3}, {.dtype = DType::Float64}), running_var = ones({3}, {.dtype = DType::Float64});
+  // Evaluation normalises with the running statistics whatever sums come along.
+  ChannelSums nonsense{full({3}, 1e6), full({3}, 1e6)};
+  check_close(batch_norm(x, running_mean, running_var, Tensor(), Tensor(), false, 0.1, 1e-5, nonsense),
+              batch_norm(x, running_mean, running_var, Tensor(), Tensor(), false), 0.0);
+  // Training takes the sums as they come, without looking at the input again: the sums of
+  // x + 1 move the running mean by momentum * 1 against x's own.
+  Tensor shifted_mean = zeros({3}, {.dtype = DType::Float64}), shifted_var = ones({3}, {.dtype = DType::Float64});
+  Tensor own_mean = zeros({3}, {.dtype = DType::Float64}), own_var = ones({3}, {.dtype = DType::Float64});
+  (void)batch_norm(x, shifted_mean, shifted_var, Tensor(), Tensor(), true, 0.1, 1e-5, sums_of(add(x, 1.0)));
+  (void)batch_norm(x, own_mean, own_var, Tensor(), Tensor(), true, 0.1, 1e-5);
+  check_close(shifted_mean, add(own_mean, 0.1), 1e-6);
+  check_close(shifted_var, own_var, 1e-5);  // a shift leaves the variance
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(batch_norm_relu(x, running_mean, running_var, Tensor(), Tensor(), true, 0.1, 1e-5,
+                                    {zeros({3}, {.dtype = DType::Float64}), zeros({3}, {.dtype = DType::Float64})}),
+                    Contains("batch_norm_relu: expected the statistics as contiguous float32 tensors of shape [3]") &&
+                        Contains("float64"));
+  CHECK_THROWS_WITH(batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, 0.1, 1e-5,
+                               {zeros({4}), zeros({4})}),
+                    Contains("of shape [3]") && Contains("got float32 of shape [4]"));
+  CHECK_THROWS_WITH(batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, 0.1, 1e-5, {zeros({3}), {}}),
+                    Contains("both given or both undefined"));
+}

@@ -3,7 +3,9 @@
 // GEN_STATS graph): on ResNet's convolution shapes in float16 and bfloat16 channels_last,
 // its output agrees with memgrad's plain conv2d and its per-channel sum and sum of squares
 // with float32 reductions of that output; what it refuses, it refuses without writing.
-// A hidden case ("[fusion-timing]") times the fused convolution against the plain one plus
+// Batch norm fed those statistics agrees with batch norm computing its own, and a ResNet-18
+// step in float16 autocast channels_last gives the same parameters within float16's
+// precision with the fusion on and off. A hidden case ("[fusion-timing]") times the fused convolution against the plain one plus
 // the statistics pass that batch norm would otherwise make.
 #include <catch2/catch.hpp>
 
@@ -17,7 +19,10 @@
 
 #include "memgrad/autograd/conv.h"
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
@@ -25,6 +30,8 @@
 #include "memgrad/cuda/cudnn/conv.h"
 #include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/runtime.h"
+#include "memgrad/nn/resnet.h"
+#include "memgrad/optim/sgd.h"
 
 using namespace mg;
 
@@ -176,6 +183,85 @@ TEST_CASE("the fused statistics are refused for what they do not cover, without 
   }
   CHECK(std::isnan(host_doubles(sum)[0]));
   CHECK(std::isnan(host_doubles(square_sum)[0]));
+}
+
+TEST_CASE("batch norm on CUDA takes a convolution's statistics: the same output and running statistics",
+          "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const ConvShape shape{"3x3, 64 -> 64", 8, 64, 64, 28, 3, 1};
+  const DType dtype = GENERATE(DType::Float16, DType::BFloat16);
+  INFO(dtype);
+  Tensor x = random_on_gpu(shape.input(), 1.0, 11, dtype, MemoryFormat::ChannelsLast);
+  Tensor w = random_on_gpu(shape.weight(), 1.0 / 24.0, 12, dtype, MemoryFormat::ChannelsLast);
+  Tensor y = empty(shape.output(), {.dtype = dtype, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  ChannelSums sums{per_channel_float(64), per_channel_float(64)};
+  REQUIRE(cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sums.sum, sums.square_sum));
+  const TensorOptions float_cuda{.dtype = DType::Float32, .device = Device::cuda()};
+  Tensor given_mean = zeros({64}, float_cuda), given_var = ones({64}, float_cuda);
+  Tensor own_mean = zeros({64}, float_cuda), own_var = ones({64}, float_cuda);
+  Tensor weight = random_on_gpu({64}, 1.0, 13, DType::Float32, MemoryFormat::Contiguous);
+  Tensor bias = random_on_gpu({64}, 1.0, 14, DType::Float32, MemoryFormat::Contiguous);
+  Tensor with_sums = batch_norm_relu(y, given_mean, given_var, weight, bias, true, 0.1, 1e-5, sums);
+  Tensor own = batch_norm_relu(y, own_mean, own_var, weight, bias, true, 0.1, 1e-5);
+  check_output(with_sums, own, dtype);
+  const std::vector<double> got_mean = host_doubles(given_mean), want_mean = host_doubles(own_mean);
+  const std::vector<double> got_var = host_doubles(given_var), want_var = host_doubles(own_var);
+  for (size_t c = 0; c < 64; ++c) {
+    INFO("channel " << c);
+    CHECK(std::abs(got_mean[c] - want_mean[c]) <= 1e-3 * std::sqrt(want_var[c]));
+    CHECK(std::abs(got_var[c] - want_var[c]) <= 2e-3 * want_var[c]);
+  }
+}
+
+TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statistics change only rounding",
+          "[cuda][cudnn][fusion]") {
+  auto train_one_step = [](bool fusion) {
+    cuda::set_cudnn_fusion(fusion);
+    Generator generator(21);
+    auto model = nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
+    model->to(Device::cuda());
+    model->to(MemoryFormat::ChannelsLast);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    Generator data(22);
+    Tensor input = contiguous_copy(randn({16, 3, 32, 32}, {}, &data).to(Device::cuda()), MemoryFormat::ChannelsLast);
+    Tensor target = randint(0, 10, {16}, {.dtype = DType::Int64}, &data).to(Device::cuda());
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(DType::Float16);
+      loss = cross_entropy((*model)(input), target);
+    }
+    loss.backward();
+    optimizer.step();
+    cuda::set_cudnn_fusion(true);
+    return model;
+  };
+  cuda::clear_cudnn_algorithm_cache();
+  auto fused = train_one_step(true);
+  bool any_fused = false;
+  for (const cuda::CudnnAlgorithmChoice& choice : cuda::cudnn_algorithm_choices()) {
+    any_fused = any_fused || (choice.direction == cuda::ConvDirection::ForwardStatistics && choice.engine >= 0);
+  }
+  CHECK(any_fused);
+  auto unfused = train_one_step(false);
+  const auto fused_state = fused->named_parameters(), unfused_state = unfused->named_parameters();
+  REQUIRE(fused_state.size() == unfused_state.size());
+  for (size_t i = 0; i < fused_state.size(); ++i) {
+    INFO(fused_state[i].first);
+    const std::vector<double> got = host_doubles(fused_state[i].second), want = host_doubles(unfused_state[i].second);
+    double largest = 0.0, worst = 0.0;
+    for (size_t j = 0; j < want.size(); ++j) {
+      largest = std::max(largest, std::abs(want[j]));
+      worst = std::max(worst, std::abs(got[j] - want[j]));
+    }
+    CHECK(worst <= 1e-2 * largest);
+  }
+  const auto fused_buffers = fused->named_buffers(), unfused_buffers = unfused->named_buffers();
+  for (size_t i = 0; i < fused_buffers.size(); ++i) {
+    INFO(fused_buffers[i].first);
+    const std::vector<double> got = host_doubles(fused_buffers[i].second);
+    const std::vector<double> want = host_doubles(unfused_buffers[i].second);
+    for (size_t j = 0; j < want.size(); ++j) CHECK(std::abs(got[j] - want[j]) <= 1e-2 * std::max(1.0, std::abs(want[j])));
+  }
 }
 
 // Run by hand (and by scripts/gpu-check's fusion stage): ResNet-50's shapes at batch 128,

@@ -135,7 +135,8 @@ TEST_CASE("standing in for a GPU, simulated batch norm borrows coefficients and 
   const Tensor channel = mg::empty({16}, options);
   const Borrowed borrowed = borrowed_by(kSimulated, [&] {
     mg::kernels(kSimulated).batch_norm(input, channel, channel, channel, channel, /*training=*/true, 0.1, 1e-5,
-                                       /*relu=*/false, /*residual=*/Tensor(), output, channel, channel);
+                                       /*relu=*/false, /*residual=*/Tensor(), /*statistics=*/{}, output, channel,
+                                       channel);
   });
   // 8 x 32 x 32 = 8192 values per channel in chunks of at least 256 x 8: 4 chunks, so
   // (5 + 2 x 4) x 16 float32 values, rounded to the allocator's 512 bytes.

@@ -9,6 +9,7 @@
 // tensors (weight, bias, statistics) may have a dtype other than the input's (float32
 // statistics for 16-bit inputs), so they are read into and written from double vectors; a
 // channel's sums are always carried in double.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -73,7 +74,8 @@ struct ChannelAffine {
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
+                const Tensor& save_invstd) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
@@ -87,18 +89,26 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
 
     if (training) {
       std::vector<double> unbiased_var(channels);
+      // Given sums: squares = sum(x^2) - n mean^2, clamped at 0 (kernels.h).
+      const std::vector<double> given_sum = read_channels(statistics.sum, channels, 0.0);
+      const std::vector<double> given_squares = read_channels(statistics.square_sum, channels, 0.0);
 #pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
       for (int64_t c = 0; c < channels; ++c) {
-        // Two passes (mean, then squared deviations): no cancellation when |mean| >> std.
-        double total = 0;
-        for (int64_t n = 0; n < layout.batch; ++n)
-          for (int64_t i = 0; i < layout.inner; ++i) total += static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)]));
-        double channel_mean = count > 0 ? total / count : 0.0;
-        double squares = 0;
-        for (int64_t n = 0; n < layout.batch; ++n) {
-          for (int64_t i = 0; i < layout.inner; ++i) {
-            double deviation = static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)])) - channel_mean;
-            squares += deviation * deviation;
+        double channel_mean = 0, squares = 0;
+        if (statistics.defined()) {
+          channel_mean = count > 0 ? given_sum[c] / count : 0.0;
+          squares = std::max(given_squares[c] - count * channel_mean * channel_mean, 0.0);
+        } else {
+          // Two passes (mean, then squared deviations): no cancellation when |mean| >> std.
+          double total = 0;
+          for (int64_t n = 0; n < layout.batch; ++n)
+            for (int64_t i = 0; i < layout.inner; ++i) total += static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)]));
+          channel_mean = count > 0 ? total / count : 0.0;
+          for (int64_t n = 0; n < layout.batch; ++n) {
+            for (int64_t i = 0; i < layout.inner; ++i) {
+              double deviation = static_cast<double>(static_cast<compute_t<T>>(in[layout.at(n, c, i)])) - channel_mean;
+              squares += deviation * deviation;
+            }
           }
         }
         double biased_var = count > 0 ? squares / count : 0.0;

@@ -283,4 +283,10 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
            });
 }
 
+// The CPU convolves and reduces apart: batch norm makes its own statistics here.
+bool conv2d_with_statistics(const Tensor&, const Tensor&, const Window2d&, const Tensor&, const Tensor&,
+                            const Tensor&) {
+  return false;
+}
+
 }  // namespace mg::cpu

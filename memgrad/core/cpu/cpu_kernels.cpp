@@ -34,6 +34,7 @@ const KernelTable& kernel_table() {
       .conv2d = conv2d,
       .conv2d_backward_input = conv2d_backward_input,
       .conv2d_backward_weight = conv2d_backward_weight,
+      .conv2d_with_statistics = conv2d_with_statistics,
       .max_pool2d = max_pool2d,
       .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,

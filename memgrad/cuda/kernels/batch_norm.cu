@@ -36,6 +36,9 @@
 // saved mean, and the elementwise passes compute (x - mean) * scale rather than
 // x * scale + (bias - mean * scale), for the same reason; the forward's subtracts K and
 // then mean - K, so the mean is not even rounded to the input's magnitude.
+// Statistics given by a convolution's epilogue (kernels.h) are plain sums, K = 0: they
+// lose those bits when |mean| >> std, the price of skipping the pass over the input. A
+// convolution's output feeding a batch norm has |mean| of the order of its std.
 //
 // Per-channel tensors may have another dtype than the input (float32 statistics for a
 // 16-bit input, a float32 weight), so they travel as ChannelValues (pointer + dtype) and are
@@ -251,12 +254,13 @@ struct FinishStatistics {
   Geometry geometry;
   double momentum, eps;
   bool from_saved;  // normalise with the statistics as saved: K = the saved mean
+  bool given;       // the sums are the caller's plain ones (kernels.h's statistics): K = 0
   ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
   A* coefficients;
 
   __device__ __forceinline__ void operator()(int64_t c, A shifted_sum, A shifted_squares) const {
     A count = static_cast<A>(geometry.per_channel);
-    A shift = to_compute<A>(input[geometry.offset(c, 0)]);
+    A shift = given ? A(0) : to_compute<A>(input[geometry.offset(c, 0)]);
     A shifted_mean = shifted_sum / count;
     A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
     A mean = shift + shifted_mean;
@@ -279,6 +283,16 @@ struct FinishStatistics {
     }
   }
 };
+
+// Training with the statistics given (a convolution's epilogue made them): the finishing
+// step of the sums, one thread per channel, with no pass over the input.
+template <class T, class A>
+__global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, const float* sum,
+                                               const float* square_sum) {
+  for (int64_t c = global_thread_index(); c < finish.geometry.channels; c += grid_stride()) {
+    finish(c, static_cast<A>(sum[c]), static_cast<A>(square_sum[c]));
+  }
+}
 
 // Evaluation: the coefficients from the running statistics.
 template <class A>
@@ -425,8 +439,13 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
+                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
+                const Tensor& save_invstd) {
   MG_ASSERT(relu || !residual.defined(), "batch_norm: a residual is fused only before a ReLU");
+  MG_ASSERT(!statistics.defined() || (statistics.sum.dtype() == DType::Float32 &&
+                                      statistics.square_sum.dtype() == DType::Float32),
+            "batch_norm: given statistics are float32");
+  const bool given = training && statistics.defined();
   int64_t total = input.numel();
   if (total == 0) return;
   Geometry geometry = geometry_of(input);
@@ -442,7 +461,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     PartialGrid grid = partial_grid(geometry, sizeof(T), {in});
     // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
     // stream once the kernels are queued: the caching allocator orders its reuse.
-    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training)},
+    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training && !given)},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
     A* coefficients = static_cast<A*>(workspace.raw_data());
     if (training) {
@@ -451,6 +470,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     momentum,
                                     eps,
                                     /*from_saved=*/relu && added == nullptr,
+                                    given,
                                     channel_values(save_mean),
                                     channel_values(save_invstd),
                                     channel_values(running_mean),
@@ -458,8 +478,16 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     channel_values(weight),
                                     channel_values(bias),
                                     coefficients};
-      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
-                         coefficients + kBatchNormCoefficients * channels, stream);
+      if (given) {
+        LaunchConfig config = launch_config(channels);
+        finish_given_statistics_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
+            finish, static_cast<const float*>(statistics.sum.raw_data()),
+            static_cast<const float*>(statistics.square_sum.raw_data()));
+        MG_CUDA_CHECK_LAUNCH();
+      } else {
+        reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
+                           coefficients + kBatchNormCoefficients * channels, stream);
+      }
     } else {
       LaunchConfig config = launch_config(channels);
       eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(

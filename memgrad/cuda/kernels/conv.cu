@@ -298,4 +298,14 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
   finish(result, grad_weight);
 }
 
+// Only cuDNN fuses the statistics into the convolution; the im2col path does not.
+bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window, const Tensor& output,
+                            const Tensor& sum, const Tensor& square_sum) {
+#if MG_WITH_CUDNN
+  return cudnn::conv2d_with_statistics(input, weight, window, output, sum, square_sum);
+#else
+  return false;
+#endif
+}
+
 }  // namespace mg::cuda

@@ -78,6 +78,8 @@ void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, cons
                            const Tensor& grad_input);
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
                             const Tensor& grad_weight);
+bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window, const Tensor& output,
+                            const Tensor& sum, const Tensor& square_sum);
 
 // pool.cpp / pool.cu
 void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& output, const Tensor& window_indices);
@@ -89,7 +91,8 @@ void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, cons
 // batch_norm.cpp / batch_norm.cu
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                 const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
+                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
+                const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
                          const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
