@@ -53,7 +53,7 @@ Args parse_args(int argc, char** argv) {
       {"--bench", [&] { args.bench = true; }},
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
-      {"--no-cudnn-fusion", [&] { args.cudnn_fusion = false; }},
+      {"--cudnn-fusion", [&] { args.cudnn_fusion = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
@@ -89,7 +89,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last] [--no-cudnn-fusion] [--memory-timeline FILE.html | --cuda-graph]
+                [--channels-last] [--cudnn-fusion] [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
                                            predicting: --world-size N, per rank)
@@ -118,10 +118,10 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --augment                random crops (pad 4, crop 32) and horizontal flips
   --channels-last          keep the model's weights and the batches in channels-last
                            (NHWC) memory format, which convolution kernels prefer on GPUs
-  --no-cudnn-fusion        on CUDA, run batch norm's statistics pass apart from the
-                           convolution before it (by default, training in fp16/bf16
-                           channels-last, cuDNN generates them in the convolution's
-                           epilogue: mg::cuda::set_cudnn_fusion)
+  --cudnn-fusion           on CUDA, training in fp16/bf16 channels-last: cuDNN generates
+                           batch norm's statistics in the epilogue of the convolution
+                           before it (mg::cuda::set_cudnn_fusion; off by default: on the
+                           H200 it was slower, docs/benchmarks.md)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
   --threads N              CPU threads (default: all cores)

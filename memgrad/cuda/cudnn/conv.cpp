@@ -124,7 +124,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum) {
   const DType dtype = output.dtype();
-  if (!cudnn_fusion() || (dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) {
+  if (!cudnn_fusion() || cudnn_deterministic() || (dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) {
     return false;
   }
   for (const Tensor* tensor : {&input, &weight, &output}) {

@@ -21,7 +21,8 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 // square_sum (K, float32) get the per-channel sum and sum of squares of output over
 // (N, P, Q). Only for 16-bit data with all three tensors dense in channels_last and no
 // bias; false (nothing written) when that does not hold or cuDNN has no engine for the
-// shape or set_cudnn_fusion(false), and the caller computes them apart.
+// shape, with set_cudnn_fusion off (the default) or set_cudnn_deterministic on, and the
+// caller computes them apart.
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum);
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
