@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/op_support.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
 
@@ -45,10 +46,7 @@ void AccumulateGrad::accumulate(Tensor grad) {
   if (owned.dtype() != leaf_.dtype()) owned = converted_copy(owned, leaf_.dtype(), leaf_.device());
   // NOTE: take the incoming buffer itself when nothing else refers to it (the common case),
   // instead of copying it; otherwise (e.g. the same gradient flows to two leaves) copy.
-  bool sole_owner = owned.impl_ptr().use_count() == 1 && owned.storage().use_count() == 1 &&
-                    is_contiguous_in(owned, layout) && owned.storage_offset() == 0 &&
-                    owned.storage()->nbytes() == owned.nbytes();
-  if (!sole_owner) owned = contiguous_copy(owned, layout);
+  if (!sole_owner(owned) || !is_contiguous_in(owned, layout)) owned = contiguous_copy(owned, layout);
   owned.set_memory_category(MemoryCategory::Gradient);
   meta.grad = owned;
 }

@@ -69,6 +69,14 @@ inline Tensor in_format(const Tensor& tensor, MemoryFormat format) {
   return is_contiguous_in(tensor, format) ? tensor : contiguous_copy(tensor, format);
 }
 
+// Whether nothing but the caller's handle refers to `tensor`'s buffer, and it spans the
+// whole buffer: a backward may then take an incoming gradient as its own, to keep or to
+// overwrite, instead of copying it (AccumulateGrad, batch_norm_add_relu's backward).
+inline bool sole_owner(const Tensor& tensor) {
+  return tensor.impl_ptr().use_count() == 1 && tensor.storage().use_count() == 1 && tensor.storage_offset() == 0 &&
+         tensor.storage()->nbytes() == tensor.nbytes();
+}
+
 // A new tensor for an elementwise result, laid out as elementwise_format says, so that
 // channels-last activations stay channels-last and the kernels run one flat loop.
 inline Tensor new_elementwise_output(const Shape& sizes, DType dtype, std::initializer_list<Tensor> inputs) {
