@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/nn/nn.h"
@@ -100,6 +101,27 @@ TEST_CASE("BatchNorm2d::forward_relu is relu(forward) and counts the batch once"
     std::vector<float> fused_mean = fused.running_mean.to_vector<float>();
     std::vector<float> plain_mean = plain.running_mean.to_vector<float>();
     for (size_t c = 0; c < fused_mean.size(); ++c) CHECK(fused_mean[c] == Approx(plain_mean[c]).margin(1e-7));
+  }
+  CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
+}
+
+TEST_CASE("BatchNorm2d::forward_add_relu is relu(forward + residual), one node, counting the batch once",
+          "[resnet]") {
+  mg::Generator generator(6);
+  Tensor input = mg::randn({4, 3, 3, 3}, {}, &generator), residual = mg::randn({4, 3, 3, 3}, {}, &generator);
+  mg::nn::BatchNorm2d fused(3), plain(3);
+  for (bool training : {true, false}) {
+    fused.train(training);
+    plain.train(training);
+    Tensor out = fused.forward_add_relu(input.detach().requires_grad_(), residual);
+    if (training) CHECK(std::string(out.grad_fn()->name()) == "BatchNormAddReluBackward");
+    std::vector<float> got = out.to_vector<float>();
+    std::vector<float> want = mg::relu(mg::add(plain(input), residual)).to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+    std::vector<float> fused_var = fused.running_var.to_vector<float>();
+    std::vector<float> plain_var = plain.running_var.to_vector<float>();
+    for (size_t c = 0; c < fused_var.size(); ++c) CHECK(fused_var[c] == Approx(plain_var[c]).margin(1e-7));
   }
   CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
 }
