@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -36,23 +37,30 @@ const std::vector<BatchNormShape> kResNet50 = {
     {14, 1024, 0, 1, 6},  {14, 512, 1, 0, 0},   {7, 512, 5, 0, 0},   {7, 2048, 0, 1, 3},
 };
 
+// How many launches each timing averages (MG_TIMING_REPEATS, default 20).
+int timing_repeats() {
+  const char* repeats = std::getenv("MG_TIMING_REPEATS");
+  return repeats != nullptr ? std::max(1, std::atoi(repeats)) : 20;
+}
+
 // Median milliseconds of `run` repeated `repeats` times between two events, per repeat.
 // A long copy is queued first, so that the host has queued every repeat before the first
 // event is reached and launch latency is not timed (a ResNet step keeps the GPU as busy).
 template <class Run>
 double median_ms(const cuda::Stream& stream, const Tensor& filler_from, const Tensor& filler_to, Run&& run) {
-  constexpr int kRepeats = 20;
+  const int repeats = timing_repeats();
+  const int trials = repeats == 1 ? 1 : 7;
   run();  // first launches outside the timing
   std::vector<double> times;
-  for (int trial = 0; trial < 7; ++trial) {
+  for (int trial = 0; trial < trials; ++trial) {
     cudaMemcpyAsync(filler_to.raw_data(), filler_from.raw_data(), filler_from.nbytes(), cudaMemcpyDeviceToDevice,
                     stream.handle());
     cuda::Event start(true), end(true);
     start.record(stream);
-    for (int i = 0; i < kRepeats; ++i) run();
+    for (int i = 0; i < repeats; ++i) run();
     end.record(stream);
     end.synchronize();
-    times.push_back(cuda::Event::elapsed_ms(start, end) / kRepeats);
+    times.push_back(cuda::Event::elapsed_ms(start, end) / repeats);
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
