@@ -56,6 +56,17 @@ int device_count() {
 
 bool is_available() { return device_count() > 0; }
 
+int multiprocessor_count(Device device) {
+  static std::array<std::atomic<int>, kMaxDevices> counts{};  // 0: not asked yet
+  const int index = checked_index(device);
+  int count = counts[index].load(std::memory_order_relaxed);
+  if (count == 0) {
+    MG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index));
+    counts[index].store(count, std::memory_order_relaxed);
+  }
+  return count;
+}
+
 void synchronize(Device device) {
   refuse_during_graph_capture("cuda::synchronize", "wait for the device after replay(), outside the captured step.");
   DeviceGuard guard(device);

@@ -21,6 +21,10 @@ namespace mg::cuda {
 // Device indices memgrad tracks per-thread state for (the allocator registry's limit).
 inline constexpr int kMaxDevices = 64;
 
+// How many streaming multiprocessors `device` has (asked once per device): what kernels
+// that size their grid to the GPU, rather than to the work, divide among.
+int multiprocessor_count(Device device);
+
 // Makes `device` the calling thread's current CUDA device for a scope, then restores the
 // one before.
 class DeviceGuard {

@@ -29,7 +29,6 @@
 // the rows kernel, with (value, index) pairs; otherwise a thread per line, in order.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <limits>
 #include <type_traits>
 
@@ -191,17 +190,6 @@ __global__ void reduce_columns_kernel(const In* input, ReduceShape shape, int64_
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int multiprocessor_count(Device device) {
-  static std::array<std::atomic<int>, kMaxDevices> counts{};  // 0: not asked yet
-  MG_ASSERT(device.index >= 0 && device.index < kMaxDevices, "CUDA device index ", device.index, " out of range");
-  int count = counts[device.index].load(std::memory_order_relaxed);
-  if (count == 0) {
-    MG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device.index));
-    counts[device.index].store(count, std::memory_order_relaxed);
-  }
-  return count;
-}
 
 // How many chunks to split each output's reduced extent into: enough blocks to cover the
 // GPU a few times over, but never chunks so short that a thread reads fewer than
