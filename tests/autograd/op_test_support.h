@@ -1,5 +1,5 @@
 // tests/autograd/op_test_support.h — what the autograd op tests share: seeded float64
-// leaves, tensors counting 0, 1, 2, ..., a gradcheck that reports its message when it fails,
+// values and leaves, tensors counting 0, 1, 2, ..., a gradcheck that reports its message when it fails,
 // and the bytes allocated on the CPU (to show that views allocate nothing).
 #pragma once
 
@@ -16,11 +16,14 @@
 
 namespace mg_test {
 
-// Standard normal float64 values from `seed`, requiring grad.
-inline mg::Tensor leaf(const mg::Shape& sizes, uint64_t seed) {
+// Standard normal float64 values from `seed`.
+inline mg::Tensor normal(const mg::Shape& sizes, uint64_t seed, bool requires_grad = false) {
   mg::Generator generator(seed);
-  return mg::randn(sizes, {.dtype = mg::DType::Float64, .requires_grad = true}, &generator);
+  return mg::randn(sizes, {.dtype = mg::DType::Float64, .requires_grad = requires_grad}, &generator);
 }
+
+// The same, requiring grad.
+inline mg::Tensor leaf(const mg::Shape& sizes, uint64_t seed) { return normal(sizes, seed, /*requires_grad=*/true); }
 
 // 0, 1, 2, ... as float64, viewed as `sizes`.
 inline mg::Tensor counting(const mg::Shape& sizes) {

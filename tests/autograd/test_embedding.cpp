@@ -11,6 +11,7 @@
 #include "memgrad/autograd/gradcheck.h"
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
+#include "autograd/op_test_support.h"
 #include "autograd/tensor_checks.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
@@ -18,13 +19,9 @@
 using namespace mg;
 using mg_test::contains;
 using mg_test::error_message;
+using mg_test::normal;
 
 namespace {
-
-Tensor normal(const Shape& sizes, uint64_t seed, bool requires_grad = false) {
-  Generator generator(seed);
-  return randn(sizes, {.dtype = DType::Float64, .requires_grad = requires_grad}, &generator);
-}
 
 int64_t activation_bytes() {
   return allocator_for(Device::cpu()).stats().category(MemoryCategory::Activation).current;
