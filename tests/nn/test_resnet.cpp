@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
@@ -87,43 +89,49 @@ TEST_CASE("BatchNorm2d keeps PyTorch's state and switches statistics between tra
   CHECK_THROWS_WITH(bn(mg::zeros({1, 3, 2, 2})), Catch::Contains("num_features"));
 }
 
-TEST_CASE("BatchNorm2d::forward_relu is relu(forward) and counts the batch once", "[resnet]") {
-  mg::Generator generator(5);
+namespace {
+
+// A fused BatchNorm2d forward against the plain module's output through `reference`, in
+// training and evaluation: the same values and running statistics, one node of
+// `node_name` while training, and the batch counted once.
+void check_fused_batch_norm(const std::function<Tensor(mg::nn::BatchNorm2d&, const Tensor&)>& fused_forward,
+                            const std::function<Tensor(const Tensor&)>& reference, const char* node_name,
+                            uint64_t seed) {
+  mg::Generator generator(seed);
   Tensor input = mg::randn({4, 3, 3, 3}, {}, &generator);
   mg::nn::BatchNorm2d fused(3), plain(3);
   for (bool training : {true, false}) {
     fused.train(training);
     plain.train(training);
-    std::vector<float> got = fused.forward_relu(input).to_vector<float>();
-    std::vector<float> want = mg::relu(plain(input)).to_vector<float>();
+    Tensor out = fused_forward(fused, input.detach().requires_grad_());
+    if (training) CHECK(std::string(out.grad_fn()->name()) == node_name);
+    std::vector<float> got = out.to_vector<float>();
+    std::vector<float> want = reference(plain(input)).to_vector<float>();
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
-    std::vector<float> fused_mean = fused.running_mean.to_vector<float>();
-    std::vector<float> plain_mean = plain.running_mean.to_vector<float>();
-    for (size_t c = 0; c < fused_mean.size(); ++c) CHECK(fused_mean[c] == Approx(plain_mean[c]).margin(1e-7));
+    for (const auto& [fused_buffer, plain_buffer] : {std::pair{fused.running_mean, plain.running_mean},
+                                                     std::pair{fused.running_var, plain.running_var}}) {
+      std::vector<float> fused_values = fused_buffer.to_vector<float>(), plain_values = plain_buffer.to_vector<float>();
+      for (size_t c = 0; c < fused_values.size(); ++c) CHECK(fused_values[c] == Approx(plain_values[c]).margin(1e-7));
+    }
   }
   CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm2d::forward_relu is relu(forward), one node, counting the batch once", "[resnet]") {
+  check_fused_batch_norm([](mg::nn::BatchNorm2d& bn, const Tensor& x) { return bn.forward_relu(x); },
+                         [](const Tensor& y) { return mg::relu(y); }, "BatchNormReluBackward", 5);
 }
 
 TEST_CASE("BatchNorm2d::forward_add_relu is relu(forward + residual), one node, counting the batch once",
           "[resnet]") {
   mg::Generator generator(6);
-  Tensor input = mg::randn({4, 3, 3, 3}, {}, &generator), residual = mg::randn({4, 3, 3, 3}, {}, &generator);
-  mg::nn::BatchNorm2d fused(3), plain(3);
-  for (bool training : {true, false}) {
-    fused.train(training);
-    plain.train(training);
-    Tensor out = fused.forward_add_relu(input.detach().requires_grad_(), residual);
-    if (training) CHECK(std::string(out.grad_fn()->name()) == "BatchNormAddReluBackward");
-    std::vector<float> got = out.to_vector<float>();
-    std::vector<float> want = mg::relu(mg::add(plain(input), residual)).to_vector<float>();
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
-    std::vector<float> fused_var = fused.running_var.to_vector<float>();
-    std::vector<float> plain_var = plain.running_var.to_vector<float>();
-    for (size_t c = 0; c < fused_var.size(); ++c) CHECK(fused_var[c] == Approx(plain_var[c]).margin(1e-7));
-  }
-  CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
+  Tensor residual = mg::randn({4, 3, 3, 3}, {}, &generator);
+  check_fused_batch_norm([&](mg::nn::BatchNorm2d& bn, const Tensor& x) { return bn.forward_add_relu(x, residual); },
+                         [&](const Tensor& y) { return mg::relu(mg::add(y, residual)); }, "BatchNormAddReluBackward",
+                         7);
 }
 
 TEST_CASE("Pooling layers and ModuleList", "[resnet]") {
