@@ -24,8 +24,8 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     fp16, as `resnet --bench --amp` does; --checkpoint recomputes the stem and each
     residual block of layer1..layer4 in backward (torch.utils.checkpoint, non-reentrant),
     as `resnet --bench --checkpoint`.
-    NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off): the reference is
-    PyTorch eager as a user gets it.
+    NOTE: torch.backends.cudnn.benchmark keeps PyTorch's default (off) unless
+    --cudnn-benchmark: the reference is PyTorch eager as a user gets it.
   * --model gpt2, as `gpt --bench` (examples/gpt/bench.cpp): GPT-2 124M (12 layers, 12
     heads, 768 wide, T = 1024, GPT-2's 50257 tokens with the table padded to 50304) in
     plain torch.nn (interop/torch_gpt.py: F.scaled_dot_product_attention, the head tied to
@@ -139,6 +139,9 @@ def parse_args(argv):
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="mlp, cnn: capture the whole step as a CUDA graph and time its replays")
+    parser.add_argument("--cudnn-benchmark", action="store_true",
+                        help="torch.backends.cudnn.benchmark = True: time cuDNN's candidate convolution "
+                             "engines at each new shape and keep the fastest (as `resnet --bench --cudnn-benchmark`)")
     parser.add_argument("--ddp", action="store_true",
                         help="DistributedDataParallel over NCCL under torchrun (resnets and gpt2 on cuda)")
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
@@ -382,6 +385,7 @@ def run_train_step(args, device):
         "device": args.device,
         "tf32_matmul": False,
         "tf32_cudnn": device.type == "cuda",
+        "cudnn_benchmark": args.cudnn_benchmark,
     }
     if args.threads:
         result["threads"] = args.threads
@@ -612,6 +616,7 @@ def main(argv):
         # memgrad's defaults, which are PyTorch's: matmuls in full float32 (mg::cuda::
         # allow_tf32() off), convolutions free to use TF32 (mg::cuda::cudnn_allow_tf32() on).
         set_tf32(matmul=False, cudnn=True)
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if args.host_overhead:
         results = [run_host_overhead(args, device)]
     elif args.model == "gpt2":

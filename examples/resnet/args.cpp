@@ -54,6 +54,7 @@ Args parse_args(int argc, char** argv) {
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
       {"--cudnn-fusion", [&] { args.cudnn_fusion = true; }},
+      {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
@@ -89,7 +90,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last] [--cudnn-fusion] [--memory-timeline FILE.html | --cuda-graph]
+                [--channels-last] [--cudnn-fusion] [--cudnn-benchmark] [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
                                            predicting: --world-size N, per rank)
@@ -122,6 +123,11 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            batch norm's statistics in the epilogue of the convolution
                            before it (mg::cuda::set_cudnn_fusion; off by default: on the
                            H200 it was slower, docs/benchmarks.md)
+  --cudnn-benchmark        on CUDA, time every engine cuDNN offers for each new
+                           convolution shape and keep the fastest, as PyTorch's
+                           torch.backends.cudnn.benchmark (mg::cuda::set_cudnn_benchmark;
+                           the first step of each shape is slower; default: cuDNN's
+                           heuristic's first engine)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
   --threads N              CPU threads (default: all cores)

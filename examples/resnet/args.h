@@ -23,7 +23,8 @@ struct Args {
   double lr = 0.1;  // the one-cycle schedule's peak
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format
-  bool cudnn_fusion = false;   // mg::cuda::set_cudnn_fusion (CUDA builds)
+  bool cudnn_fusion = false;     // mg::cuda::set_cudnn_fusion (CUDA builds)
+  bool cudnn_benchmark = false;  // mg::cuda::set_cudnn_benchmark (CUDA builds)
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
