@@ -239,12 +239,11 @@ struct BackwardTerms {
 // the same numbers. (With a residual the backward reads the mask from the output.)
 template <class A>
 __device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
-                                                           A shifted_mean, A invstd, ChannelValues weight,
-                                                           ChannelValues bias) {
+                                                           A shifted_mean, A invstd, A weight, A bias) {
   coefficients[c] = shift;
   coefficients[channels + c] = shifted_mean;
-  coefficients[2 * channels + c] = invstd * static_cast<A>(load_channel(weight, c, 1.0));
-  coefficients[3 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+  coefficients[2 * channels + c] = invstd * weight;
+  coefficients[3 * channels + c] = bias;
 }
 
 // Training: the statistics from the shifted sums, saved, folded into the running
@@ -259,9 +258,21 @@ struct FinishStatistics {
   ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
   A* coefficients;
 
-  __device__ __forceinline__ void operator()(int64_t c, A shifted_sum, A shifted_squares) const {
+  // What a channel's finish reads besides its sums (channel_reduce.cuh reads it early).
+  struct Loaded {
+    A shift, weight, bias;
+    double running_mean, running_var;
+  };
+  __device__ __forceinline__ Loaded load(int64_t c) const {
+    return {given ? A(0) : to_compute<A>(input[geometry.offset(c, 0)]), static_cast<A>(load_channel(weight, c, 1.0)),
+            static_cast<A>(load_channel(bias, c, 0.0)), load_channel(running_mean, c, 0.0),
+            load_channel(running_var, c, 1.0)};
+  }
+
+  __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A shifted_sum,
+                                             A shifted_squares) const {
     A count = static_cast<A>(geometry.per_channel);
-    A shift = given ? A(0) : to_compute<A>(input[geometry.offset(c, 0)]);
+    A shift = loaded.shift;
     A shifted_mean = shifted_sum / count;
     A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
     A mean = shift + shifted_mean;
@@ -272,15 +283,16 @@ struct FinishStatistics {
     double n = static_cast<double>(geometry.per_channel);
     double unbiased_var = n > 1 ? static_cast<double>(biased_var) * n / (n - 1) : static_cast<double>(biased_var);
     if (running_mean.kind != ChannelKind::Absent) {
-      store_channel(running_mean, c, (1 - momentum) * load_channel(running_mean, c, 0.0) + momentum * mean);
+      store_channel(running_mean, c, (1 - momentum) * loaded.running_mean + momentum * mean);
     }
     if (running_var.kind != ChannelKind::Absent) {
-      store_channel(running_var, c, (1 - momentum) * load_channel(running_var, c, 1.0) + momentum * unbiased_var);
+      store_channel(running_var, c, (1 - momentum) * loaded.running_var + momentum * unbiased_var);
     }
     if (from_saved) {
-      store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, weight, bias);
+      store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, loaded.weight, loaded.bias);
     } else {
-      store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, weight, bias);
+      store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, loaded.weight,
+                                 loaded.bias);
     }
   }
 };
@@ -291,7 +303,7 @@ template <class T, class A>
 __global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, const float* sum,
                                                const float* square_sum) {
   for (int64_t c = global_thread_index(); c < finish.geometry.channels; c += grid_stride()) {
-    finish(c, static_cast<A>(sum[c]), static_cast<A>(square_sum[c]));
+    finish(c, finish.load(c), static_cast<A>(sum[c]), static_cast<A>(square_sum[c]));
   }
 }
 
@@ -302,7 +314,8 @@ __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running
   for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
     A invstd = inverse_sqrt(static_cast<A>(load_channel(running_var, c, 1.0)) + static_cast<A>(eps));
     store_forward_coefficients(coefficients, channels, c, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
-                               invstd, weight, bias);
+                               invstd, static_cast<A>(load_channel(weight, c, 1.0)),
+                               static_cast<A>(load_channel(bias, c, 0.0)));
   }
 }
 
@@ -335,14 +348,22 @@ struct FinishBackward {
   A* coefficients;
   bool grad_input;  // whether grad_input is wanted
 
-  __device__ __forceinline__ void operator()(int64_t c, A sum_grad, A sum_grad_centred) const {
-    A channel_invstd = static_cast<A>(load_channel(invstd, c, 1.0));
+  // What a channel's finish reads besides its sums (channel_reduce.cuh reads it early).
+  struct Loaded {
+    A invstd, scale;
+  };
+  __device__ __forceinline__ Loaded load(int64_t c) const {
+    return {static_cast<A>(load_channel(invstd, c, 1.0)), coefficients[geometry.channels + c]};
+  }
+
+  __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A sum_grad, A sum_grad_centred) const {
+    A channel_invstd = loaded.invstd;
     store_channel(grad_bias, c, sum_grad);
     store_channel(grad_weight, c, sum_grad_centred * channel_invstd);
     if (!grad_input) return;
     int64_t channels = geometry.channels;
     A count = static_cast<A>(geometry.per_channel);
-    A scale = coefficients[channels + c];
+    A scale = loaded.scale;
     coefficients[2 * channels + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
     coefficients[3 * channels + c] = -scale * sum_grad / count;
   }

@@ -8,14 +8,17 @@
 //     addresses.
 //   rows: channels-last, and (N, C). The input is N * H * W rows of C contiguous values; a
 //     block is 32 threads x 8 rows, each thread takes a vector of 1 to 16 bytes' worth of
-//     adjacent channels (as many as keep 32 threads within C), so a warp reads up to 512
-//     contiguous bytes of one row, and each thread loops down the rows of its chunk.
+//     adjacent channels, so a warp reads up to 512 contiguous bytes: of one row, or of
+//     32 / row_lanes whole rows when a row is narrower (C = 64 in float16: 8 threads of
+//     8 channels a row, 4 rows a warp), and each thread loops down the rows of its chunk.
 //
 // reduce_channels runs two launches: a 2-D grid of (chunk, channel) blocks writes one pair
 // of partial sums per block to a workspace, so that many blocks share a channel (64
 // channels of 262,144 values would otherwise occupy 64 of an H200's 132 SMs), then a small
 // kernel adds each channel's partials in a fixed order (deterministic, no atomics) and hands
-// the two totals to a Finish functor, on the device.
+// the two totals to a Finish functor, on the device: Finish::load(c) fetches what it reads
+// besides the sums (issued early, see finish_kernel), operator()(c, loaded, first, second)
+// finishes.
 //
 // How many chunks each channel is cut into, and so how large the caller's workspace is, is
 // host arithmetic that the memory predictor asks too: cuda/plan/channel_reduce_plan.h.
@@ -50,8 +53,6 @@ struct SumOf {
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- geometry ----
-
-constexpr int kFinishRows = 32;  // finishing: 32 channels x 32 partials at a time
 
 // A ChannelExtent (where the values lie) with what the kernels need to find them fast.
 struct Geometry : ChannelExtent {
@@ -96,11 +97,13 @@ inline size_t alignment_of(std::initializer_list<const void*> addresses) {
 }
 
 // The grid of the partial-sum kernels: plan_chunks's chunks along x, its channel blocks
-// along y. In the rows layout each thread takes `channel_vector` adjacent channels.
+// along y. In the rows layout each thread takes `channel_vector` adjacent channels, and
+// `row_lanes` threads span a row.
 struct PartialGrid {
   dim3 blocks, threads;
   int64_t chunks, chunk_size;
   int channel_vector = 1;
+  int row_lanes = kTileChannels;
 };
 
 // For elements of `element_size` bytes read from, or written to, the tensors at `data`.
@@ -111,6 +114,7 @@ inline PartialGrid partial_grid(const Geometry& geometry, size_t element_size,
   grid.chunks = plan.chunks;
   grid.chunk_size = plan.chunk_size;
   grid.channel_vector = plan.channel_vector;
+  grid.row_lanes = plan.row_lanes;
   grid.threads = geometry.rows ? dim3(kTileChannels, kTileRows) : dim3(kPlaneThreads);
   // Channels beyond gridDim.y (65535) are taken by a loop in the kernels.
   grid.blocks =
@@ -156,27 +160,33 @@ __global__ void __launch_bounds__(kPlaneThreads)
   }
 }
 
-// The same for the rows layout: a block takes 32 * kVec channels (blockIdx.y picks which)
-// of a chunk of rows; a thread takes kVec adjacent channels, one vector access a tensor.
+// The same for the rows layout: a block takes row_lanes * kVec channels (blockIdx.y picks
+// which) of a chunk of rows; a thread takes kVec adjacent channels, one vector access a
+// tensor, and a warp 32 / row_lanes rows at a time.
 template <int kVec, class A, class Terms>
 __global__ void __launch_bounds__(kTileChannels * kTileRows)
-    partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
-  constexpr int kChannels = kTileChannels * kVec;  // per tile
-  static_assert(kChannels <= kTileChannels * kTileRows, "one thread per channel finishes a tile");
-  __shared__ A shared_first[kTileRows][kChannels];
-  __shared__ A shared_second[kTileRows][kChannels];
+    partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, int row_lanes, A* partials) {
+  constexpr int kSlots = kTileChannels * kVec;  // the values a row of the block's threads holds
+  static_assert(kSlots <= kTileChannels * kTileRows, "one thread per channel finishes a tile");
+  __shared__ A shared_first[kTileRows][kSlots];
+  __shared__ A shared_second[kTileRows][kSlots];
+  const int rows_per_warp = kTileChannels / row_lanes;
+  const int tile_channels = row_lanes * kVec;
+  const int64_t row_step = int64_t{kTileRows} * rows_per_warp;
   int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
-  for (int64_t tile = blockIdx.y; tile * kChannels < geometry.channels; tile += gridDim.y) {
-    int64_t first_channel = tile * kChannels + threadIdx.x * kVec;  // C % kVec == 0: all kVec exist
+  for (int64_t tile = blockIdx.y; tile * tile_channels < geometry.channels; tile += gridDim.y) {
+    // C % kVec == 0: all kVec exist
+    int64_t first_channel = tile * tile_channels + static_cast<int64_t>(threadIdx.x % row_lanes) * kVec;
     A first[kVec] = {}, second[kVec] = {};
     if (first_channel < geometry.channels) {
       typename Terms::Prepared prepared[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) prepared[j] = terms.prepare(geometry, first_channel + j);
+      int64_t row = begin + static_cast<int64_t>(threadIdx.y) * rows_per_warp + threadIdx.x / row_lanes;
 #pragma unroll 4
-      for (int64_t row = begin + threadIdx.y; row < end; row += kTileRows) {
+      for (; row < end; row += row_step) {
         terms.template add<kVec>(prepared, row * geometry.channels + first_channel, first, second);
       }
     }
@@ -186,13 +196,17 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
       shared_second[threadIdx.y][threadIdx.x * kVec + j] = second[j];
     }
     __syncthreads();
-    int lane = threadIdx.y * kTileChannels + threadIdx.x;  // one thread per channel of the tile
-    int64_t c = tile * kChannels + lane;
-    if (lane < kChannels && c < geometry.channels) {
+    // One thread per channel of the tile adds its slots: thread x of a block row holds
+    // channel (x % row_lanes) * kVec + j of the tile at slot x * kVec + j.
+    int lane = threadIdx.y * kTileChannels + threadIdx.x;
+    int64_t c = tile * tile_channels + lane;
+    if (lane < tile_channels && c < geometry.channels) {
       A total_first = 0, total_second = 0;
       for (int r = 0; r < kTileRows; ++r) {
-        total_first += shared_first[r][lane];
-        total_second += shared_second[r][lane];
+        for (int g = 0; g < rows_per_warp; ++g) {
+          total_first += shared_first[r][g * tile_channels + lane];
+          total_second += shared_second[r][g * tile_channels + lane];
+        }
       }
       partials[blockIdx.x * geometry.channels + c] = total_first;
       partials[(chunks + blockIdx.x) * geometry.channels + c] = total_second;
@@ -201,33 +215,47 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
   }
 }
 
-// Adds each channel's partials (32 channels a block, 32 partials at a time, then in a
-// fixed order: deterministic) and hands the two totals to finish(c, first, second).
+// Adds each channel's partials and hands the two totals to finish(c, loaded, first, second),
+// where loaded = finish.load(c) holds what the Finish reads besides the sums. A block takes
+// 8 adjacent channels (one 32-byte sector of float partials per chunk) x 128 lanes along
+// the chunks, each lane summing every 128th chunk, then the lanes meet in a tree: a fixed
+// order, so deterministic, with no atomics.
+// NOTE: this small grid is bound by latency, not bandwidth (it took 8-10 us on an H200 with
+// 32 lanes a channel and C / 32 blocks, about 1 ms of a ResNet-50 step): hence many lanes,
+// several loads in flight per thread, and finish.load issued before the partials are read,
+// so that its reads (the running statistics, the weight, the bias) wait alongside them.
+constexpr int kFinishChannels = 8, kFinishLanes = 128;
+
 template <class A, class Finish>
-__global__ void __launch_bounds__(kTileChannels * kFinishRows)
+__global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
     finish_kernel(const A* partials, int64_t chunks, int64_t channels, Finish finish) {
-  __shared__ A shared_first[kFinishRows][kTileChannels + 1];
-  __shared__ A shared_second[kFinishRows][kTileChannels + 1];
-  int64_t c = static_cast<int64_t>(blockIdx.x) * kTileChannels + threadIdx.x;
+  __shared__ A shared_first[kFinishLanes][kFinishChannels];
+  __shared__ A shared_second[kFinishLanes][kFinishChannels];
+  const int lane = threadIdx.y;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kFinishChannels + threadIdx.x;
+  const bool finishes = lane == 0 && c < channels;
+  typename Finish::Loaded loaded{};
+  if (finishes) loaded = finish.load(c);
   A first = 0, second = 0;
   if (c < channels) {
-    // NOTE: unrolled so that a thread has several loads in flight: this small grid is
-    // bound by load latency, not bandwidth. The order of the additions stays fixed.
-#pragma unroll 8
-    for (int64_t chunk = threadIdx.y; chunk < chunks; chunk += kFinishRows) {
+#pragma unroll 4
+    for (int64_t chunk = lane; chunk < chunks; chunk += kFinishLanes) {
       first += partials[chunk * channels + c];
       second += partials[(chunks + chunk) * channels + c];
     }
   }
-  shared_first[threadIdx.y][threadIdx.x] = first;
-  shared_second[threadIdx.y][threadIdx.x] = second;
+  shared_first[lane][threadIdx.x] = first;
+  shared_second[lane][threadIdx.x] = second;
   __syncthreads();
-  if (threadIdx.y != 0 || c >= channels) return;
-  for (int r = 1; r < kFinishRows; ++r) {
-    first += shared_first[r][threadIdx.x];
-    second += shared_second[r][threadIdx.x];
+#pragma unroll
+  for (int half = kFinishLanes / 2; half > 0; half /= 2) {
+    if (lane < half) {
+      shared_first[lane][threadIdx.x] += shared_first[lane + half][threadIdx.x];
+      shared_second[lane][threadIdx.x] += shared_second[lane + half][threadIdx.x];
+    }
+    __syncthreads();
   }
-  finish(c, first, second);
+  if (finishes) finish(c, loaded, shared_first[0][threadIdx.x], shared_second[0][threadIdx.x]);
 }
 
 // Launches the partial sums of `terms` and finish_kernel over them; `workspace` holds
@@ -240,7 +268,7 @@ void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms te
     auto launch = [&]<int kVec>() {
       if constexpr (kVec <= kWidest) {
         partial_sums_rows_kernel<kVec, A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size,
-                                                                                   workspace);
+                                                                                   grid.row_lanes, workspace);
       }
     };
     switch (grid.channel_vector) {
@@ -253,8 +281,8 @@ void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms te
     partial_sums_planes_kernel<A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
   }
   MG_CUDA_CHECK_LAUNCH();
-  dim3 finish_threads(kTileChannels, kFinishRows);
-  auto finish_blocks = static_cast<unsigned>(ceil_div(geometry.channels, kTileChannels));
+  dim3 finish_threads(kFinishChannels, kFinishLanes);
+  auto finish_blocks = static_cast<unsigned>(ceil_div(geometry.channels, kFinishChannels));
   finish_kernel<A><<<finish_blocks, finish_threads, 0, stream>>>(workspace, grid.chunks, geometry.channels, finish);
   MG_CUDA_CHECK_LAUNCH();
 }

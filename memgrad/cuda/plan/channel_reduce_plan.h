@@ -42,6 +42,8 @@ struct ChunkPlan {
   int64_t chunks;          // blocks along each channel's values
   int64_t chunk_size;
   int channel_vector;      // rows: adjacent channels per thread (1, 2, 4 or 8); planes: 1
+  int row_lanes;           // rows: threads across a row's channels (32, or fewer when a warp
+                           // reads 32 / row_lanes whole rows at once); planes: 1
 };
 
 // The plan for elements of `element_size` bytes whose data pointers are all aligned to
