@@ -5,8 +5,11 @@
 // with float32 reductions of that output; what it refuses, it refuses without writing.
 // Batch norm fed those statistics agrees with batch norm computing its own, and a ResNet-18
 // step in float16 autocast channels_last gives the same parameters within float16's
-// precision with the fusion on and off. A hidden case ("[fusion-timing]") times the fused convolution against the plain one plus
-// the statistics pass that batch norm would otherwise make.
+// precision with the fusion on and off. The convolution of relu(x * scale + bias) with
+// statistics (conv2d_normalized_with_statistics: batch norm + ReLU in the prologue) agrees
+// with memgrad's batch-norm-then-convolve composition on ResNet-50's shapes. Hidden cases
+// ("[fusion-timing]") time the fused convolutions against the plain one plus the
+// statistics pass that batch norm would otherwise make, and the prologue's cost.
 #include <catch2/catch.hpp>
 
 #if MG_WITH_CUDNN
@@ -51,6 +54,7 @@ struct ConvShape {
     window.pad_h = window.pad_w = padding();
     return window;
   }
+  Conv2dOptions options() const { return {.stride = {stride, stride}, .padding = {padding(), padding()}}; }
 };
 
 // ResNet-50's kinds of convolution (the stem, 1x1 and 3x3 in a Bottleneck, a strided 3x3,
@@ -83,39 +87,52 @@ class FusionSwitch {
   bool previous_;
 };
 
-std::vector<double> host_doubles(const Tensor& tensor) {
-  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
-}
-
 Tensor per_channel_float(int64_t channels) {
   return full({channels}, std::nan(""), {.dtype = DType::Float32, .device = Device::cuda()});
 }
 
-// Per channel: the fused sum within 1e-3 of sum(|y|) and the sum of squares within 2e-3
-// relative. Each 16-bit output is rounded by at most 2^-9 (bfloat16) of its size, and
-// cuDNN may sum its float32 accumulators rather than the rounded outputs: the bound on
-// sum(|y|) holds for float16 with room and for bfloat16 only as a statistical bound over
-// many rounding errors of both signs, which the sizes here give.
-void check_statistics(const Tensor& sum, const Tensor& square_sum, const Tensor& output, DType dtype) {
+// One convolution's tensors on the GPU, dense in channels_last: x ~ N(0, 1) and weights
+// ~ N(0, 1/fan_in) (outputs of the order of 1, far from 16-bit range limits) from `seed`
+// and seed + 1, y uninitialised, and NaN statistics, so that a refusal is seen to leave
+// them untouched.
+struct ConvTensors {
+  Tensor x, w, y, sum, square_sum;
+};
+ConvTensors conv_tensors(const ConvShape& shape, DType dtype, uint64_t seed) {
+  const MemoryFormat layout = MemoryFormat::ChannelsLast;
+  const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
+  return {random_on_gpu(shape.input(), 1.0, seed, dtype, layout),
+          random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), seed + 1, dtype, layout),
+          empty(shape.output(), {.dtype = dtype, .device = Device::cuda()}, layout),
+          per_channel_float(shape.out_channels), per_channel_float(shape.out_channels)};
+}
+
+std::vector<double> host_doubles(const Tensor& tensor) {
+  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
+}
+
+// Per channel: the fused sum within sum_tolerance of sum(|y|) over `output`, and the sum of
+// squares within square_tolerance relative.
+void check_statistics(const Tensor& sum, const Tensor& square_sum, const Tensor& output, double sum_tolerance,
+                      double square_tolerance) {
   const Tensor y = converted_copy(output, DType::Float32, Device::cuda());
   const std::vector<double> got_sum = host_doubles(sum), got_squares = host_doubles(square_sum);
   const std::vector<double> want_sum = host_doubles(mg::sum(y, {0, 2, 3}));
   const std::vector<double> want_squares = host_doubles(mg::sum(mul(y, y), {0, 2, 3}));
   const std::vector<double> scale = host_doubles(mg::sum(abs(y), {0, 2, 3}));
-  const double square_tolerance = dtype == DType::BFloat16 ? 8e-3 : 2e-3;
   REQUIRE(got_sum.size() == want_sum.size());
   for (size_t c = 0; c < got_sum.size(); ++c) {
     INFO("channel " << c << ": sum " << got_sum[c] << " vs " << want_sum[c] << " (sum |y| " << scale[c]
                     << "), sum of squares " << got_squares[c] << " vs " << want_squares[c]);
     REQUIRE(want_squares[c] > 0.0);
-    CHECK(std::abs(got_sum[c] - want_sum[c]) <= 1e-3 * scale[c]);
+    CHECK(std::abs(got_sum[c] - want_sum[c]) <= sum_tolerance * scale[c]);
     CHECK(std::abs(got_squares[c] - want_squares[c]) <= square_tolerance * want_squares[c]);
   }
 }
 
-// The fused output against memgrad's plain convolution, relative to the largest value.
-void check_output(const Tensor& fused, const Tensor& plain, DType dtype) {
-  const std::vector<double> got = host_doubles(fused), want = host_doubles(plain);
+// The fused output against a reference, within `tolerance` of the largest value.
+void check_output(const Tensor& fused, const Tensor& reference, double tolerance) {
+  const std::vector<double> got = host_doubles(fused), want = host_doubles(reference);
   double largest = 0.0, worst = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
     largest = std::max(largest, std::abs(want[i]));
@@ -123,8 +140,30 @@ void check_output(const Tensor& fused, const Tensor& plain, DType dtype) {
   }
   INFO("largest |y| " << largest << ", largest difference " << worst);
   REQUIRE(largest > 0.5);  // random data, not zeros
-  // Two engines' float32 sums, each rounded once to 16 bits: about one unit in the last place.
-  CHECK(worst <= (dtype == DType::BFloat16 ? 1e-2 : 2e-3) * largest);
+  CHECK(worst <= tolerance * largest);
+}
+
+// Two engines' float32 sums of the same 16-bit inputs, each rounded once to 16 bits: about
+// one unit in the last place.
+double rounding_tolerance(DType dtype) { return dtype == DType::BFloat16 ? 1e-2 : 2e-3; }
+
+// The median of 20 timed runs of `run` on the current stream, in milliseconds, after one
+// untimed run in which the plan is chosen and the kernels loaded.
+template <class Run>
+float median_ms(Run&& run) {
+  const cuda::Stream stream = cuda::Stream::current(Device::cuda());
+  run();
+  std::vector<float> times;
+  for (int i = 0; i < 20; ++i) {
+    cuda::Event start(true), end(true);
+    start.record(stream);
+    run();
+    end.record(stream);
+    end.synchronize();
+    times.push_back(cuda::Event::elapsed_ms(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace
@@ -137,13 +176,7 @@ TEST_CASE("cuDNN fuses batch norm's statistics into float16 and bfloat16 channel
   std::ostringstream fused_shapes, refused_shapes;
   for (const ConvShape& shape : kResNetShapes) {
     INFO(shape.name << ", " << dtype);
-    const MemoryFormat layout = MemoryFormat::ChannelsLast;
-    // Weights ~ N(0, 1/fan_in): outputs of the order of 1, far from 16-bit range limits.
-    const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
-    Tensor x = random_on_gpu(shape.input(), 1.0, 1701, dtype, layout);
-    Tensor w = random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), 1702, dtype, layout);
-    Tensor y = empty(shape.output(), {.dtype = dtype, .device = Device::cuda()}, layout);
-    Tensor sum = per_channel_float(shape.out_channels), square_sum = per_channel_float(shape.out_channels);
+    auto [x, w, y, sum, square_sum] = conv_tensors(shape, dtype, 1701);
     if (!cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum)) {
       refused_shapes << shape.name << "; ";
       // Refused means untouched: the caller computes the statistics itself.
@@ -151,10 +184,13 @@ TEST_CASE("cuDNN fuses batch norm's statistics into float16 and bfloat16 channel
       continue;
     }
     fused_shapes << shape.name << "; ";
-    Tensor plain = conv2d(x, w, {}, {.stride = {shape.stride, shape.stride},
-                                     .padding = {shape.padding(), shape.padding()}});
-    check_output(y, plain, dtype);
-    check_statistics(sum, square_sum, y, dtype);
+    Tensor plain = conv2d(x, w, {}, shape.options());
+    check_output(y, plain, rounding_tolerance(dtype));
+    // Each 16-bit output is rounded by at most 2^-9 (bfloat16) of its size, and cuDNN may
+    // sum its float32 accumulators rather than the rounded outputs: 1e-3 of sum(|y|) holds
+    // for float16 with room and for bfloat16 only as a statistical bound over many rounding
+    // errors of both signs, which the sizes here give.
+    check_statistics(sum, square_sum, y, 1e-3, dtype == DType::BFloat16 ? 8e-3 : 2e-3);
   }
   WARN(dtype << ": fused " << fused_shapes.str() << "refused " << refused_shapes.str());
   // The probe's shape fused on the H200 (cuDNN 9.14): a refusal there is a regression.
@@ -225,7 +261,7 @@ TEST_CASE("batch norm on CUDA takes a convolution's statistics: the same output 
   Tensor bias = random_on_gpu({64}, 1.0, 14, DType::Float32, MemoryFormat::Contiguous);
   Tensor with_sums = batch_norm_relu(y, given_mean, given_var, weight, bias, true, 0.1, 1e-5, sums);
   Tensor own = batch_norm_relu(y, own_mean, own_var, weight, bias, true, 0.1, 1e-5);
-  check_output(with_sums, own, dtype);
+  check_output(with_sums, own, rounding_tolerance(dtype));
   const std::vector<double> got_mean = host_doubles(given_mean), want_mean = host_doubles(own_mean);
   const std::vector<double> got_var = host_doubles(given_var), want_var = host_doubles(own_var);
   for (size_t c = 0; c < 64; ++c) {
@@ -307,32 +343,12 @@ TEST_CASE("fused convolution statistics: time against the plain convolution and 
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
   const FusionSwitch fusion(true);
-  const Device device = Device::cuda();
-  const cuda::Stream stream = cuda::Stream::current(device);
   std::ostringstream table;
   table << "shape (batch 128, float16 channels_last): fused ms | conv ms + statistics pass ms\n";
   for (ConvShape shape : kResNetShapes) {
     shape.batch = 128;
-    const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
-    Tensor x = random_on_gpu(shape.input(), 1.0, 7, DType::Float16, MemoryFormat::ChannelsLast);
-    Tensor w = random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), 8, DType::Float16, MemoryFormat::ChannelsLast);
-    Tensor y = empty(shape.output(), {.dtype = DType::Float16, .device = device}, MemoryFormat::ChannelsLast);
-    Tensor sum = per_channel_float(shape.out_channels), square_sum = per_channel_float(shape.out_channels);
-    const Conv2dOptions options{.stride = {shape.stride, shape.stride}, .padding = {shape.padding(), shape.padding()}};
-    auto median_ms = [&](auto&& run) {
-      run();  // the plan is chosen and the kernels loaded outside the timing
-      std::vector<float> times;
-      for (int i = 0; i < 20; ++i) {
-        cuda::Event start(true), end(true);
-        start.record(stream);
-        run();
-        end.record(stream);
-        end.synchronize();
-        times.push_back(cuda::Event::elapsed_ms(start, end));
-      }
-      std::sort(times.begin(), times.end());
-      return times[times.size() / 2];
-    };
+    auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 7);
+    const Conv2dOptions options = shape.options();
     bool fused = true;
     const float fused_ms = median_ms([&] {
       fused = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
@@ -341,6 +357,157 @@ TEST_CASE("fused convolution statistics: time against the plain convolution and 
     const float statistics_ms = median_ms([&] { (void)mg::sum(y, {0, 2, 3}); });
     table << shape.name << ": " << (fused ? std::to_string(fused_ms) : std::string("refused")) << " | " << conv_ms
           << " + " << statistics_ms << "\n";
+  }
+  WARN(table.str());
+}
+
+// ---- the convolution of relu(x * scale + bias) with statistics (ConvBNfprop) ----
+
+namespace {
+
+// ResNet-50's convolutions that follow a batch norm + ReLU, at a small batch: 1x1 and 3x3
+// inside a Bottleneck, the strided 3x3, a 1x1 reducing channels and the last stage's 1x1.
+const std::vector<ConvShape> kNormalizedShapes = {
+    {"1x1, 64 -> 64 at 56x56", 8, 64, 64, 56, 1, 1},
+    {"3x3, 64 -> 64 at 56x56", 8, 64, 64, 56, 3, 1},
+    {"3x3 stride 2, 128 -> 128 at 56x56", 8, 128, 128, 56, 3, 2},
+    {"1x1, 256 -> 64 at 56x56", 8, 256, 64, 56, 1, 1},
+    {"1x1, 512 -> 2048 at 7x7", 8, 512, 2048, 7, 1, 1},
+};
+
+// Batch norm's coefficients as the prologue takes them, (C) float32 on the GPU: scales of
+// both signs, and every fourth channel's bias -3, so that the ReLU zeroes most of that
+// channel's values (x ~ N(0, 1) times a scale of the order of 1) and the mask matters.
+struct Coefficients {
+  Tensor scale, bias;
+};
+Coefficients coefficients(int64_t channels, uint64_t seed) {
+  Generator generator(seed);
+  Tensor scale = randn({channels}, {}, &generator).to(Device::cuda());
+  std::vector<float> bias = mul(randn({channels}, {}, &generator), 0.5).to_vector<float>();
+  for (size_t c = 0; c < bias.size(); c += 4) bias[c] = -3.0f;
+  return {scale, from_vector(bias).to(Device::cuda())};
+}
+
+// memgrad's unfused composition: relu(x * scale + bias) in float32, rounded to x's dtype
+// in channels_last, then the plain convolution.
+Tensor normalized_then_convolved(const Tensor& x, const Coefficients& coefficients, const Tensor& w,
+                                 const ConvShape& shape) {
+  const Shape per_channel{1, shape.in_channels, 1, 1};
+  Tensor normalized = relu(add(mul(converted_copy(x, DType::Float32, Device::cuda()),
+                                   coefficients.scale.view(per_channel)),
+                               coefficients.bias.view(per_channel)));
+  Tensor activation =
+      converted_copy(normalized, x.dtype(), Device::cuda(), /*non_blocking=*/false, MemoryFormat::ChannelsLast);
+  return conv2d(activation, w, {}, shape.options());
+}
+
+// What cuDNN chose for the ForwardNormalizedStatistics key in the cache (the caller cleared
+// it before the one call).
+std::string normalized_choice() {
+  for (const cuda::CudnnAlgorithmChoice& choice : cuda::cudnn_algorithm_choices()) {
+    if (choice.direction != cuda::ConvDirection::ForwardNormalizedStatistics) continue;
+    if (choice.engine < 0) return "no engine";
+    std::ostringstream text;
+    text << "engine " << choice.engine << ", workspace " << choice.workspace_bytes << " bytes, scale and bias in "
+         << choice.coefficient_dtype;
+    return text.str();
+  }
+  return "nothing cached";
+}
+
+}  // namespace
+
+TEST_CASE("cuDNN convolves relu(x * scale + bias) with statistics: ResNet-50's shapes in float16 and bfloat16",
+          "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const FusionSwitch fusion(true);
+  const DType dtype = GENERATE(DType::Float16, DType::BFloat16);
+  for (const ConvShape& shape : kNormalizedShapes) {
+    INFO(shape.name << ", " << dtype);
+    cuda::clear_cudnn_algorithm_cache();  // so that normalized_choice() is this shape's
+    auto [x, w, y, sum, square_sum] = conv_tensors(shape, dtype, 1703);
+    const Coefficients normalization = coefficients(shape.in_channels, 1705);
+    const bool fused = cuda::cudnn::conv2d_normalized_with_statistics(
+        x, normalization.scale, normalization.bias, w, shape.window(), y, sum, square_sum);
+    WARN(dtype << ", " << shape.name << ": " << (fused ? "fused, " : "refused, ") << normalized_choice());
+    if (!fused) {
+      CHECK(std::isnan(host_doubles(sum)[0]));  // refused means untouched
+      continue;
+    }
+    const Tensor reference = normalized_then_convolved(x, normalization, w, shape);
+    // The fused convolution reads the normalised values in float32 where the reference
+    // rounds them to 16 bits first: a few units in the last place of the output.
+    check_output(y, reference, dtype == DType::BFloat16 ? 3e-2 : 1e-2);
+    check_statistics(sum, square_sum, reference, 1e-2, 1e-2);
+  }
+}
+
+TEST_CASE("the normalized convolution names what breaks its contract, and refuses without writing when off",
+          "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const FusionSwitch fusion(true);
+  const ConvShape shape{"3x3", 2, 16, 16, 8, 3, 1};
+  auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 31);
+  const Coefficients normalization = coefficients(16, 33);
+  auto call = [&](const Tensor& input, const Tensor& scale) {
+    return cuda::cudnn::conv2d_normalized_with_statistics(input, scale, normalization.bias, w, shape.window(), y,
+                                                          sum, square_sum);
+  };
+  SECTION("float16 coefficients") {
+    const Tensor half_scale = converted_copy(normalization.scale, DType::Float16, Device::cuda());
+    CHECK_THROWS_WITH(call(x, half_scale), Catch::Contains("scale must be (16) float32"));
+  }
+  SECTION("NCHW input") {
+    const Tensor nchw = contiguous_copy(x, MemoryFormat::Contiguous);
+    CHECK_THROWS_WITH(call(nchw, normalization.scale), Catch::Contains("input is float16 [2, 16, 8, 8]"));
+  }
+  SECTION("fusion switched off") {
+    const FusionSwitch off(false);
+    CHECK_FALSE(call(x, normalization.scale));
+  }
+  CHECK(std::isnan(host_doubles(sum)[0]));
+  CHECK(std::isnan(host_doubles(square_sum)[0]));
+}
+
+// Run by hand (and by scripts/gpu-check's fusion stage): ResNet-50's convolutions that
+// follow a batch norm + ReLU, at batch 128 in float16: the convolution with the
+// normalisation in its prologue and the statistics in its epilogue, against the plain
+// convolution and the convolution with statistics, which shows what the prologue costs.
+// Median of 20 runs each.
+TEST_CASE("fused normalization prologue: time against the plain convolution and the one with statistics",
+          "[.][fusion-timing]") {
+  NoGradGuard no_grad;
+  const FusionSwitch fusion(true);
+  const std::vector<ConvShape> shapes = {
+      {"1x1, 64 -> 64 at 56x56", 128, 64, 64, 56, 1, 1},
+      {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
+      {"1x1, 64 -> 256 at 56x56", 128, 64, 256, 56, 1, 1},
+      {"3x3 stride 2, 128 -> 128 at 56x56", 128, 128, 128, 56, 3, 2},
+      {"1x1, 128 -> 512 at 28x28", 128, 128, 512, 28, 1, 1},
+      {"3x3, 256 -> 256 at 14x14", 128, 256, 256, 14, 3, 1},
+      {"1x1, 256 -> 1024 at 14x14", 128, 256, 1024, 14, 1, 1},
+      {"3x3, 512 -> 512 at 7x7", 128, 512, 512, 7, 3, 1},
+      {"1x1, 512 -> 2048 at 7x7", 128, 512, 2048, 7, 1, 1},
+  };
+  std::ostringstream table;
+  table << "shape (batch 128, float16 channels_last): prologue + conv + statistics ms | conv ms | "
+           "conv + statistics ms\n";
+  for (const ConvShape& shape : shapes) {
+    auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 9);
+    const Coefficients normalization = coefficients(shape.in_channels, 11);
+    bool normalized = true, with_statistics = true;
+    const float normalized_ms = median_ms([&] {
+      normalized = cuda::cudnn::conv2d_normalized_with_statistics(x, normalization.scale, normalization.bias, w,
+                                                                  shape.window(), y, sum, square_sum);
+    });
+    const float conv_ms = median_ms([&] { y = conv2d(x, w, {}, shape.options()); });
+    const float statistics_ms = median_ms([&] {
+      with_statistics = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
+    });
+    auto or_refused = [](bool ran, float ms) { return ran ? std::to_string(ms) : std::string("refused"); };
+    table << shape.name << ": " << or_refused(normalized, normalized_ms) << " | " << conv_ms << " | "
+          << or_refused(with_statistics, statistics_ms) << "\n";
   }
   WARN(table.str());
 }

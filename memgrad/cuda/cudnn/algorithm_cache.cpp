@@ -38,6 +38,7 @@ const char* direction_name(ConvDirection direction) {
     case ConvDirection::BackwardData: return "backward data";
     case ConvDirection::BackwardFilter: return "backward filter";
     case ConvDirection::ForwardStatistics: return "forward with statistics";
+    case ConvDirection::ForwardNormalizedStatistics: return "forward of relu(x * scale + bias) with statistics";
   }
   return "?";
 }
@@ -93,7 +94,7 @@ std::vector<CudnnAlgorithmChoice> cudnn_algorithm_choices() {
   std::vector<CudnnAlgorithmChoice> choices;
   choices.reserve(all.plans.size());
   for (const auto& [key, plan] : all.plans) {
-    choices.push_back({plan->direction, plan->engine, plan->workspace_bytes});
+    choices.push_back({plan->direction, plan->engine, plan->workspace_bytes, plan->coefficient_dtype});
   }
   return choices;
 }

@@ -20,7 +20,16 @@ namespace mg::cuda {
 
 // ForwardStatistics: the forward convolution with batch norm's per-channel statistics of
 // its output (sum and sum of squares, float32) generated in the same kernel's epilogue.
-enum class ConvDirection : uint8_t { Forward, BackwardData, BackwardFilter, ForwardStatistics };
+// ForwardNormalizedStatistics: the same, convolving relu(x * scale + bias) with per input
+// channel scale and bias (the batch norm + ReLU before the convolution) applied as the
+// kernel loads x, so that activation is never written.
+enum class ConvDirection : uint8_t {
+  Forward,
+  BackwardData,
+  BackwardFilter,
+  ForwardStatistics,
+  ForwardNormalizedStatistics
+};
 
 const char* direction_name(ConvDirection direction);
 
@@ -49,9 +58,12 @@ struct ConvPlan {
   cudnn::BackendDescriptor execution_plan;
   int64_t engine = -1;  // cuDNN's global engine index; -1: no engine runs this key
   size_t workspace_bytes = 0;
-  // ForwardStatistics keys may have no engine (not every shape fuses): that answer is
-  // cached too, so the caller falls back at the cost of one lookup.
+  // Fused keys (ForwardStatistics, ForwardNormalizedStatistics) may have no engine (not
+  // every shape fuses): that answer is cached too, so the caller falls back at the cost of
+  // one lookup.
   bool runnable() const { return engine >= 0; }
+  // ForwardNormalizedStatistics only: the dtype the plan reads scale and bias in.
+  DType coefficient_dtype = DType::Float32;
   // Forward only: the output and the (1, K, 1, 1) bias as cudnnAddTensor takes them.
   std::optional<cudnn::TensorDescriptor> output;
   std::optional<cudnn::TensorDescriptor> bias;
@@ -69,6 +81,7 @@ struct CudnnAlgorithmChoice {
   ConvDirection direction;
   int64_t engine;  // cuDNN's global engine index
   size_t workspace_bytes;
+  DType coefficient_dtype;  // ForwardNormalizedStatistics' scale and bias
 };
 
 // Number of cached plans (one per direction and key).

@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "memgrad/core/factory.h"
 #include "memgrad/cuda/cudnn/algorithm_cache.h"
@@ -34,11 +35,14 @@ namespace mg::cuda::cudnn {
 
 namespace {
 
-// The largest power of two up to 16 dividing every pointer: cuDNN's vectorised kernels
-// need aligned data, so a choice made for aligned tensors must not serve offset views.
+// The largest power of two up to 16 dividing every pointer of the call: cuDNN's vectorised
+// kernels need aligned data, so a choice made for aligned tensors must not serve offset
+// views.
 int alignment(const ConvOperands& data) {
-  auto bits = reinterpret_cast<uintptr_t>(data.input) | reinterpret_cast<uintptr_t>(data.weight) |
-              reinterpret_cast<uintptr_t>(data.output);
+  uintptr_t bits = 0;
+  for (void* pointer : {data.input, data.weight, data.output, data.sum, data.square_sum, data.scale, data.bias}) {
+    bits |= reinterpret_cast<uintptr_t>(pointer);
+  }
   int result = 16;
   while (result > 1 && bits % static_cast<uintptr_t>(result) != 0) result /= 2;
   return result;
@@ -58,7 +62,22 @@ const ConvPlan& plan_for(cudnnHandle_t handle, Device device, const ConvProblem&
   return insert_conv_plan(key, std::move(plan));
 }
 
-// ---- layouts ----
+// Runs `plan` on `data` with the plan's workspace borrowed for the call.
+void run_with_workspace(cudnnHandle_t handle, Device device, const ConvPlan& plan, const ConvOperands& data) {
+  Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
+  run_conv_plan(handle, plan, data, workspace.defined() ? workspace.raw_data() : nullptr);
+}  // the workspace goes back to the cache here
+
+// A fused direction's problem: 16-bit data dense in channels_last, without TF32 (which is
+// float32's).
+ConvProblem fused_problem(ConvDirection direction, const Tensor& input, const Tensor& weight, const Window2d& window,
+                          const Tensor& output, const ConvOperands& data) {
+  return {direction,      output.dtype(), MemoryFormat::ChannelsLast, input.sizes(),
+          weight.sizes(), output.sizes(), window,                     /*allow_tf32=*/false,
+          cudnn_deterministic(), alignment(data)};
+}
+
+// ---- layouts and dtypes ----
 
 // `tensor` itself when dense in `layout`, else a WORKSPACE tensor in `layout` — holding
 // tensor's values when `with_values` (an operand), uninitialised otherwise (a result).
@@ -69,6 +88,51 @@ Tensor in_layout(const Tensor& tensor, MemoryFormat layout, bool with_values) {
             layout);
   if (with_values) copy(tensor, result);
   return result;
+}
+
+// `tensor` itself when of `dtype`, else a WORKSPACE copy converted to it.
+Tensor in_dtype(const Tensor& tensor, DType dtype) {
+  if (tensor.dtype() == dtype) return tensor;
+  Tensor result =
+      empty(tensor.sizes(), {.dtype = dtype, .device = tensor.device(), .category = MemoryCategory::Workspace});
+  copy(tensor, result);
+  return result;
+}
+
+// ---- the contract of conv2d_normalized_with_statistics ----
+
+// (channels) float32 contiguous on `device`: one coefficient or sum per channel of `of`.
+void check_per_channel(const char* name, const Tensor& tensor, int64_t channels, const char* of, Device device) {
+  MG_CHECK(tensor.dtype() == DType::Float32 && tensor.dim() == 1 && tensor.size(0) == channels &&
+               tensor.is_contiguous() && tensor.device() == device,
+           "conv2d_normalized_with_statistics: ", name, " must be (", channels, ") float32, contiguous, on ", device,
+           ": one value per channel of ", of, "; got ", tensor.dtype(), " ", tensor.sizes(), " on ", tensor.device(),
+           tensor.is_contiguous() ? "" : " (not contiguous)", ".");
+}
+
+void check_normalized_convolution(const Tensor& input, const Tensor& scale, const Tensor& bias, const Tensor& weight,
+                                  const Window2d& window, const Tensor& output, const Tensor& sum,
+                                  const Tensor& square_sum) {
+  const DType dtype = input.dtype();
+  const Device device = output.device();
+  MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, "conv2d_normalized_with_statistics: input is ",
+           dtype, "; the fused prologue takes float16 or bfloat16. Hint: run batch_norm_relu and conv2d apart.");
+  for (const auto& [name, tensor] : {std::pair{"input", &input}, {"weight", &weight}, {"output", &output}}) {
+    MG_CHECK(tensor->dim() == 4 && tensor->dtype() == dtype && tensor->device() == device &&
+                 !needs_layout_copy(*tensor, MemoryFormat::ChannelsLast),
+             "conv2d_normalized_with_statistics: ", name, " is ", tensor->dtype(), " ", tensor->sizes(), " (strides ",
+             tensor->strides(), ") on ", tensor->device(), "; input, weight and output must be 4-D ", dtype,
+             " on ", device, ", dense in channels_last. Hint: contiguous_copy(tensor, MemoryFormat::ChannelsLast).");
+  }
+  const int64_t channels = input.size(1), out_channels = output.size(1);
+  MG_CHECK(weight.size(1) * window.groups == channels && weight.size(0) == out_channels &&
+               output.size(0) == input.size(0),
+           "conv2d_normalized_with_statistics: input ", input.sizes(), ", weight ", weight.sizes(), " (groups ",
+           window.groups, ") and output ", output.sizes(), " do not fit one convolution.");
+  check_per_channel("scale", scale, channels, "the input", device);
+  check_per_channel("bias", bias, channels, "the input", device);
+  check_per_channel("sum", sum, out_channels, "the output", device);
+  check_per_channel("square_sum", square_sum, out_channels, "the output", device);
 }
 
 // Runs `direction` on x = input, w = weight, y = output; the one it writes is overwritten.
@@ -87,10 +151,7 @@ void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight
                             dtype == DType::Float32 && cudnn_allow_tf32(), cudnn_deterministic(), alignment(data)};
 
   const ConvPlan& plan = plan_for(handle, device, problem, data);
-  {
-    Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
-    run_conv_plan(handle, plan, data, workspace.defined() ? workspace.raw_data() : nullptr);
-  }  // the workspace goes back to the cache here
+  run_with_workspace(handle, device, plan, data);
   if (bias.defined()) {
     // y += bias, broadcast over (N, H, W) as a (1, K, 1, 1) tensor. alpha = beta = 1, read
     // as double for float64 data and as float otherwise.
@@ -135,13 +196,35 @@ bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Win
   cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
   const ConvOperands data{input.raw_data(), weight.raw_data(), output.raw_data(), sum.raw_data(),
                           square_sum.raw_data()};
-  const ConvProblem problem{ConvDirection::ForwardStatistics, dtype, MemoryFormat::ChannelsLast, input.sizes(),
-                            weight.sizes(), output.sizes(), window, /*allow_tf32=*/false, cudnn_deterministic(),
-                            alignment(data)};
+  const ConvProblem problem = fused_problem(ConvDirection::ForwardStatistics, input, weight, window, output, data);
   const ConvPlan& plan = plan_for(handle, device, problem, data);
   if (!plan.runnable()) return false;
-  Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
-  run_conv_plan(handle, plan, data, workspace.defined() ? workspace.raw_data() : nullptr);
+  run_with_workspace(handle, device, plan, data);
+  return true;
+}
+
+bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale, const Tensor& bias,
+                                       const Tensor& weight, const Window2d& window, const Tensor& output,
+                                       const Tensor& sum, const Tensor& square_sum) {
+  check_normalized_convolution(input, scale, bias, weight, window, output, sum, square_sum);
+  if (!cudnn_fusion() || cudnn_deterministic() || !conv_usable(input, weight, output)) return false;
+  const Device device = output.device();
+  DeviceGuard guard(device);
+  cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
+  // NOTE: in benchmark mode the candidates are timed on the float32 coefficients even where
+  // the plan reads them in 16 bits: the first half of the bytes, read as garbage values,
+  // which costs the same; the output they write is overwritten below.
+  ConvOperands data{input.raw_data(), weight.raw_data(), output.raw_data(), sum.raw_data(),
+                    square_sum.raw_data(), scale.raw_data(), bias.raw_data()};
+  const ConvProblem problem =
+      fused_problem(ConvDirection::ForwardNormalizedStatistics, input, weight, window, output, data);
+  const ConvPlan& plan = plan_for(handle, device, problem, data);
+  if (!plan.runnable()) return false;
+  // C values each, converted only where cuDNN had no engine reading float32 coefficients.
+  const Tensor plan_scale = in_dtype(scale, plan.coefficient_dtype), plan_bias = in_dtype(bias, plan.coefficient_dtype);
+  data.scale = plan_scale.raw_data();
+  data.bias = plan_bias.raw_data();
+  run_with_workspace(handle, device, plan, data);
   return true;
 }
 

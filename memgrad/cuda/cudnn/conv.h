@@ -25,6 +25,18 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 // caller computes them apart.
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum);
+// The forward convolution of relu(input * scale + bias) with the statistics of its output,
+// as one cuDNN graph (ConvBNfprop): batch norm + ReLU applied per input channel while the
+// convolution loads its input, so that activation is never written. input, weight and
+// output are float16 or bfloat16 (all one dtype) dense in channels_last; scale and bias are
+// (C) float32, one per input channel (batch norm's invstd * gamma and beta - mean * scale);
+// sum and square_sum (K) float32 as conv2d_with_statistics writes them. The prologue
+// computes in float32 and the convolution reads its result unrounded. A call breaking that
+// contract throws mg::Error; false (nothing written) when cuDNN has no engine for the shape,
+// with set_cudnn_fusion off (the default) or set_cudnn_deterministic on.
+bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale, const Tensor& bias,
+                                       const Tensor& weight, const Window2d& window, const Tensor& output,
+                                       const Tensor& sum, const Tensor& square_sum);
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
                            const Tensor& grad_input);
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,

@@ -21,10 +21,22 @@ namespace mg::cuda::cudnn {
 
 namespace {
 
-// The unique ids that bind a variant pack's pointers to the graph's tensors.
-constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3, kSumId = 4, kSquareSumId = 5;
+// The unique ids that bind a variant pack's pointers to the graph's tensors, in the order
+// of ConvOperands' fields, and those of the virtual tensors between the prologue's steps.
+constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3, kSumId = 4, kSquareSumId = 5, kScaleId = 6,
+                  kBiasId = 7;
+constexpr int64_t kScaledId = 101, kShiftedId = 102, kActivatedId = 103;
 
-BackendDescriptor tensor(int64_t id, DType dtype, const Shape& sizes, MemoryFormat layout, int64_t alignment) {
+bool fused(ConvDirection direction) {
+  return direction == ConvDirection::ForwardStatistics || direction == ConvDirection::ForwardNormalizedStatistics;
+}
+
+// Real tensors are in memory, bound to a pointer through their id; virtual ones are
+// results one operation of the graph hands the next inside the kernel.
+enum class Placement { Memory, Virtual };
+
+BackendDescriptor tensor(int64_t id, DType dtype, const Shape& sizes, MemoryFormat layout, int64_t alignment,
+                         Placement placement = Placement::Memory) {
   const Shape strides = strides_for(sizes, layout);
   const cudnnDataType_t type = data_type(dtype);
   BackendDescriptor result(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
@@ -33,6 +45,10 @@ BackendDescriptor tensor(int64_t id, DType dtype, const Shape& sizes, MemoryForm
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.begin())
       .set_int64s(CUDNN_ATTR_TENSOR_UNIQUE_ID, {id})
       .set_int64s(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, {alignment});
+  if (placement == Placement::Virtual) {
+    const bool is_virtual = true;
+    result.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  }
   result.finalize();
   return result;
 }
@@ -63,6 +79,7 @@ OperationAttributes attributes_of(ConvDirection direction) {
   switch (direction) {
     case ConvDirection::Forward:
     case ConvDirection::ForwardStatistics:
+    case ConvDirection::ForwardNormalizedStatistics:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
@@ -85,10 +102,11 @@ OperationAttributes attributes_of(ConvDirection direction) {
 // squares, as (1, K, 1, 1) tensors laid out as cudnn-frontend lays them (strides of
 // channels_last), accumulated in float32 (GENSTATS_MATH_PREC FLOAT: what cuDNN 9.14 took
 // on the H200, tests/cuda/test_cuda_cudnn_fusion_support.cpp).
-std::array<BackendDescriptor, 3> statistics_of(const BackendDescriptor& y, int64_t channels) {
+std::array<BackendDescriptor, 3> statistics_of(const BackendDescriptor& y, int64_t channels, int64_t alignment) {
   const Shape per_channel{1, channels, 1, 1};
-  BackendDescriptor sum = tensor(kSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, 16);
-  BackendDescriptor square_sum = tensor(kSquareSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, 16);
+  BackendDescriptor sum = tensor(kSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, alignment);
+  BackendDescriptor square_sum =
+      tensor(kSquareSumId, DType::Float32, per_channel, MemoryFormat::ChannelsLast, alignment);
   const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
   const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
   BackendDescriptor operation(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
@@ -101,19 +119,83 @@ std::array<BackendDescriptor, 3> statistics_of(const BackendDescriptor& y, int64
   return {std::move(sum), std::move(square_sum), std::move(operation)};
 }
 
+// One pointwise operation y = mode(x, b), or y = mode(x) without b, computed in float32.
+// Its two descriptors go to `parts`; returns the operation.
+// NOTE: ReLU's clips and slope are set to the plain ReLU's, as cudnn-frontend's graph API
+// sets them, rather than left to defaults (NVIDIA's legacy ConvBNfprop sample asks for a
+// leaky one).
+cudnnBackendDescriptor_t pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x, const BackendDescriptor* b,
+                                   const BackendDescriptor& y, std::vector<BackendDescriptor>& parts) {
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  BackendDescriptor function(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  function.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+  if (mode == CUDNN_POINTWISE_RELU_FWD) {
+    const double lower_clip = 0.0, upper_clip = std::numeric_limits<float>::max(), lower_slope = 0.0;
+    function.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lower_clip)
+        .set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &upper_clip)
+        .set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_TYPE_DOUBLE, 1, &lower_slope);
+  }
+  function.finalize();
+  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, function)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  if (b != nullptr) operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  operation.finalize();
+  parts.push_back(std::move(function));
+  parts.push_back(std::move(operation));
+  return parts.back().get();
+}
+
+// ForwardNormalizedStatistics' prologue, relu(x * scale + bias) with scale and bias
+// (1, C, 1, 1) in `coefficients`, as NVIDIA's ConvBNfprop builds it (cudnn-frontend's
+// samples/legacy_samples/fusion_sample.cpp, run_bn_conv_gen_stat, and the "SBRCS" case of
+// samples/cpp/convolution/fprop.cpp): three pointwise operations whose results are virtual
+// float32 tensors shaped like x. Its descriptors go to `parts` and its operations to
+// `operations`; returns the ReLU's result, which the convolution reads as its x.
+// NOTE: float32 in the convolution's x keeps the normalised value unrounded, as both
+// samples declare it (cudnn-frontend's Python test declares it in the data's type).
+BackendDescriptor prologue_of(const BackendDescriptor& x, const ConvProblem& problem, DType coefficients,
+                              std::vector<BackendDescriptor>& parts,
+                              std::vector<cudnnBackendDescriptor_t>& operations) {
+  const Shape per_channel{1, problem.input[1], 1, 1};
+  const int64_t alignment = problem.alignment;
+  BackendDescriptor scale = tensor(kScaleId, coefficients, per_channel, problem.layout, alignment);
+  BackendDescriptor bias = tensor(kBiasId, coefficients, per_channel, problem.layout, alignment);
+  auto intermediate = [&](int64_t id) {
+    return tensor(id, DType::Float32, problem.input, problem.layout, alignment, Placement::Virtual);
+  };
+  BackendDescriptor scaled = intermediate(kScaledId), shifted = intermediate(kShiftedId);
+  BackendDescriptor activated = intermediate(kActivatedId);
+  operations.push_back(pointwise(CUDNN_POINTWISE_MUL, x, &scale, scaled, parts));
+  operations.push_back(pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, shifted, parts));
+  operations.push_back(pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, activated, parts));
+  for (BackendDescriptor* part : {&scale, &bias, &scaled, &shifted}) parts.push_back(std::move(*part));
+  return activated;
+}
+
 // y = conv(x, w) (or its backward) as a graph, alpha = 1 and beta = 0 (overwrite); cuDNN
-// reads double scaling factors for float64 data, float ones otherwise. ForwardStatistics
-// adds GEN_STATS over y. The graph is the last of the returned descriptors; the others are
-// its parts.
-std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem) {
+// reads double scaling factors for float64 data, float ones otherwise.
+// ForwardNormalizedStatistics convolves relu(x * scale + bias) instead of x (see
+// prologue_of), with scale and bias in `coefficients`; the fused directions add GEN_STATS
+// over y. The graph is the last of the returned descriptors; the others are its parts.
+std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem,
+                                                                DType coefficients) {
+  auto parts = std::make_shared<std::vector<BackendDescriptor>>();
+  std::vector<cudnnBackendDescriptor_t> operations;
   const int64_t alignment = problem.alignment;
   BackendDescriptor x = tensor(kInputId, problem.dtype, problem.input, problem.layout, alignment);
+  BackendDescriptor normalized;
+  if (problem.direction == ConvDirection::ForwardNormalizedStatistics) {
+    normalized = prologue_of(x, problem, coefficients, *parts, operations);
+  }
   BackendDescriptor w = tensor(kWeightId, problem.dtype, problem.weight, problem.layout, alignment);
   BackendDescriptor y = tensor(kOutputId, problem.dtype, problem.output, problem.layout, alignment);
   BackendDescriptor conv = convolution(problem.dtype, problem.window);
   const OperationAttributes names = attributes_of(problem.direction);
   BackendDescriptor operation(names.type);
-  operation.set_descriptor(names.input, x)
+  operation.set_descriptor(names.input, normalized.defined() ? normalized : x)
       .set_descriptor(names.weight, w)
       .set_descriptor(names.output, y)
       .set_descriptor(names.convolution, conv);
@@ -125,10 +207,9 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
     operation.set(names.alpha, CUDNN_TYPE_FLOAT, 1, &one).set(names.beta, CUDNN_TYPE_FLOAT, 1, &zero);
   }
   operation.finalize();
-  auto parts = std::make_shared<std::vector<BackendDescriptor>>();
-  std::vector<cudnnBackendDescriptor_t> operations = {operation.get()};
-  if (problem.direction == ConvDirection::ForwardStatistics) {
-    for (BackendDescriptor& part : statistics_of(y, problem.output[1])) parts->push_back(std::move(part));
+  operations.push_back(operation.get());
+  if (fused(problem.direction)) {
+    for (BackendDescriptor& part : statistics_of(y, problem.output[1], alignment)) parts->push_back(std::move(part));
     operations.push_back(parts->back().get());
   }
   BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -137,12 +218,13 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   // NOTE: a fused graph cuDNN cannot describe is "no engine" for its caller, not an error.
   if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) {
-    MG_CHECK(problem.direction == ConvDirection::ForwardStatistics, "cuDNN refused the ",
+    MG_CHECK(fused(problem.direction), "cuDNN refused the ",
              direction_name(problem.direction), " convolution graph for ", problem.dtype, " input ", problem.input,
              ", weight ", problem.weight);
     detail::forget_cudnn_error();
     return nullptr;
   }
+  if (normalized.defined()) parts->push_back(std::move(normalized));
   for (BackendDescriptor* part : {&x, &w, &y, &conv, &operation, &graph}) parts->push_back(std::move(*part));
   return parts;
 }
@@ -165,6 +247,9 @@ struct Engine {
 // The configuration's engine and whether its numerical notes are allowed here (see the
 // header: no down-converted inputs, reduced-precision reductions for 16-bit data only, and
 // tensor cores for float32 only with allow_tf32, nothing nondeterministic when asked).
+// NOTE: ForwardNormalizedStatistics' convolution reads the prologue's float32 result, which
+// a 16-bit engine must round to 16 bits, as the unfused path rounds it when it writes the
+// activation: a down-converted input there is the data's own precision, not less.
 // NOTE: PyTorch drops only down-converted inputs (and TF32 when off). Dropping
 // reduced-precision reductions for float16 too cost ResNet-50's 7x7 stem (3 input
 // channels) cuDNN's image-first-layer kernels: 1.2 ms per AMP step against PyTorch's 0.4.
@@ -183,7 +268,9 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
   bool allowed = true;
   for (int64_t i = 0; i < count; ++i) {
     switch (notes[static_cast<size_t>(i)]) {
-      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: allowed = false; break;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        if (problem.direction != ConvDirection::ForwardNormalizedStatistics) allowed = false;
+        break;
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
         if (problem.dtype != DType::Float16 && problem.dtype != DType::BFloat16) allowed = false;
         break;
@@ -203,8 +290,9 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
 // finalizes into a plan for this graph, and needs at most `limit` workspace bytes — in the
 // heuristics' order. `first_only` stops at the first.
 std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, const ConvProblem& problem,
-                                                      size_t limit, bool first_only) {
-  const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts = operation_graph(handle, problem);
+                                                      DType coefficients, size_t limit, bool first_only) {
+  const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts =
+      operation_graph(handle, problem, coefficients);
   std::vector<std::unique_ptr<ConvPlan>> plans;
   if (!graph_parts) return plans;
   const BackendDescriptor& graph = graph_parts->back();
@@ -225,6 +313,7 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
       plan->execution_plan = std::move(execution_plan);
       plan->engine = engine.index;
       plan->workspace_bytes = workspace;
+      plan->coefficient_dtype = coefficients;
       plans.push_back(std::move(plan));
       if (first_only) return plans;
     }
@@ -236,10 +325,20 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
 }
 
 // Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
+// The direction's tensors in memory: the first this many of the unique ids.
+int64_t bound_operands(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::ForwardStatistics: return 5;
+    case ConvDirection::ForwardNormalizedStatistics: return 7;
+    default: return 3;
+  }
+}
+
 cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
-  const std::array<int64_t, 5> ids = {kInputId, kWeightId, kOutputId, kSumId, kSquareSumId};
-  const std::array<void*, 5> pointers = {data.input, data.weight, data.output, data.sum, data.square_sum};
-  const int64_t bound = plan.direction == ConvDirection::ForwardStatistics ? 5 : 3;
+  const std::array<int64_t, 7> ids = {kInputId, kWeightId, kOutputId, kSumId, kSquareSumId, kScaleId, kBiasId};
+  const std::array<void*, 7> pointers = {data.input,      data.weight, data.output, data.sum,
+                                         data.square_sum, data.scale,  data.bias};
+  const int64_t bound = bound_operands(plan.direction);
   BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, bound, ids.data())
       .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, bound, pointers.data())
@@ -279,13 +378,25 @@ std::unique_ptr<ConvPlan> no_engine(ConvDirection direction) {
   return none;
 }
 
+// The dtypes the prologue's scale and bias may take, preferred first: float32, in which
+// memgrad keeps batch norm's coefficients, else the data's own, in which NVIDIA's samples
+// declare them (see prologue_of). Directions without a prologue build one graph, in which
+// the dtype is not read.
+std::vector<DType> coefficient_dtypes(const ConvProblem& problem) {
+  if (problem.direction != ConvDirection::ForwardNormalizedStatistics) return {DType::Float32};
+  return {DType::Float32, problem.dtype};
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
                                            bool benchmark, const ConvOperands& data) {
-  std::vector<std::unique_ptr<ConvPlan>> plans =
-      runnable_plans(handle, problem, cudnn_workspace_limit(), /*first_only=*/!benchmark);
-  if (plans.empty() && problem.direction == ConvDirection::ForwardStatistics) {
+  std::vector<std::unique_ptr<ConvPlan>> plans;
+  for (DType coefficients : coefficient_dtypes(problem)) {
+    plans = runnable_plans(handle, problem, coefficients, cudnn_workspace_limit(), /*first_only=*/!benchmark);
+    if (!plans.empty()) break;
+  }
+  if (plans.empty() && fused(problem.direction)) {
     return no_engine(problem.direction);
   }
   MG_CHECK(!plans.empty(), "cuDNN has no ", direction_name(problem.direction), " convolution engine for ",
@@ -306,7 +417,7 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
       fastest = i;
     }
   }
-  if (!fastest && problem.direction == ConvDirection::ForwardStatistics) {
+  if (!fastest && fused(problem.direction)) {
     return no_engine(problem.direction);
   }
   MG_CHECK(fastest.has_value(), "cuDNN refused to run every one of the ", plans.size(), " ",

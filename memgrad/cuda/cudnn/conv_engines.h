@@ -2,15 +2,17 @@
 // through the backend (graph) API.
 //
 // A choice is made once per ConvKey (cuda/cudnn/algorithm_cache.h): the convolution is
-// described as a one-operation graph; cuDNN's heuristics (mode A, then the fallback list)
-// rank the engine configurations that can run it; configurations whose numerical notes the
-// settings forbid are dropped (float32 without allow_tf32: no tensor cores; never inputs
-// rounded down to a narrower type; reductions in reduced precision only for 16-bit
-// convolutions: the notes PyTorch drops, so both run the same engines); each remaining one
-// is finalized into an execution plan. With benchmark off the first plan that finalizes
-// within the workspace limit wins; with benchmark on every such plan is timed on the call's
-// own tensors and the fastest wins. Running a plan is one variant pack (the call's
-// pointers) and one cudnnBackendExecute.
+// described as a graph (one operation; the fused directions add GEN_STATS after it, and
+// ForwardNormalizedStatistics a pointwise scale, bias and ReLU before it); cuDNN's
+// heuristics (mode A, then the fallback list) rank the engine configurations that can run
+// it; configurations whose numerical notes the settings forbid are dropped (float32 without
+// allow_tf32: no tensor cores; inputs rounded down to a narrower type only where the
+// prologue's float32 result feeds a 16-bit convolution; reductions in reduced precision only
+// for 16-bit convolutions: the notes PyTorch drops, so both run the same engines); each
+// remaining one is finalized into an execution plan. With benchmark off the first plan that
+// finalizes within the workspace limit wins; with benchmark on every such plan is timed on
+// the call's own tensors and the fastest wins. Running a plan is one variant pack (the
+// call's pointers) and one cudnnBackendExecute.
 #pragma once
 
 #include <cudnn.h>
@@ -23,13 +25,17 @@
 namespace mg::cuda::cudnn {
 
 // Device pointers of one call: x (input), w (weight), y (output), whichever is written;
-// ForwardStatistics also writes the (K) float32 sum and sum of squares of y per channel.
+// ForwardStatistics and ForwardNormalizedStatistics also write the (K) float32 sum and sum
+// of squares of y per channel, and ForwardNormalizedStatistics reads the (C) scale and bias
+// of x's channels, in the plan's coefficient_dtype.
 struct ConvOperands {
   void* input;
   void* weight;
   void* output;
   void* sum = nullptr;
   void* square_sum = nullptr;
+  void* scale = nullptr;
+  void* bias = nullptr;
 };
 
 // What is convolved: all three tensors dense in `layout`. It refers to the caller's sizes
@@ -49,8 +55,10 @@ struct ConvProblem {
 
 // Chooses the engine for `problem` (see above), running candidates on `data` only in
 // benchmark mode. Throws mg::Error when no engine fits cudnn_workspace_limit(), except for
-// ForwardStatistics, whose answer is then a plan that is not runnable() (the caller runs
-// the plain convolution and the statistics apart).
+// the fused directions (ForwardStatistics, ForwardNormalizedStatistics), whose answer is
+// then a plan that is not runnable() (the caller runs the pieces apart).
+// ForwardNormalizedStatistics' scale and bias are float32 where cuDNN has an engine for
+// that, else the data's dtype (ConvPlan::coefficient_dtype says which).
 std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, const ConvProblem& problem,
                                            bool benchmark, const ConvOperands& data);
 
