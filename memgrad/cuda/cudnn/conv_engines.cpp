@@ -27,6 +27,8 @@ constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3, kSumId = 4, kSquar
                   kBiasId = 7;
 constexpr int64_t kScaledId = 101, kShiftedId = 102, kActivatedId = 103;
 
+// The directions that fuse work into the convolution: cuDNN may have no engine for their
+// graph, which is then an answer ("no engine", cached), not an error.
 bool fused(ConvDirection direction) {
   return direction == ConvDirection::ForwardStatistics || direction == ConvDirection::ForwardNormalizedStatistics;
 }
