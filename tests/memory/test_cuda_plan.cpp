@@ -82,7 +82,7 @@ TEST_CASE("channel reduce: channels-last vectors are as wide as 16 bytes, C and 
   CHECK(wide8.channel_blocks == 1);
   CHECK(wide8.chunks == 1024);
   CHECK(wide8.chunk_size == 98);
-  CHECK(wide8.row_lanes == 32);
+  CHECK(wide8.rows_per_warp == 1);
   // Data aligned to 8 bytes only (a view): 4 halves a thread, as float32's 4 floats.
   const ChunkPlan aligned8 = chunks_of(float16, /*alignment=*/8);
   CHECK(aligned8.channel_vector == 4);
@@ -98,19 +98,24 @@ TEST_CASE("channel reduce: channels-last vectors are as wide as 16 bytes, C and 
   // whole rows, 2 of them in float32 (16 threads a row) and 4 in float16 (8 threads).
   const ChunkPlan narrow = chunks_of(tensor_of({128, 64, 56, 56}, DType::Float32, MemoryFormat::ChannelsLast));
   CHECK(narrow.channel_vector == 4);
-  CHECK(narrow.row_lanes == 16);
+  CHECK(narrow.rows_per_warp == 2);
   CHECK(narrow.channel_blocks == 1);
   CHECK(narrow.chunks == 1024);
   CHECK(narrow.chunk_size == 392);
   const ChunkPlan narrow_half = chunks_of(tensor_of({128, 64, 56, 56}, DType::Float16, MemoryFormat::ChannelsLast));
   CHECK(narrow_half.channel_vector == 8);
-  CHECK(narrow_half.row_lanes == 8);
+  CHECK(narrow_half.rows_per_warp == 4);
   CHECK(narrow_half.channel_blocks == 1);
   // C = 96 in float16: 12 vectors of 8 would not divide a warp, 24 of 4 neither, 48 of 2 span it.
   const ChunkPlan uneven = chunks_of(tensor_of({8, 96, 4, 4}, DType::Float16, MemoryFormat::ChannelsLast));
   CHECK(uneven.channel_vector == 2);
-  CHECK(uneven.row_lanes == 32);
+  CHECK(uneven.rows_per_warp == 1);
   CHECK(uneven.channel_blocks == 2);
+  // C = 16 in float16: 2 vectors of 8 would make 16 rows a warp (4 at most), and narrower
+  // vectors never share rows: 1 channel a thread, a row spanning 16 of a warp's 32 threads.
+  const ChunkPlan tiny = chunks_of(tensor_of({8, 16, 4, 4}, DType::Float16, MemoryFormat::ChannelsLast));
+  CHECK(tiny.channel_vector == 1);
+  CHECK(tiny.rows_per_warp == 1);
 }
 
 TEST_CASE("channel reduce: (N, C) inputs are rows, and no chunk is left empty", "[memory]") {
@@ -120,7 +125,7 @@ TEST_CASE("channel reduce: (N, C) inputs are rows, and no chunk is left empty", 
   CHECK(mg::cuda::channel_reduce::channel_extent(input).rows);
   const ChunkPlan plan = chunks_of(input);
   CHECK(plan.channel_vector == 1);
-  CHECK(plan.row_lanes == 32);
+  CHECK(plan.rows_per_warp == 1);
   CHECK(plan.channel_blocks == 1);
   CHECK(plan.chunk_size == 65);
   CHECK(plan.chunks == 1'010);

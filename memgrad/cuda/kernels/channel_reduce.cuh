@@ -8,9 +8,9 @@
 //     addresses.
 //   rows: channels-last, and (N, C). The input is N * H * W rows of C contiguous values; a
 //     block is 32 threads x 8 rows, each thread takes a vector of 1 to 16 bytes' worth of
-//     adjacent channels, so a warp reads up to 512 contiguous bytes: of one row, or of
-//     32 / row_lanes whole rows when a row is narrower (C = 64 in float16: 8 threads of
-//     8 channels a row, 4 rows a warp), and each thread loops down the rows of its chunk.
+//     adjacent channels, so a warp reads up to 512 contiguous bytes: of one row, or of 2 or
+//     4 whole rows when a row is narrower (C = 64 in float16: 8 threads of 8 channels a
+//     row, 4 rows a warp), and each thread loops down the rows of its chunk.
 //
 // reduce_channels runs two launches: a 2-D grid of (chunk, channel) blocks writes one pair
 // of partial sums per block to a workspace, so that many blocks share a channel (64
@@ -97,13 +97,13 @@ inline size_t alignment_of(std::initializer_list<const void*> addresses) {
 }
 
 // The grid of the partial-sum kernels: plan_chunks's chunks along x, its channel blocks
-// along y. In the rows layout each thread takes `channel_vector` adjacent channels, and
-// `row_lanes` threads span a row.
+// along y. In the rows layout each thread takes `channel_vector` adjacent channels, and a
+// warp `rows_per_warp` rows.
 struct PartialGrid {
   dim3 blocks, threads;
   int64_t chunks, chunk_size;
   int channel_vector = 1;
-  int row_lanes = kTileChannels;
+  int rows_per_warp = 1;
 };
 
 // For elements of `element_size` bytes read from, or written to, the tensors at `data`.
@@ -114,7 +114,7 @@ inline PartialGrid partial_grid(const Geometry& geometry, size_t element_size,
   grid.chunks = plan.chunks;
   grid.chunk_size = plan.chunk_size;
   grid.channel_vector = plan.channel_vector;
-  grid.row_lanes = plan.row_lanes;
+  grid.rows_per_warp = plan.rows_per_warp;
   grid.threads = geometry.rows ? dim3(kTileChannels, kTileRows) : dim3(kPlaneThreads);
   // Channels beyond gridDim.y (65535) are taken by a loop in the kernels.
   grid.blocks =
@@ -160,33 +160,35 @@ __global__ void __launch_bounds__(kPlaneThreads)
   }
 }
 
-// The same for the rows layout: a block takes row_lanes * kVec channels (blockIdx.y picks
-// which) of a chunk of rows; a thread takes kVec adjacent channels, one vector access a
-// tensor, and a warp 32 / row_lanes rows at a time.
-template <int kVec, class A, class Terms>
+// The same for the rows layout: a block takes (32 / kRowsPerWarp) * kVec channels
+// (blockIdx.y picks which) of a chunk of rows; a thread takes kVec adjacent channels, one
+// vector access a tensor, and a warp kRowsPerWarp rows at a time.
+// NOTE: kRowsPerWarp is a template argument because the row loop's step must be a constant:
+// as a run-time value nvcc kept fewer loads in flight, and the C >= 256 reductions of
+// ResNet-50 ran 20-35% slower on an H200.
+template <int kVec, int kRowsPerWarp, class A, class Terms>
 __global__ void __launch_bounds__(kTileChannels * kTileRows)
-    partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, int row_lanes, A* partials) {
+    partial_sums_rows_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
   constexpr int kSlots = kTileChannels * kVec;  // the values a row of the block's threads holds
   static_assert(kSlots <= kTileChannels * kTileRows, "one thread per channel finishes a tile");
+  constexpr int kRowLanes = kTileChannels / kRowsPerWarp;  // threads across a row
+  constexpr int kTileChannelCount = kRowLanes * kVec;
   __shared__ A shared_first[kTileRows][kSlots];
   __shared__ A shared_second[kTileRows][kSlots];
-  const int rows_per_warp = kTileChannels / row_lanes;
-  const int tile_channels = row_lanes * kVec;
-  const int64_t row_step = int64_t{kTileRows} * rows_per_warp;
   int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
-  for (int64_t tile = blockIdx.y; tile * tile_channels < geometry.channels; tile += gridDim.y) {
+  for (int64_t tile = blockIdx.y; tile * kTileChannelCount < geometry.channels; tile += gridDim.y) {
     // C % kVec == 0: all kVec exist
-    int64_t first_channel = tile * tile_channels + static_cast<int64_t>(threadIdx.x % row_lanes) * kVec;
+    int64_t first_channel = tile * kTileChannelCount + static_cast<int64_t>(threadIdx.x % kRowLanes) * kVec;
     A first[kVec] = {}, second[kVec] = {};
     if (first_channel < geometry.channels) {
       typename Terms::Prepared prepared[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) prepared[j] = terms.prepare(geometry, first_channel + j);
-      int64_t row = begin + static_cast<int64_t>(threadIdx.y) * rows_per_warp + threadIdx.x / row_lanes;
 #pragma unroll 4
-      for (; row < end; row += row_step) {
+      for (int64_t row = begin + threadIdx.y * kRowsPerWarp + threadIdx.x / kRowLanes; row < end;
+           row += kTileRows * kRowsPerWarp) {
         terms.template add<kVec>(prepared, row * geometry.channels + first_channel, first, second);
       }
     }
@@ -197,15 +199,16 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
     }
     __syncthreads();
     // One thread per channel of the tile adds its slots: thread x of a block row holds
-    // channel (x % row_lanes) * kVec + j of the tile at slot x * kVec + j.
+    // channel (x % kRowLanes) * kVec + j of the tile at slot x * kVec + j.
     int lane = threadIdx.y * kTileChannels + threadIdx.x;
-    int64_t c = tile * tile_channels + lane;
-    if (lane < tile_channels && c < geometry.channels) {
+    int64_t c = tile * kTileChannelCount + lane;
+    if (lane < kTileChannelCount && c < geometry.channels) {
       A total_first = 0, total_second = 0;
       for (int r = 0; r < kTileRows; ++r) {
-        for (int g = 0; g < rows_per_warp; ++g) {
-          total_first += shared_first[r][g * tile_channels + lane];
-          total_second += shared_second[r][g * tile_channels + lane];
+#pragma unroll
+        for (int g = 0; g < kRowsPerWarp; ++g) {
+          total_first += shared_first[r][g * kTileChannelCount + lane];
+          total_second += shared_second[r][g * kTileChannelCount + lane];
         }
       }
       partials[blockIdx.x * geometry.channels + c] = total_first;
@@ -217,14 +220,23 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
 
 // Adds each channel's partials and hands the two totals to finish(c, loaded, first, second),
 // where loaded = finish.load(c) holds what the Finish reads besides the sums. A block takes
-// 8 adjacent channels (one 32-byte sector of float partials per chunk) x 128 lanes along
-// the chunks, each lane summing every 128th chunk, then the lanes meet in a tree: a fixed
-// order, so deterministic, with no atomics.
+// 8 adjacent channels (one 32-byte sector of float partials per chunk) x blockDim.y lanes
+// along the chunks (finish_lanes), each lane summing every blockDim.y-th chunk, then the
+// lanes meet in a tree: a fixed order, so deterministic, with no atomics.
 // NOTE: this small grid is bound by latency, not bandwidth (it took 8-10 us on an H200 with
-// 32 lanes a channel and C / 32 blocks, about 1 ms of a ResNet-50 step): hence many lanes,
-// several loads in flight per thread, and finish.load issued before the partials are read,
-// so that its reads (the running statistics, the weight, the bias) wait alongside them.
+// 32 lanes a channel and C / 32 blocks, about 1 ms of a ResNet-50 step): hence up to 4
+// chunks a lane, and finish.load issued before the partials are read, so that its reads
+// (the running statistics, the weight, the bias) wait alongside them.
 constexpr int kFinishChannels = 8, kFinishLanes = 128;
+
+// Lanes a channel for `chunks` partials: 32 to 128, a power of two, at most 4 chunks a lane
+// where 128 allow it (more lanes than that only add blocks and tree steps: with 128 lanes
+// for ResNet-50's 98 chunks at C = 2048 the finish took 11 us).
+inline unsigned finish_lanes(int64_t chunks) {
+  unsigned lanes = 32;
+  while (lanes < kFinishLanes && lanes * 4 < chunks) lanes *= 2;
+  return lanes;
+}
 
 template <class A, class Finish>
 __global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
@@ -239,7 +251,7 @@ __global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
   A first = 0, second = 0;
   if (c < channels) {
 #pragma unroll 4
-    for (int64_t chunk = lane; chunk < chunks; chunk += kFinishLanes) {
+    for (int64_t chunk = lane; chunk < chunks; chunk += blockDim.y) {
       first += partials[chunk * channels + c];
       second += partials[(chunks + chunk) * channels + c];
     }
@@ -247,8 +259,7 @@ __global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
   shared_first[lane][threadIdx.x] = first;
   shared_second[lane][threadIdx.x] = second;
   __syncthreads();
-#pragma unroll
-  for (int half = kFinishLanes / 2; half > 0; half /= 2) {
+  for (int half = static_cast<int>(blockDim.y) / 2; half > 0; half /= 2) {
     if (lane < half) {
       shared_first[lane][threadIdx.x] += shared_first[lane + half][threadIdx.x];
       shared_second[lane][threadIdx.x] += shared_second[lane + half][threadIdx.x];
@@ -265,23 +276,35 @@ void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms te
                      cudaStream_t stream) {
   if (geometry.rows) {
     constexpr int kWidest = vector_width_v<typename Terms::Element>;
-    auto launch = [&]<int kVec>() {
-      if constexpr (kVec <= kWidest) {
-        partial_sums_rows_kernel<kVec, A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size,
-                                                                                   grid.row_lanes, workspace);
+    auto launch = [&]<int kVec, int kRowsPerWarp>() {
+      partial_sums_rows_kernel<kVec, kRowsPerWarp, A>
+          <<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
+    };
+    // Warps share rows with the widest vector only (cuda/plan/channel_reduce_plan.cpp).
+    auto launch_widest = [&] {
+      switch (grid.rows_per_warp) {
+        case 4: launch.template operator()<kWidest, 4>(); break;
+        case 2: launch.template operator()<kWidest, 2>(); break;
+        default: launch.template operator()<kWidest, 1>(); break;
       }
     };
-    switch (grid.channel_vector) {
-      case 8: launch.template operator()<8>(); break;
-      case 4: launch.template operator()<4>(); break;
-      case 2: launch.template operator()<2>(); break;
-      default: launch.template operator()<1>(); break;
+    auto launch_narrower = [&]<int kVec>() {
+      if constexpr (kVec < kWidest) launch.template operator()<kVec, 1>();
+    };
+    if (grid.channel_vector == kWidest) {
+      launch_widest();
+    } else {
+      switch (grid.channel_vector) {
+        case 4: launch_narrower.template operator()<4>(); break;
+        case 2: launch_narrower.template operator()<2>(); break;
+        default: launch_narrower.template operator()<1>(); break;
+      }
     }
   } else {
     partial_sums_planes_kernel<A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
   }
   MG_CUDA_CHECK_LAUNCH();
-  dim3 finish_threads(kFinishChannels, kFinishLanes);
+  dim3 finish_threads(kFinishChannels, finish_lanes(grid.chunks));
   auto finish_blocks = static_cast<unsigned>(ceil_div(geometry.channels, kFinishChannels));
   finish_kernel<A><<<finish_blocks, finish_threads, 0, stream>>>(workspace, grid.chunks, geometry.channels, finish);
   MG_CUDA_CHECK_LAUNCH();

@@ -10,21 +10,28 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether a row of `channels` values is read by `lanes` threads of `width` channels each,
-// with a warp reading whole rows: one row spans the warp's 32 vectors or more, or an exact
-// divisor of them (a warp then reads 32 / lanes rows at once).
-bool rows_fit_warp(int64_t channels, int width) {
+int widest_vector(size_t element_size) { return static_cast<int>(16 / element_size); }
+
+// How many whole rows of `channels` values a warp reads at once, with vectors of `width`
+// channels: 1 when a row spans the warp's 32 vectors or more; 2 or 4 when 32 / rows_per_warp
+// vectors cover a row exactly, with the widest vector only (the kernels are built for that
+// case alone); 0 when neither fits.
+int rows_per_warp(int64_t channels, int width, size_t element_size) {
   const int64_t lanes = channels / width;
-  return lanes >= kTileChannels || kTileChannels % lanes == 0;
+  if (lanes >= kTileChannels || lanes == 0) return 1;
+  if (width != widest_vector(element_size) || kTileChannels % lanes != 0) return 0;
+  const auto rows = static_cast<int>(kTileChannels / lanes);
+  return rows <= kMaxRowsPerWarp ? rows : 0;
 }
 
 // The widest vector of adjacent channels (16 bytes at most) that divides C, is aligned at
-// every row start, and lets a warp read whole rows.
-// NOTE: before rows narrower than a warp existed, C = 64 in float16 took 2 channels a
-// thread (4-byte reads) and its reductions ran at about 2.4 TB/s on an H200.
+// every row start, and suits a warp (above).
+// NOTE: before warps shared rows, C = 64 in float16 took 2 channels a thread (4-byte reads)
+// and its reductions ran at about 2.4 TB/s on an H200.
 int channel_vector_width(int64_t channels, size_t element_size, size_t alignment) {
-  int width = static_cast<int>(16 / element_size);
-  while (width > 1 && (channels % width != 0 || element_size * width > alignment || !rows_fit_warp(channels, width))) {
+  int width = widest_vector(element_size);
+  while (width > 1 && (channels % width != 0 || element_size * width > alignment ||
+                       rows_per_warp(channels, width, element_size) == 0)) {
     width /= 2;
   }
   return width;
@@ -41,17 +48,15 @@ ChannelExtent channel_extent(const Tensor& input) {
 }
 
 ChunkPlan plan_chunks(const ChannelExtent& extent, size_t element_size, size_t alignment) {
-  ChunkPlan plan{.channel_blocks = extent.channels, .chunks = 0, .chunk_size = 0, .channel_vector = 1, .row_lanes = 1};
+  ChunkPlan plan{.channel_blocks = extent.channels, .chunks = 0, .chunk_size = 0, .channel_vector = 1,
+                 .rows_per_warp = 1};
   int64_t values_per_block = kPlaneThreads * kMinValuesPerThread;
   if (extent.rows) {
     plan.channel_vector = channel_vector_width(extent.channels, element_size, alignment);
-    const int64_t lanes = extent.channels / plan.channel_vector;
-    plan.row_lanes = rows_fit_warp(extent.channels, plan.channel_vector) && lanes < kTileChannels
-                         ? static_cast<int>(lanes)
-                         : kTileChannels;
-    plan.channel_blocks = ceil_div(extent.channels, int64_t{plan.row_lanes} * plan.channel_vector);
-    // rows per block at least: kTileRows x (rows a warp reads at once) x kMinValuesPerThread
-    values_per_block = kTileRows * (kTileChannels / plan.row_lanes) * kMinValuesPerThread;
+    // Width 1 is taken whatever the fit: a row then spans the warp, partly idle past C.
+    plan.rows_per_warp = std::max(rows_per_warp(extent.channels, plan.channel_vector, element_size), 1);
+    plan.channel_blocks = ceil_div(extent.channels, int64_t{kTileChannels / plan.rows_per_warp} * plan.channel_vector);
+    values_per_block = kTileRows * plan.rows_per_warp * kMinValuesPerThread;  // rows per block at least
   }
   const int64_t wanted = ceil_div(kTargetBlocks, plan.channel_blocks);
   const int64_t chunks =

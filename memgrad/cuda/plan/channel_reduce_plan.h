@@ -24,6 +24,7 @@ constexpr int kTileChannels = 32, kTileRows = 8;  // rows: 32 threads (channel v
 constexpr int64_t kTargetBlocks = 1024;
 constexpr int64_t kMinValuesPerThread = 8;
 constexpr int64_t kMaxChunks = 1024;  // keeps the partials (2 x chunks x C) small
+constexpr int kMaxRowsPerWarp = 4;    // rows narrower than 8 vectors take narrower vectors
 
 // Where a channel's values lie in an (N, C, ...) input dense in NCHW or channels-last order.
 struct ChannelExtent {
@@ -42,8 +43,8 @@ struct ChunkPlan {
   int64_t chunks;          // blocks along each channel's values
   int64_t chunk_size;
   int channel_vector;      // rows: adjacent channels per thread (1, 2, 4 or 8); planes: 1
-  int row_lanes;           // rows: threads across a row's channels (32, or fewer when a warp
-                           // reads 32 / row_lanes whole rows at once); planes: 1
+  int rows_per_warp;       // rows: whole rows a warp reads at once (1, or 2 or 4 when a row
+                           // is narrower than 32 vectors: 32 / rows_per_warp threads a row); planes: 1
 };
 
 // The plan for elements of `element_size` bytes whose data pointers are all aligned to
