@@ -290,3 +290,31 @@ TEST_CASE("CUDA max_pool2d kernels on channels_last views of any alignment match
     }
   }
 }
+
+// Average pooling's backward takes up to 16 bytes of adjacent channels a thread on
+// channels-last tensors; each lane sums as the CPU does (the same divisions, in the same
+// order, rounded once), so the results are identical.
+TEST_CASE("CUDA avg_pool2d backward on channels_last tensors matches the CPU exactly", "[cuda]") {
+  std::vector<PoolCase> vector_cases = {
+      {{3, 64, 7, 7}, make_options({7, 7}, {7, 7}, {0, 0}, {1, 1}, false, true)},    // ResNet's global pool
+      {{2, 64, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},  // overlapping, padded
+      {{2, 12, 9, 9}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, false)},    // 4 channels a thread
+      {{2, 6, 7, 9}, make_options({2, 2}, {1, 1}, {0, 0}, {1, 1}, false, true)},     // 2 a thread
+      {{2, 5, 8, 8}, make_options({2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true)},     // odd C: 1 a thread
+  };
+  uint64_t seed = 700;
+  for (DType dtype : {DType::Float16, DType::BFloat16, DType::Float32}) {
+    for (const PoolCase& test : vector_cases) {
+      INFO("input " << test.input_sizes << ", dtype " << dtype);
+      Shape out_sizes = avg_pool2d(zeros(test.input_sizes), test.options).sizes();
+      Window2d window = window_of(test.options, false);
+      Tensor grad_output = converted_copy(random_input(out_sizes, DType::Float32, seed++), dtype, Device::cpu());
+      Tensor cpu_grad = empty_on(test.input_sizes, dtype, Device::cpu());
+      kernels(Device::cpu()).avg_pool2d_backward(grad_output, window, cpu_grad);
+      Tensor cuda_grad = empty(test.input_sizes, {.dtype = dtype, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+      kernels(Device::cuda()).avg_pool2d_backward(contiguous_copy(on_cuda(grad_output), MemoryFormat::ChannelsLast),
+                                                  window, cuda_grad);
+      check_close(cuda_grad, cpu_grad, 0.0);
+    }
+  }
+}
