@@ -315,6 +315,12 @@ TEST_CASE("CUDA avg_pool2d backward on channels_last tensors matches the CPU exa
       kernels(Device::cuda()).avg_pool2d_backward(contiguous_copy(on_cuda(grad_output), MemoryFormat::ChannelsLast),
                                                   window, cuda_grad);
       check_close(cuda_grad, cpu_grad, 0.0);
+      // The (N, C, 1, 1) gradient of a global pool as a flatten hands it back: dense NCHW.
+      if (out_sizes[2] == 1 && out_sizes[3] == 1) {
+        cuda_grad.fill_(0.0);
+        kernels(Device::cuda()).avg_pool2d_backward(on_cuda(grad_output), window, cuda_grad);
+        check_close(cuda_grad, cpu_grad, 0.0);
+      }
     }
   }
 }

@@ -336,12 +336,15 @@ __global__ void avg_pool2d_backward_kernel(const T* grad_output, Strides4 out_st
 }
 
 // Whether `tensor` holds every `width` adjacent channels of a pixel, starting at a channel
-// that is a multiple of `width`, as one vector aligned to `width` elements.
+// that is a multiple of `width`, as one vector aligned to `width` elements. A dim of size 1
+// has no step, whatever its stride: a global pool's (N, C, 1, 1) gradient arrives dense in
+// NCHW, strides (C, 1, 1, 1), and holds its pixels' channels as vectors all the same.
 bool holds_channel_vectors(const Tensor& tensor, int width) {
   const Shape& sizes = tensor.sizes();
   const Shape& strides = tensor.strides();
-  return strides[1] == 1 && sizes[1] % width == 0 && strides[0] % width == 0 && strides[2] % width == 0 &&
-         strides[3] % width == 0 && is_aligned(tensor.raw_data(), tensor.element_size() * width);
+  auto steps_whole_vectors = [&](int dim) { return sizes[dim] == 1 || strides[dim] % width == 0; };
+  return strides[1] == 1 && sizes[1] % width == 0 && steps_whole_vectors(0) && steps_whole_vectors(2) &&
+         steps_whole_vectors(3) && is_aligned(tensor.raw_data(), tensor.element_size() * width);
 }
 
 // The channels a max pooling thread takes: the widest of max_width, max_width / 2, ..., 1
