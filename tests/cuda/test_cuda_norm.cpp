@@ -188,7 +188,9 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
   auto [sizes, dtype, offset] = GENERATE(
       LayoutCase{{4, 5, 7, 9}, DType::Float32, 0.5}, LayoutCase{{32, 64, 16, 16}, DType::Float32, 0.5},
       LayoutCase{{8, 2048, 7, 7}, DType::Float32, 0.5}, LayoutCase{{5, 3, 6, 4}, DType::Float64, 0.5},
-      LayoutCase{{16, 64, 8, 8}, DType::Float16, 1.0}, LayoutCase{{16, 24, 5, 5}, DType::BFloat16, 1.0});
+      LayoutCase{{16, 64, 8, 8}, DType::Float16, 1.0}, LayoutCase{{16, 24, 5, 5}, DType::BFloat16, 1.0},
+      // channels_last float16 with C = 64 and 128: a warp reads 4 and 2 whole rows.
+      LayoutCase{{8, 128, 6, 6}, DType::Float16, 1.0});
   auto format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
   INFO("input " << sizes << " " << dtype << " in " << format);
   const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
