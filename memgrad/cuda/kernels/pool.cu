@@ -17,13 +17,12 @@
 // V adjacent channels of one pixel (V = 16 bytes / element size: 8 for 16-bit types, 4 for
 // float32, 2 for float64; halved until C, the strides and the data's alignment allow it:
 // channel_vector_width), with one vector load per window element and V running maxima or
-// sums. NOTE: with one element a
-// thread both kernels were bound by integer arithmetic (a full (n, c, h, w) decomposition
-// and a window walk per 2-byte element), not by memory: ResNet-50's fp16 stem pool took
-// 0.57 ms forward and 1.41 ms backward on an H200 against PyTorch's 0.41 / 0.90 ms. V lanes
-// share one decomposition and one walk. Each lane follows the scalar rules exactly (same
-// takeover test, same summation order), so results do not depend on V; V = 1 is the plain
-// path (NCHW, C not a multiple of 2).
+// sums. NOTE: with one element a thread the max pooling kernels were bound by integer
+// arithmetic (a full (n, c, h, w) decomposition and a window walk per 2-byte element), not
+// by memory: ResNet-50's fp16 stem pool took 0.57 ms forward and 1.41 ms backward on an
+// H200 against PyTorch's 0.41 / 0.90 ms. V lanes share one decomposition and one walk.
+// Each lane follows the scalar rules exactly (same takeover test, same summation order), so
+// results do not depend on V; V = 1 is the plain path (NCHW, C not a multiple of 2).
 //
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
 #include <algorithm>
