@@ -326,7 +326,6 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
   return plans;
 }
 
-// Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
 // The direction's tensors in memory: the first this many of the unique ids.
 int64_t bound_operands(ConvDirection direction) {
   switch (direction) {
@@ -336,6 +335,7 @@ int64_t bound_operands(ConvDirection direction) {
   }
 }
 
+// Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
 cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
   const std::array<int64_t, 7> ids = {kInputId, kWeightId, kOutputId, kSumId, kSquareSumId, kScaleId, kBiasId};
   const std::array<void*, 7> pointers = {data.input,      data.weight, data.output, data.sum,
