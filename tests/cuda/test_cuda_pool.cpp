@@ -5,7 +5,9 @@
 // channels-last inputs against the CPU's NCHW results. Max pooling on channels-last
 // tensors takes several channels a thread (8 for 16-bit types, 4 for float32, 2 for
 // float64, fewer when C or the data's alignment asks): those cases must match the CPU
-// exactly, 16-bit and offset (less aligned) views included.
+// exactly, 16-bit and offset (less aligned) views included. Max pooling's backward
+// threads take two pixels of a row (odd widths leave one) and offset in 32 bits below
+// 2^31 elements, in 64 bits from there (one test of 4.3 GB).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -162,7 +164,7 @@ TEST_CASE("CUDA max_pool2d matches the CPU, window positions included", "[cuda]"
       kernels(Device::cpu()).max_pool2d_backward(grad_output, cpu_indices, window, cpu_grad);
       Tensor cuda_grad = empty_on(test.input_sizes, dtype, Device::cuda());
       kernels(Device::cuda()).max_pool2d_backward(on_cuda(grad_output), cuda_indices, window, cuda_grad);
-      check_close(cuda_grad, cpu_grad, 1e-6);
+      check_close(cuda_grad, cpu_grad, 0.0);  // the same sums in the same order
     }
   }
 }
@@ -322,5 +324,46 @@ TEST_CASE("CUDA avg_pool2d backward on channels_last tensors matches the CPU exa
         check_close(cuda_grad, cpu_grad, 0.0);
       }
     }
+  }
+}
+
+// Max pooling's backward offsets in 32 bits when both gradients have fewer than 2^31
+// elements (every test above) and in 64 bits otherwise: here ResNet's stem window on a
+// float16 channels-last input of more than 2^31 elements (4.3 GB). Checked on the first
+// and the last images (the last lies past 2^31 elements) against the CPU kernels run on
+// those images alone.
+TEST_CASE("CUDA max_pool2d backward indexes tensors of more than 2^31 elements", "[cuda]") {
+  const int64_t images = 8455, channels = 64, side = 63, out_side = 32;  // (63 + 2 - 3) / 2 + 1
+  Shape sizes{images, channels, side, side};
+  Shape out_sizes{images, channels, out_side, out_side};
+  REQUIRE(sizes.numel() > (int64_t{1} << 31));
+  Pool2dOptions options = make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true);
+  Window2d window = window_of(options, true);
+  // Random channels-last tensors: filled as dense NHWC, then viewed as (N, C, H, W).
+  Generator generator(800);
+  auto random_channels_last = [&](const Shape& nchw, DType dtype) {
+    Tensor nhwc = empty({nchw[0], nchw[2], nchw[3], nchw[1]}, {.dtype = dtype, .device = Device::cuda()});
+    normal_(nhwc, 0.0, 1.0, &generator);
+    return nhwc.permute({0, 3, 1, 2});
+  };
+  Tensor input = random_channels_last(sizes, DType::Float16);
+  Tensor grad_output = random_channels_last(out_sizes, DType::Float16);
+  Tensor indices = empty(out_sizes, {.dtype = DType::UInt8, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  Tensor output = empty(out_sizes, {.dtype = DType::Float16, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  kernels(Device::cuda()).max_pool2d(input, window, output, indices);
+  Tensor grad_input = empty(sizes, {.dtype = DType::Float16, .device = Device::cuda()}, MemoryFormat::ChannelsLast);
+  kernels(Device::cuda()).max_pool2d_backward(grad_output, indices, window, grad_input);
+
+  for (int64_t image : {int64_t{0}, images - 1}) {
+    INFO("image " << image);
+    auto on_cpu_nchw = [&](const Tensor& tensor) { return contiguous_copy(on_cpu(tensor.narrow(0, image, 1))); };
+    Tensor image_indices = on_cpu_nchw(indices);
+    Tensor cpu_indices = empty_on({1, channels, out_side, out_side}, DType::UInt8, Device::cpu());
+    Tensor cpu_output = empty_on({1, channels, out_side, out_side}, DType::Float16, Device::cpu());
+    kernels(Device::cpu()).max_pool2d(on_cpu_nchw(input), window, cpu_output, cpu_indices);
+    CHECK(image_indices.to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
+    Tensor cpu_grad = empty_on({1, channels, side, side}, DType::Float16, Device::cpu());
+    kernels(Device::cpu()).max_pool2d_backward(on_cpu_nchw(grad_output), image_indices, window, cpu_grad);
+    check_close(grad_input.narrow(0, image, 1), cpu_grad, 0.0);
   }
 }

@@ -3,10 +3,11 @@
 // arithmetic as core/cpu/pool.cpp.
 //
 //   forward: one thread per output element walks its window.
-//   backward: one thread per INPUT element gathers from the outputs whose windows contain
-//     it. Overlapping windows (stride < kernel) would need atomics in a scatter; a gather
-//     needs none and is deterministic. The outputs are visited in the CPU's order (rows
-//     then columns ascending), so float32 / float64 results match the CPU bit for bit.
+//   backward: one thread per INPUT element (max pooling: per kTileColumns adjacent input
+//     elements of a row) gathers from the outputs whose windows contain it. Overlapping
+//     windows (stride < kernel) would need atomics in a scatter; a gather needs none and is
+//     deterministic. The outputs are visited in the CPU's order (rows then columns
+//     ascending), so float32 / float64 results match the CPU bit for bit.
 //
 // Threads take elements in the memory order of the tensor they write (ElementOrder), so
 // writes are coalesced in both layouts; in channels-last order adjacent threads are
@@ -20,8 +21,9 @@
 // sums. NOTE: with one element a thread the max pooling kernels were bound by integer
 // arithmetic (a full (n, c, h, w) decomposition and a window walk per 2-byte element), not
 // by memory: ResNet-50's fp16 stem pool took 0.57 ms forward and 1.41 ms backward on an
-// H200 against PyTorch's 0.41 / 0.90 ms. V lanes share one decomposition and one walk.
-// Each lane follows the scalar rules exactly (same takeover test, same summation order), so
+// H200 against PyTorch's 0.41 / 0.90 ms. V lanes share one decomposition and one walk
+// (the backward's threads also share them across kTileColumns pixels, and index in 32
+// bits). Each lane follows the scalar rules exactly (same takeover test, same summation order), so
 // results do not depend on V; V = 1 is the plain path (NCHW, C not a multiple of 2).
 //
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
@@ -40,44 +42,57 @@ namespace {
 template <class Element>
 using pool_compute_t = std::conditional_t<std::is_same_v<Element, double>, double, float>;
 
-// c counts groups of `channels per item` channels (ElementOrder), plain channels when 1.
+// c counts groups of `channels per item` channels and w groups of `columns per item`
+// columns (ElementOrder); plain channels and columns when 1.
+template <class Index = int64_t>
 struct Coordinates {
-  int64_t n, c, h, w;
+  Index n, c, h, w;
 };
 
-// (N, C, H, W) element strides of a 4-D tensor.
+// (N, C, H, W) element strides of a 4-D tensor. Index = int32_t when every offset in the
+// tensor fits (numel < 2^31): 32-bit multiplies are cheaper on the GPU.
+template <class Index = int64_t>
 struct Strides4 {
-  int64_t n, c, h, w;
-  __device__ __forceinline__ int64_t at(int64_t batch, int64_t channel, int64_t row, int64_t column) const {
+  Index n, c, h, w;
+  __device__ __forceinline__ Index at(Index batch, Index channel, Index row, Index column) const {
     return batch * n + channel * c + row * h + column * w;
   }
 };
 
-Strides4 strides_of(const Tensor& tensor) {
+template <class Index = int64_t>
+Strides4<Index> strides_of(const Tensor& tensor) {
   const Shape& strides = tensor.strides();
-  return {strides[0], strides[1], strides[2], strides[3]};
+  auto of = [](int64_t stride) { return static_cast<Index>(stride); };
+  return {of(strides[0]), of(strides[1]), of(strides[2]), of(strides[3])};
 }
 
 // The coordinates of the i-th item, in memory order, of a dense (N, C, rows, columns)
 // tensor: NCHW (columns fastest) or channels-last (channels fastest). An item is one
-// element, or a group of adjacent channels for kernels whose threads take several
-// (`channels` then counts the groups).
+// element, or a group of adjacent channels and/or columns for kernels whose threads take
+// several (`channels` and `columns` then count the groups).
 struct ElementOrder {
   bool channels_last;
   bool narrow;  // numel < 2^31: divide in 32 bits
   int64_t channels, rows, columns;
   IntDivider channel_divider, row_divider, column_divider;
 
-  // i / size, leaving i % size in `index`.
-  __device__ __forceinline__ int64_t split(int64_t& index, int64_t size, const IntDivider& divider) const {
-    int64_t quotient = narrow ? divider.divide(static_cast<uint32_t>(index)) : index / size;
-    int64_t remainder = index - quotient * size;
+  // i / size, leaving i % size in `index`. A 32-bit Index implies `narrow`.
+  template <class Index>
+  __device__ __forceinline__ Index split(Index& index, int64_t size, const IntDivider& divider) const {
+    Index quotient;
+    if constexpr (sizeof(Index) == 4) {
+      quotient = static_cast<Index>(divider.divide(static_cast<uint32_t>(index)));
+    } else {
+      quotient = narrow ? divider.divide(static_cast<uint32_t>(index)) : index / size;
+    }
+    Index remainder = index - quotient * static_cast<Index>(size);
     index = quotient;
     return remainder;
   }
 
-  __device__ __forceinline__ Coordinates operator()(int64_t i) const {
-    Coordinates at;
+  template <class Index>
+  __device__ __forceinline__ Coordinates<Index> operator()(Index i) const {
+    Coordinates<Index> at;
     if (channels_last) {
       at.c = split(i, channels, channel_divider);
       at.w = split(i, columns, column_divider);
@@ -92,21 +107,23 @@ struct ElementOrder {
   }
 };
 
-// The order of `tensor`'s items of `channels_per_item` adjacent channels (a divisor of C):
+// The order of `tensor`'s items of `channels_per_item` adjacent channels (a divisor of C)
+// and `columns_per_item` adjacent columns (the last item of a row may have fewer):
 // channels-last when that is how it is dense (the autograd ops hand the kernels NCHW or
 // channels-last tensors only).
-ElementOrder element_order(const Tensor& tensor, int channels_per_item = 1) {
+ElementOrder element_order(const Tensor& tensor, int channels_per_item = 1, int columns_per_item = 1) {
   const Shape& sizes = tensor.sizes();
   ElementOrder order{};
   order.channels_last = !tensor.is_contiguous();
   order.narrow = tensor.numel() <= INT32_MAX;
   order.channels = sizes[1] / channels_per_item;
   order.rows = sizes[2];
-  order.columns = sizes[3];
+  order.columns = (sizes[3] + columns_per_item - 1) / columns_per_item;
   if (order.narrow) {
-    order.channel_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(order.channels, 1)));
-    order.row_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[2], 1)));
-    order.column_divider = IntDivider(static_cast<uint32_t>(std::max<int64_t>(sizes[3], 1)));
+    auto divider = [](int64_t size) { return IntDivider(static_cast<uint32_t>(std::max<int64_t>(size, 1))); };
+    order.channel_divider = divider(order.channels);
+    order.row_divider = divider(order.rows);
+    order.column_divider = divider(order.columns);
   }
   return order;
 }
@@ -148,26 +165,31 @@ __device__ __forceinline__ bool is_nan(C value) { return value != value; }
 
 // Max pooling's geometry in 32-bit integers: every coordinate fits (a dim has < 2^31
 // elements), and 32-bit division and multiplication are several times cheaper on the GPU
-// than 64-bit; only element offsets need 64 bits.
+// than 64-bit; element offsets need 64 bits only in tensors of 2^31 elements or more.
 struct MaxWindow {
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   int height, width, out_height, out_width;
+  IntDivider stride_h_divider, stride_w_divider;  // for the backward's covering outputs
 };
 
 MaxWindow max_window(const Window2d& window, const PlaneSizes& sizes) {
   auto narrow = [](int64_t value) { return static_cast<int>(value); };
   return {narrow(window.kernel_h),   narrow(window.kernel_w), narrow(window.stride_h),   narrow(window.stride_w),
           narrow(window.pad_h),      narrow(window.pad_w),    narrow(window.dilation_h), narrow(window.dilation_w),
-          narrow(sizes.height),      narrow(sizes.width),     narrow(sizes.out_height),  narrow(sizes.out_width)};
+          narrow(sizes.height),      narrow(sizes.width),     narrow(sizes.out_height),  narrow(sizes.out_width),
+          IntDivider(static_cast<uint32_t>(window.stride_h)), IntDivider(static_cast<uint32_t>(window.stride_w))};
 }
 
-// The outputs o along one dim whose window (o * stride - pad + k * dilation, k < kernel)
-// can hold input position x: first..last (empty when first > last).
-__device__ __forceinline__ void covering_outputs(int x, int kernel, int stride, int pad, int dilation, int outputs,
-                                                 int& first, int& last) {
+// Along one dim, the outputs o whose window (o * stride - pad + k * dilation, k < kernel)
+// can hold input position x are first_covering(x) .. last_covering(x), none when first >
+// last. The dividends are non-negative ints, which IntDivider divides exactly in three
+// instructions (a division by a variable takes about twenty).
+__device__ __forceinline__ int first_covering(int x, int kernel, const IntDivider& stride, int pad, int dilation) {
   int lowest_start = x + pad - (kernel - 1) * dilation;  // o * stride >= this
-  first = lowest_start <= 0 ? 0 : (lowest_start + stride - 1) / stride;
-  last = min((x + pad) / stride, outputs - 1);
+  return lowest_start <= 0 ? 0 : static_cast<int>(stride.divide(lowest_start + stride.divisor - 1));
+}
+__device__ __forceinline__ int last_covering(int x, const IntDivider& stride, int pad, int outputs) {
+  return min(static_cast<int>(stride.divide(x + pad)), outputs - 1);
 }
 
 // V adjacent elements (channels of one pixel) read or written with one instruction; `at`
@@ -184,8 +206,8 @@ __device__ __forceinline__ void store_lanes(T* at, const AlignedVector<T, V>& la
 // One thread per V adjacent channels of one output pixel (V > 1: channel stride 1 in every
 // tensor); each lane keeps its own maximum.
 template <class T, class C, int V>
-__global__ void max_pool2d_kernel(const T* input, Strides4 in_strides, MaxWindow window, ElementOrder out_order,
-                                  Strides4 out_strides, int64_t total, T* output, uint8_t* window_indices) {
+__global__ void max_pool2d_kernel(const T* input, Strides4<> in_strides, MaxWindow window, ElementOrder out_order,
+                                  Strides4<> out_strides, int64_t total, T* output, uint8_t* window_indices) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates at = out_order(i);  // (n, c / V, oh, ow)
     int64_t channel = at.c * V;
@@ -232,60 +254,87 @@ __global__ void max_pool2d_kernel(const T* input, Strides4 in_strides, MaxWindow
   }
 }
 
-// One thread per V adjacent channels of one input pixel (V > 1: channel stride 1 in every
-// tensor); each lane sums its own gradient.
-// kDilated = false (dilation 1, the common case) drops the two divisions by the dilation per
-// candidate output, which dominated the kernel: it is bound by integer arithmetic, not memory.
-template <class T, class C, int V, bool kDilated>
+// Input columns a max pooling backward thread takes, side by side in one row. The outputs
+// covering them are enumerated, and their window positions and gradients loaded, once for
+// all of them: with ResNet's 3x3 stride-2 window one column is covered by 1.5 output
+// columns on average, a pair of columns by 2. NOTE: with one pixel a thread, 64-bit
+// offsets and divisions by the stride, ResNet-50's fp16 stem backward took 0.36 ms on an
+// H200 against ~0.1 ms of memory traffic: it was bound by integer arithmetic. In NCHW, each
+// of a warp's kTileColumns stores writes every other element of one span (L2 merges them).
+constexpr int kTileColumns = 2;
+
+// One thread per V adjacent channels (V > 1: channel stride 1 in every tensor) of up to
+// kTileColumns adjacent pixels of one row; each lane of each pixel sums its own gradient.
+// Index: int32_t when both tensors have < 2^31 elements (ElementOrder is then narrow),
+// else int64_t. kDilated = false (dilation 1, the common case) drops the divisions by the
+// dilation per candidate output.
+template <class T, class C, int V, bool kDilated, class Index>
 __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* window_indices,
-                                           Strides4 out_strides, MaxWindow window, ElementOrder in_order,
-                                           Strides4 in_strides, int64_t total, T* grad_input) {
+                                           Strides4<Index> out_strides, MaxWindow window, ElementOrder tile_order,
+                                           Strides4<Index> in_strides, int64_t total, T* grad_input) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    Coordinates at = in_order(i);  // (n, c / V, h, w)
-    int64_t channel = at.c * V;
-    int h = static_cast<int>(at.h), w = static_cast<int>(at.w);
-    int64_t plane = at.n * out_strides.n + channel * out_strides.c;
-    int oh_first, oh_last, ow_first, ow_last;
-    covering_outputs(h, window.kernel_h, window.stride_h, window.pad_h, window.dilation_h, window.out_height,
-                     oh_first, oh_last);
-    covering_outputs(w, window.kernel_w, window.stride_w, window.pad_w, window.dilation_w, window.out_width,
-                     ow_first, ow_last);
-    C accumulated[V];
+    Coordinates<Index> at = tile_order(static_cast<Index>(i));  // (n, c / V, h, w / kTileColumns)
+    Index channel = at.c * V;
+    int h = static_cast<int>(at.h);
+    int w_first = static_cast<int>(at.w) * kTileColumns;
+    int columns = min(kTileColumns, window.width - w_first);
+    int oh_first = first_covering(h, window.kernel_h, window.stride_h_divider, window.pad_h, window.dilation_h);
+    int oh_last = last_covering(h, window.stride_h_divider, window.pad_h, window.out_height);
+    int ow_first = first_covering(w_first, window.kernel_w, window.stride_w_divider, window.pad_w, window.dilation_w);
+    int ow_last = last_covering(w_first + columns - 1, window.stride_w_divider, window.pad_w, window.out_width);
+    int column_span = (window.kernel_w - 1) * window.dilation_w;  // of a window's column offsets
+    Index out_plane = at.n * out_strides.n + channel * out_strides.c;
+    C accumulated[kTileColumns][V];
 #pragma unroll
-    for (int lane = 0; lane < V; ++lane) accumulated[lane] = 0;
-    // Outputs in ascending (oh, ow) order: the CPU's scatter order, so sums match it exactly.
+    for (int t = 0; t < kTileColumns; ++t) {
+#pragma unroll
+      for (int lane = 0; lane < V; ++lane) accumulated[t][lane] = 0;
+    }
+    // Outputs in ascending (oh, ow) order: the CPU's scatter order, so each pixel's sums
+    // match it exactly.
     for (int oh = oh_first; oh <= oh_last; ++oh) {
       int row_offset = h + window.pad_h - oh * window.stride_h;  // r * dilation_h
       if (kDilated && row_offset % window.dilation_h != 0) continue;
-      int r = kDilated ? row_offset / window.dilation_h : row_offset;
+      int row_position = (kDilated ? row_offset / window.dilation_h : row_offset) * window.kernel_w;
+      Index out_row = out_plane + oh * out_strides.h;
       for (int ow = ow_first; ow <= ow_last; ++ow) {
-        int column_offset = w + window.pad_w - ow * window.stride_w;  // s * dilation_w
-        if (kDilated && column_offset % window.dilation_w != 0) continue;
-        int s = kDilated ? column_offset / window.dilation_w : column_offset;
-        int position = r * window.kernel_w + s;
-        int64_t out_at = plane + oh * out_strides.h + ow * out_strides.w;
+        // Loaded even where no lane takes them: a test per candidate costs more than the
+        // load (from L2, mostly: neighbouring tiles read the same outputs).
+        Index out_at = out_row + ow * out_strides.w;
         AlignedVector<uint8_t, V> positions = load_lanes<V>(window_indices + out_at);
-        bool taken = false;
-#pragma unroll
-        for (int lane = 0; lane < V; ++lane) taken |= positions.value[lane] == position;
-        if (!taken) continue;  // no lane takes from this output: its gradients are not read
         AlignedVector<T, V> grads = load_lanes<V>(grad_output + out_at);
+        C values[V];
 #pragma unroll
-        for (int lane = 0; lane < V; ++lane) {
-          if (positions.value[lane] == position) accumulated[lane] += to_compute<C>(grads.value[lane]);
+        for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(grads.value[lane]);
+#pragma unroll
+        for (int t = 0; t < kTileColumns; ++t) {
+          int column_offset = w_first + t + window.pad_w - ow * window.stride_w;  // s * dilation_w if covered
+          bool covered = t < columns && column_offset >= 0 && column_offset <= column_span &&
+                         (!kDilated || column_offset % window.dilation_w == 0);
+          if (!covered) continue;
+          int position = row_position + (kDilated ? column_offset / window.dilation_w : column_offset);
+#pragma unroll
+          for (int lane = 0; lane < V; ++lane) {
+            if (positions.value[lane] == position) accumulated[t][lane] += values[lane];
+          }
         }
       }
     }
-    AlignedVector<T, V> sums;
+    Index in_at = in_strides.at(at.n, channel, h, w_first);
 #pragma unroll
-    for (int lane = 0; lane < V; ++lane) sums.value[lane] = from_compute<T>(accumulated[lane]);
-    store_lanes(grad_input + in_strides.at(at.n, channel, at.h, at.w), sums);
+    for (int t = 0; t < kTileColumns; ++t) {
+      if (t >= columns) break;
+      AlignedVector<T, V> sums;
+#pragma unroll
+      for (int lane = 0; lane < V; ++lane) sums.value[lane] = from_compute<T>(accumulated[t][lane]);
+      store_lanes(grad_input + in_at + t * in_strides.w, sums);
+    }
   }
 }
 
 template <class T, class C>
-__global__ void avg_pool2d_kernel(const T* input, Strides4 in_strides, PlaneSizes sizes, Window2d window,
-                                  ElementOrder out_order, Strides4 out_strides, int64_t total, T* output) {
+__global__ void avg_pool2d_kernel(const T* input, Strides4<> in_strides, PlaneSizes sizes, Window2d window,
+                                  ElementOrder out_order, Strides4<> out_strides, int64_t total, T* output) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates at = out_order(i);  // (n, c, oh, ow)
     AvgWindow box = avg_window(window, sizes.height, sizes.width, at.h, at.w);
@@ -300,8 +349,8 @@ __global__ void avg_pool2d_kernel(const T* input, Strides4 in_strides, PlaneSize
 // tensor), each lane with its own sum. (With one element a thread, the backward of
 // ResNet-50's global pool, 7x7 x 2048 at batch 128 in fp16, took 0.17 ms on an H200.)
 template <class T, class C, int V>
-__global__ void avg_pool2d_backward_kernel(const T* grad_output, Strides4 out_strides, PlaneSizes sizes,
-                                           Window2d window, ElementOrder in_order, Strides4 in_strides,
+__global__ void avg_pool2d_backward_kernel(const T* grad_output, Strides4<> out_strides, PlaneSizes sizes,
+                                           Window2d window, ElementOrder in_order, Strides4<> in_strides,
                                            int64_t total, T* grad_input) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates at = in_order(i);  // (n, c / V, h, w)
@@ -356,6 +405,16 @@ int channel_vector_width(int max_width, const Tensors&... tensors) {
   return width;
 }
 
+// Calls launch.template operator()<kFlag>() with kFlag = flag.
+template <class Launch>
+void with_flag(bool flag, Launch&& launch) {
+  if (flag) {
+    launch.template operator()<true>();
+  } else {
+    launch.template operator()<false>();
+  }
+}
+
 // Calls launch.template operator()<V>() with V = width, a power of two <= kMaxWidth.
 template <int kMaxWidth, class Launch>
 void with_vector_width(int width, Launch&& launch) {
@@ -397,25 +456,26 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
   cudaStream_t stream = current_stream(device);
   PlaneSizes sizes = plane_sizes(grad_input, grad_output);
   bool dilated = window.dilation_h != 1 || window.dilation_w != 1;
+  bool narrow = grad_input.numel() <= INT32_MAX && grad_output.numel() <= INT32_MAX;
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
     constexpr int kMaxWidth = vector_width_v<T>;
     int width = channel_vector_width(kMaxWidth, grad_output, window_indices, grad_input);
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
-      int64_t items = grad_input.numel() / V;
+      ElementOrder tile_order = element_order(grad_input, V, kTileColumns);
+      int64_t items = grad_input.sizes()[0] * tile_order.channels * tile_order.rows * tile_order.columns;
       LaunchConfig shape = launch_config(items);
-      auto launch = [&]<bool kDilated>() {
-        max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated>
-            <<<shape.blocks, shape.threads, 0, stream>>>(
-                static_cast<const T*>(grad_output.raw_data()), static_cast<const uint8_t*>(window_indices.raw_data()),
-                strides_of(grad_output), max_window(window, sizes), element_order(grad_input, V),
-                strides_of(grad_input), items, static_cast<T*>(grad_input.raw_data()));
-      };
-      if (dilated) {
-        launch.template operator()<true>();
-      } else {
-        launch.template operator()<false>();
-      }
+      with_flag(dilated, [&]<bool kDilated>() {
+        with_flag(narrow, [&]<bool kNarrow>() {
+          using Index = std::conditional_t<kNarrow, int32_t, int64_t>;
+          max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated, Index>
+              <<<shape.blocks, shape.threads, 0, stream>>>(
+                  static_cast<const T*>(grad_output.raw_data()),
+                  static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
+                  max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
+                  static_cast<T*>(grad_input.raw_data()));
+        });
+      });
     });
     MG_CUDA_CHECK_LAUNCH();
   });
