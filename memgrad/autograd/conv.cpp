@@ -7,12 +7,15 @@
 // the layout of the tensor it belongs to. A tensor dense in neither layout (an arbitrary
 // view) is copied to one first. The node saves only what the requested gradients need:
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
+// grad_input is added in place to the gradient another consumer of the input delivered
+// first, where the engine hands that over (autograd/engine.h, take_delivered_gradient).
 // conv2d_with_statistics is the same op with batch norm's statistics of the output made
 // in the same kernel where the device can (the kernel table's conv2d_with_statistics).
 #include "memgrad/autograd/conv.h"
 
 #include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/autocast_operands.h"
+#include "memgrad/autograd/engine.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
@@ -135,8 +138,14 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
           Tensor grad_output = dense(grad, out_format);  // (N, K, P, Q)
           Tensor grad_input, grad_weight, grad_bias;
           if (node.needs_input_grad(0)) {
-            grad_input = new_output(input_sizes, grad, input_format);
-            kernel.conv2d_backward_input(grad_output, dense(saved_weight, weight_format), window, grad_input);
+            // Added into the input's gradient from another branch where the engine has one
+            // (a residual block's shortcut): no second buffer, and no sum pass after.
+            grad_input = autograd::take_delivered_gradient(node, 0, input_sizes, input_format, grad.dtype(),
+                                                           grad.device());
+            const bool accumulate = grad_input.defined();
+            if (!accumulate) grad_input = new_output(input_sizes, grad, input_format);
+            kernel.conv2d_backward_input(grad_output, dense(saved_weight, weight_format), window, grad_input,
+                                         accumulate);
           }
           if (node.needs_input_grad(1)) {
             grad_weight = new_output(weight_sizes, grad, weight_format);

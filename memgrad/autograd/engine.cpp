@@ -16,11 +16,19 @@ namespace mg::autograd {
 
 namespace {
 
+struct PendingNode {
+  int dependencies = 0;                // edges into the node not yet delivered
+  std::vector<Tensor> grad_outputs;    // sums of the gradients delivered so far
+};
+using PendingNodes = std::unordered_map<Node*, PendingNode>;
+
 // The backward calls running on this thread (more than one when a node runs a nested
-// backward) and the callbacks queued for the outermost's end.
+// backward), the callbacks queued for the outermost's end, and the innermost call's
+// gradients delivered so far (what take_delivered_gradient hands over).
 struct BackwardCalls {
   int depth = 0;
   std::vector<std::function<void()>> callbacks;
+  PendingNodes* pending = nullptr;
 };
 thread_local BackwardCalls backward_calls;
 
@@ -28,8 +36,12 @@ thread_local BackwardCalls backward_calls;
 // it finishes, and drops them however it ends.
 class BackwardCall {
  public:
-  BackwardCall() { ++backward_calls.depth; }
+  explicit BackwardCall(PendingNodes& pending) : outer_pending_(backward_calls.pending) {
+    ++backward_calls.depth;
+    backward_calls.pending = &pending;
+  }
   ~BackwardCall() {
+    backward_calls.pending = outer_pending_;
     if (--backward_calls.depth == 0) backward_calls.callbacks.clear();
   }
   BackwardCall(const BackwardCall&) = delete;
@@ -44,20 +56,17 @@ class BackwardCall {
     }
     backward_calls.callbacks.clear();
   }
-};
 
-struct PendingNode {
-  int dependencies = 0;                // edges into the node not yet delivered
-  std::vector<Tensor> grad_outputs;    // sums of the gradients delivered so far
+ private:
+  PendingNodes* outer_pending_;
 };
 
 struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
-// Counts, for every node reachable from the roots, how many edges lead into it.
-std::unordered_map<Node*, PendingNode> count_dependencies(const std::vector<Edge>& root_edges) {
-  std::unordered_map<Node*, PendingNode> pending;
+// Counts, into `pending`, for every node reachable from the roots, how many edges lead into it.
+void count_dependencies(const std::vector<Edge>& root_edges, PendingNodes& pending) {
   std::vector<Node*> stack;
   for (const Edge& edge : root_edges) {
     if (!edge.function) continue;
@@ -74,7 +83,6 @@ std::unordered_map<Node*, PendingNode> count_dependencies(const std::vector<Edge
       if (inserted) stack.push_back(edge.function.get());
     }
   }
-  return pending;
 }
 
 void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tensor grad) {
@@ -90,7 +98,8 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
   memory::PhaseScope backward_phase(memory::Phase::Backward);
-  BackwardCall call;
+  PendingNodes pending;
+  BackwardCall call(pending);
   // NOTE: no autocast in backward, even when called inside an autocast region: each
   // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
   // must not turn a bfloat16 input's gradient into float32).
@@ -119,7 +128,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
   roots.clear();
   grad_roots.clear();
 
-  std::unordered_map<Node*, PendingNode> pending = count_dependencies(root_edges);
+  count_dependencies(root_edges, pending);
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   for (size_t i = 0; i < root_edges.size(); ++i) {
     Node* node = root_edges[i].function.get();
@@ -167,5 +176,26 @@ void queue_callback(std::function<void()> callback) {
 }
 
 bool in_backward() { return backward_calls.depth > 0; }
+
+Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& sizes, MemoryFormat format, DType dtype,
+                               Device device) {
+  if (backward_calls.pending == nullptr || index >= node.next_edges().size()) return Tensor();
+  const Edge& edge = node.next_edges()[index];
+  if (!edge.function) return Tensor();
+  const auto target = backward_calls.pending->find(edge.function.get());
+  if (target == backward_calls.pending->end() || edge.input_nr >= target->second.grad_outputs.size()) {
+    return Tensor();
+  }
+  Tensor& delivered = target->second.grad_outputs[edge.input_nr];
+  // NOTE: one handle and one storage owner: nothing else can see the in-place sum (a node
+  // may hand the same gradient to two inputs, as AddBackward does, and a hook may keep one).
+  const bool only_here = delivered.defined() && delivered.impl_ptr().use_count() == 1 &&
+                         delivered.storage().use_count() == 1;
+  if (!only_here || delivered.dtype() != dtype || delivered.device() != device || delivered.sizes() != sizes ||
+      delivered.strides() != strides_for(sizes, format)) {
+    return Tensor();
+  }
+  return std::move(delivered);  // the slot is empty again: the node's result fills it
+}
 
 }  // namespace mg::autograd

@@ -4,9 +4,12 @@
 #include <functional>
 #include <vector>
 
+#include "memgrad/core/memory_format.h"
 #include "memgrad/core/tensor.h"
 
 namespace mg::autograd {
+
+class Node;
 
 // Computes gradients of `roots` (seeded with `grad_roots`; an undefined seed means ones,
 // allowed for one-element roots only) and accumulates them into the leaves' .grad.
@@ -36,5 +39,18 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots = {}, bo
 void queue_callback(std::function<void()> callback);
 // True while a backward runs on this thread (inside its nodes and hooks).
 bool in_backward();
+
+// Called by a node inside its apply(): the gradient that other consumers of the node's
+// input `index` have already delivered, handed over so that the node adds its own into it
+// in place (a convolution's backward lets cuDNN accumulate, beta = 1) instead of returning
+// a new tensor that the engine would then add: the sum's extra pass over memory and its
+// buffer are spared. Handed over only when the engine alone holds that gradient (no other
+// handle to it or its storage) and it is exactly what the node would allocate: `dtype` on
+// `device`, `sizes` laid out densely in `format`; otherwise undefined, and the node returns its gradient as usual. A node that
+// takes the gradient returns it, with its own added, as that input's gradient.
+// NOTE: the sum is then formed in the node's own arithmetic (for cuDNN, the float32
+// epilogue rounds once), so it may differ from add()'s in the last bit.
+Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& sizes, MemoryFormat format, DType dtype,
+                               Device device);
 
 }  // namespace mg::autograd

@@ -208,11 +208,14 @@ struct KernelTable {
   // 2-D convolution: input (N, C, H, W), weight (K, C/groups, R, S), bias (K) contiguous or
   // undefined, output (N, K, P, Q). Each 4-D tensor is dense in NCHW or in channels_last,
   // independently of the others (autograd/conv.cpp allocates results in the layout PyTorch
-  // would: channels_last if the input or weight is). Every entry overwrites its result.
+  // would: channels_last if the input or weight is). Every entry overwrites its result,
+  // except conv2d_backward_input with `accumulate`, which adds the input's gradient to what
+  // grad_input holds (autograd/conv.cpp: where the gradient of the same input from another
+  // branch is already there, autograd/engine.h's take_delivered_gradient).
   void (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Window2d& window, const Tensor& output);
   void (*conv2d_backward_input)(const Tensor& grad_output, const Tensor& weight,
-                                const Window2d& window, const Tensor& grad_input);
+                                const Window2d& window, const Tensor& grad_input, bool accumulate);
   void (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
                                  const Window2d& window, const Tensor& grad_weight);
   // conv2d without bias that also writes batch norm's statistics of the output (sum and

@@ -65,7 +65,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 }
 
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
+                           const Tensor& grad_input, bool /*accumulate: the same temporaries*/) {
   conv_dispatch(grad_output, weight, Tensor(), grad_input, [&](DType compute) {
     const cpu::ConvScratchShapes scratch =
         cpu::conv_scratch_shapes(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window);

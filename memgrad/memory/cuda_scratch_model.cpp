@@ -11,7 +11,8 @@
 //   batch norm         per call, (5 + 2 x chunks) x C float32 (float64 for float64)
 //                      coefficients and partial sums as WORKSPACE
 //                      (cuda/plan/batch_norm_workspace.h; the chunks of
-//                      cuda/plan/channel_reduce_plan.h)
+//                      cuda/plan/channel_reduce_plan.h); the backward's copies of
+//                      per-channel tensors not in that dtype (e.g. a float16 weight)
 //   cuDNN convolution  per call: copies of operands not dense in the call's layout (mixed
 //                      layouts only; cuda/plan/conv_layout.h), then the chosen algorithm's
 //                      workspace, both WORKSPACE (cuda/cudnn/conv.cpp). With benchmark mode
@@ -118,6 +119,12 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          const Tensor& grad_residual) {
   if (input.numel() == 0 || input.sizes()[1] == 0) return;
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/true);
+  // The per-channel tensors, converted where they are not plain arrays of the accumulate dtype.
+  const DType accumulate = cuda::batch_norm_accumulate_dtype(input.dtype());
+  const Tensor per_channel[] = {cuda::batch_norm_channel_operand(save_mean, accumulate),
+                                cuda::batch_norm_channel_operand(save_invstd, accumulate),
+                                cuda::batch_norm_channel_operand(weight, accumulate),
+                                cuda::batch_norm_channel_operand(bias, accumulate)};
 }
 
 // ---- fused attention: the backward's dQ accumulator and D ----
@@ -174,7 +181,8 @@ bool tracing_workspace() {
 }
 
 void trace_workspace(const ConvCall& call, std::optional<size_t> asked) {
-  static const char* const pass_names[] = {"forward", "backward_input", "backward_weight"};
+  static const char* const pass_names[] = {"forward", "backward_input", "backward_weight",
+                                           "backward_input_accumulate"};
   std::ostringstream line;
   line << "conv_workspace pass=" << pass_names[static_cast<int>(call.pass)] << " dtype=" << call.dtype
        << " layout=" << (call.layout == MemoryFormat::ChannelsLast ? "channels_last" : "contiguous")
@@ -222,8 +230,9 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 }
 
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
-  convolve(ConvPass::BackwardInput, grad_input, weight, grad_output, window);
+                           const Tensor& grad_input, bool accumulate) {
+  convolve(accumulate ? ConvPass::BackwardInputAccumulate : ConvPass::BackwardInput, grad_input, weight, grad_output,
+           window);
 }
 
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,

@@ -1,8 +1,8 @@
 // tests/autograd/test_conv.cpp — conv2d: values against a naive 7-loop reference on random
 // inputs (stride, padding, dilation, groups, bias), gradients of input, weight and bias
 // against finite differences, error messages, and what the node saves; channels_last
-// against NCHW (values, result layouts, gradients), gradcheck in channels_last, and
-// arbitrary views made dense.
+// against NCHW (values, result layouts, gradients), gradcheck in channels_last,
+// arbitrary views made dense, and the input gradient added in place into another branch's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,6 +16,8 @@
 #include "memgrad/autograd/shape.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
+#include "autograd/branch_sum.h"
+#include "autograd/tensor_checks.h"
 
 using namespace mg;
 
@@ -253,4 +255,44 @@ TEST_CASE("conv2d makes arbitrary views dense and still computes the right value
   sum(out).backward();
   REQUIRE(stored.grad().defined());
   CHECK(stored.grad().sizes() == stored.sizes());
+}
+
+TEST_CASE("conv2d adds its input gradient into another branch's, unless something else holds that one", "[conv]") {
+  const Conv2dOptions options{.stride = {2, 1}, .padding = {1, 1}};
+  const MemoryFormat format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  // bfloat16 computes in float32 on the CPU, from a copy of the gradient it adds to.
+  const DType dtype = GENERATE(DType::Float64, DType::Float32, DType::BFloat16);
+  INFO(dtype << (format == MemoryFormat::ChannelsLast ? " channels_last" : " NCHW"));
+  const Tensor values = contiguous_copy(random_tensor({2, 3, 6, 5}, dtype, 31), format);
+  const Tensor weight = random_tensor({4, 3, 3, 3}, dtype, 32);
+  const Tensor upstream = random_tensor({2, 4, 3, 5}, dtype, 33);
+  const Tensor scale = contiguous_copy(random_tensor({2, 3, 6, 5}, dtype, 34), format);
+  const Tensor expected = add(mg_test::conv_input_gradient(values, weight, upstream, options), scale);
+  const double largest = mg_test::max_abs_difference(expected, zeros_like(expected));
+  const double tolerance = largest * (dtype == DType::Float64 ? 1e-14 : dtype == DType::Float32 ? 1e-6 : 1e-2);
+  auto fresh_leaf = [&] { return contiguous_copy(values.detach().clone(), format).requires_grad_(); };
+
+  SECTION("the branch's buffer is the only handle: the sum is made in it") {
+    mg_test::BranchSum got =
+        mg_test::conv_beside_branch(fresh_leaf(), weight, upstream, scale, options,
+                                    /*keep=*/false, format);
+    CHECK(got.summed_in_branch_buffer);
+    CHECK(is_contiguous_in(got.grad_of_x, format));
+    CHECK(mg_test::max_abs_difference(got.grad_of_x, expected) <= tolerance);
+  }
+  SECTION("the branch keeps its gradient: the engine sums into a new tensor and the kept one is untouched") {
+    mg_test::BranchSum got =
+        mg_test::conv_beside_branch(fresh_leaf(), weight, upstream, scale, options,
+                                    /*keep=*/true, format);
+    CHECK_FALSE(got.summed_in_branch_buffer);
+    CHECK(mg_test::max_abs_difference(got.grad_of_x, expected) <= tolerance);
+    CHECK(mg_test::max_abs_difference(got.kept, scale) == 0.0);
+  }
+  SECTION("the branch's gradient is in the other layout: the engine sums into a new tensor") {
+    const MemoryFormat other = format == MemoryFormat::ChannelsLast ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
+    mg_test::BranchSum got = mg_test::conv_beside_branch(fresh_leaf(), weight, upstream,
+                                                         scale, options, /*keep=*/false, other);
+    CHECK_FALSE(got.summed_in_branch_buffer);
+    CHECK(mg_test::max_abs_difference(got.grad_of_x, expected) <= tolerance);
+  }
 }

@@ -5,7 +5,8 @@
 // channels_last and mixed layouts) and through the im2col + cuBLAS kernels
 // (set_cudnn_enabled(false)), which must also agree with cuDNN. Then what cuDNN borrows:
 // its workspace shows in the WORKSPACE peak and is returned after the call, within the
-// limit; and the algorithm cache: a repeated shape reuses its choice.
+// limit; and the algorithm cache: a repeated shape reuses its choice. The input gradient
+// added in place into another branch's (cuDNN's beta = 1, im2col's col2im) is checked too.
 // The reference runs in float64 on the CPU from the very values the device sees (16-bit
 // inputs are rounded first), so the tolerances measure the device path alone.
 #include <catch2/catch.hpp>
@@ -22,6 +23,7 @@
 #include "memgrad/memory/snapshot.h"
 #include "memgrad/core/memory_format.h"
 #include "memgrad/cuda/cudnn/settings.h"
+#include "autograd/branch_sum.h"
 #include "cuda/kernel_checks.h"
 #include "memgrad/cuda/runtime.h"
 #if MG_WITH_CUDNN
@@ -186,12 +188,62 @@ int64_t workspace_bytes_peak() {
   return memory::snapshot(Device::cuda()).category(MemoryCategory::Workspace).peak;
 }
 
+// conv2d beside a branch on CUDA (tests/autograd/branch_sum.h) against float64 on the
+// CPU: the input gradient is summed in the branch's buffer, and right, on the current path.
+void check_branch_sum(DType dtype, double tolerance, uint64_t seed) {
+  for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    for (const Config& config : configs()) {
+      const Tensor input = normal(config.input, dtype, ++seed), weight = normal(config.weight, dtype, ++seed);
+      const Tensor scale = normal(config.input, dtype, ++seed);
+      const Tensor cpu_weight = converted_copy(weight, DType::Float64, Device::cpu());
+      const Shape out_sizes = conv2d(converted_copy(input, DType::Float64, Device::cpu()), cpu_weight, {},
+                                     config.options).sizes();
+      const Tensor upstream = normal(out_sizes, dtype, ++seed);
+      const Tensor expected = add(mg_test::conv_input_gradient(converted_copy(input, DType::Float64, Device::cpu()),
+                                                               cpu_weight,
+                                                               converted_copy(upstream, DType::Float64, Device::cpu()),
+                                                               config.options),
+                                  converted_copy(scale, DType::Float64, Device::cpu()));
+      auto on_device = [&](const Tensor& values) {
+        return contiguous_copy(converted_copy(values, dtype, Device::cuda()), format);
+      };
+      Tensor x = on_device(input).requires_grad_();
+      mg_test::BranchSum got = mg_test::conv_beside_branch(x, on_device(weight), on_device(upstream), on_device(scale),
+                                                           config.options, /*keep=*/false, format);
+      INFO(dtype << (format == MemoryFormat::ChannelsLast ? ", channels_last" : ", NCHW") << ", input "
+                 << config.input << " weight " << config.weight << " groups " << config.options.groups << ", cuDNN "
+                 << (cuda::cudnn_enabled() ? "on" : "off") << ", benchmark " << cuda::cudnn_benchmark());
+      CHECK(got.summed_in_branch_buffer);
+      CHECK(relative_error(got.grad_of_x, expected) <= tolerance);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("conv2d on CUDA through im2col + cuBLAS (cuDNN off) matches the CPU, NCHW and channels_last", "[cuda]") {
   ConvSettings settings(/*enabled=*/false, /*benchmark=*/false, /*allow_tf32=*/false);
   check_against_cpu(DType::Float32, 1e-4, 100);
   check_against_cpu(DType::Float64, 1e-10, 200);
+}
+
+TEST_CASE("conv2d on CUDA adds its input gradient into another branch's, as the CPU computes it", "[cuda]") {
+  SECTION("im2col + cuBLAS") {
+    ConvSettings settings(/*enabled=*/false, /*benchmark=*/false, /*allow_tf32=*/false);
+    check_branch_sum(DType::Float32, 1e-4, 1100);
+    check_branch_sum(DType::Float16, 1e-2, 1200);
+  }
+#if MG_WITH_CUDNN
+  SECTION("cuDNN, beta = 1: heuristics and benchmark mode (whose timing runs must not add to the gradient)") {
+    for (bool benchmark : {false, true}) {
+      ConvSettings settings(/*enabled=*/true, benchmark, /*allow_tf32=*/false);
+      check_branch_sum(DType::Float32, 1e-4, 1300);
+      check_branch_sum(DType::Float16, 1e-2, 1400);
+      check_branch_sum(DType::BFloat16, 3e-2, 1500);
+      check_branch_sum(DType::Float64, 1e-10, 1600);
+    }
+  }
+#endif
 }
 
 #if MG_WITH_CUDNN

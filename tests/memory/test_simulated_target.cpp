@@ -66,7 +66,8 @@ Borrowed convolution_scratch(Device device, DType dtype, mg::MemoryFormat layout
   const mg::KernelTable& table = mg::kernels(device);
   return borrowed_by(device, [&] {
     table.conv2d(input, weight, bias, window, output);
-    table.conv2d_backward_input(output, weight, window, input);
+    table.conv2d_backward_input(output, weight, window, input, /*accumulate=*/false);
+    table.conv2d_backward_input(output, weight, window, input, /*accumulate=*/true);
     table.conv2d_backward_weight(output, input, window, weight);
   });
 }

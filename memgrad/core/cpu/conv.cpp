@@ -168,7 +168,7 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 template <class T>
 void backward_input_typed(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                          const Tensor& grad_input) {
+                          const Tensor& grad_input, bool accumulate) {
   ConvGeometry g = geometry(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window);
   int64_t rows = g.column_rows(), cols = g.column_cols(), k_group = g.group_out_channels();
   int threads = thread_count(g.batch);
@@ -179,7 +179,7 @@ void backward_input_typed(const Tensor& grad_output, const Tensor& weight, const
   const T* w = weight.data_ptr<T>();
   T* grad_in = grad_input.data_ptr<T>();
   T* all_columns = buffers.data_ptr<T>();
-  std::fill(grad_in, grad_in + grad_input.numel(), T(0));  // col2im accumulates
+  if (!accumulate) std::fill(grad_in, grad_in + grad_input.numel(), T(0));  // col2im adds
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t n = 0; n < g.batch; ++n) {
     T* columns = all_columns + omp_get_thread_num() * rows * cols;
@@ -231,9 +231,11 @@ void backward_weight_typed(const Tensor& grad_output, const Tensor& input, const
 // Runs fn<T>(operands, result) in T = float64 for float64 results and float32 otherwise,
 // on NCHW-contiguous tensors: an operand of another dtype or layout (16-bit, or
 // channels_last) is converted first, and a result of another dtype or layout is computed
-// into a temporary and converted back once.
+// into a temporary and converted back once (starting from the result's values when
+// `result_is_read`: an accumulating kernel adds to them).
 template <class Fn>
-void dispatch(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& result, Fn&& fn) {
+void dispatch(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& result, Fn&& fn,
+              bool result_is_read = false) {
   MG_ASSERT(is_floating(result.dtype()), op, " on ", result.dtype());
   DType compute = result.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   auto prepared = [compute](const Tensor& t) {
@@ -241,7 +243,9 @@ void dispatch(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
     return ready ? t : converted_copy(t, compute, t.device());
   };
   bool direct = result.dtype() == compute && result.is_contiguous();
-  Tensor computed = direct ? result : empty(result.sizes(), {.dtype = compute});
+  Tensor computed = direct            ? result
+                    : result_is_read ? converted_copy(result, compute, result.device())
+                                     : empty(result.sizes(), {.dtype = compute});
   if (compute == DType::Float64) {
     fn.template operator()<double>(prepared(a), prepared(b), prepared(c), computed);
   } else {
@@ -268,11 +272,13 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 }
 
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
-  dispatch("conv2d_backward_input", grad_output, weight, Tensor(), grad_input,
-           [&]<class T>(const Tensor& grad, const Tensor& w, const Tensor&, const Tensor& out) {
-             backward_input_typed<T>(grad, w, window, out);
-           });
+                           const Tensor& grad_input, bool accumulate) {
+  dispatch(
+      "conv2d_backward_input", grad_output, weight, Tensor(), grad_input,
+      [&]<class T>(const Tensor& grad, const Tensor& w, const Tensor&, const Tensor& out) {
+        backward_input_typed<T>(grad, w, window, out, accumulate);
+      },
+      /*result_is_read=*/accumulate);
 }
 
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,

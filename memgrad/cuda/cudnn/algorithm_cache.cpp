@@ -39,6 +39,7 @@ const char* direction_name(ConvDirection direction) {
     case ConvDirection::BackwardFilter: return "backward filter";
     case ConvDirection::ForwardStatistics: return "forward with statistics";
     case ConvDirection::ForwardNormalizedStatistics: return "forward of relu(x * scale + bias) with statistics";
+    case ConvDirection::BackwardDataAccumulate: return "backward data, accumulating";
   }
   return "?";
 }

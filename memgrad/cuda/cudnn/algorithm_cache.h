@@ -23,12 +23,15 @@ namespace mg::cuda {
 // ForwardNormalizedStatistics: the same, convolving relu(x * scale + bias) with per input
 // channel scale and bias (the batch norm + ReLU before the convolution) applied as the
 // kernel loads x, so that activation is never written.
+// BackwardDataAccumulate: backward data adding to what x holds (beta = 1): the input's
+// gradient where another branch's gradient of the same input is already there.
 enum class ConvDirection : uint8_t {
   Forward,
   BackwardData,
   BackwardFilter,
   ForwardStatistics,
-  ForwardNormalizedStatistics
+  ForwardNormalizedStatistics,
+  BackwardDataAccumulate
 };
 
 const char* direction_name(ConvDirection direction);

@@ -135,7 +135,8 @@ void check_normalized_convolution(const Tensor& input, const Tensor& scale, cons
   check_per_channel("square_sum", square_sum, out_channels, "the output", device);
 }
 
-// Runs `direction` on x = input, w = weight, y = output; the one it writes is overwritten.
+// Runs `direction` on x = input, w = weight, y = output; the one it writes is overwritten
+// (added to, for BackwardDataAccumulate).
 void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight, const Tensor& output,
               const Window2d& window, const Tensor& bias = Tensor()) {
   Device device = output.device();
@@ -143,6 +144,8 @@ void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
   MemoryFormat layout = conv_call_layout(dtype, input, weight, output);
+  const bool writes_x =
+      direction == ConvDirection::BackwardData || direction == ConvDirection::BackwardDataAccumulate;
   Tensor x = in_layout(input, layout, direction != ConvDirection::BackwardData);
   Tensor w = in_layout(weight, layout, direction != ConvDirection::BackwardFilter);
   Tensor y = in_layout(output, layout, direction != ConvDirection::Forward);
@@ -163,7 +166,7 @@ void convolve(ConvDirection direction, const Tensor& input, const Tensor& weight
   }
   // A result computed in a temporary goes to its caller's tensor.
   if (direction == ConvDirection::Forward && !y.is_same(output)) copy(y, output);
-  if (direction == ConvDirection::BackwardData && !x.is_same(input)) copy(x, input);
+  if (writes_x && !x.is_same(input)) copy(x, input);
   if (direction == ConvDirection::BackwardFilter && !w.is_same(weight)) copy(w, weight);
 }
 
@@ -229,8 +232,9 @@ bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale,
 }
 
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
-  convolve(ConvDirection::BackwardData, grad_input, weight, grad_output, window);
+                           const Tensor& grad_input, bool accumulate) {
+  convolve(accumulate ? ConvDirection::BackwardDataAccumulate : ConvDirection::BackwardData, grad_input, weight,
+           grad_output, window);
 }
 
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,

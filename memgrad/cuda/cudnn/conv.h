@@ -38,7 +38,7 @@ bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale,
                                        const Tensor& weight, const Window2d& window, const Tensor& output,
                                        const Tensor& sum, const Tensor& square_sum);
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input);
+                           const Tensor& grad_input, bool accumulate);
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
                             const Tensor& grad_weight);
 

@@ -87,6 +87,7 @@ OperationAttributes attributes_of(ConvDirection direction) {
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
     case ConvDirection::BackwardData:
+    case ConvDirection::BackwardDataAccumulate:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
@@ -177,8 +178,9 @@ BackendDescriptor prologue_of(const BackendDescriptor& x, const ConvProblem& pro
   return activated;
 }
 
-// y = conv(x, w) (or its backward) as a graph, alpha = 1 and beta = 0 (overwrite); cuDNN
-// reads double scaling factors for float64 data, float ones otherwise.
+// y = conv(x, w) (or its backward) as a graph, alpha = 1 and beta = 0 (overwrite), or
+// beta = 1 for BackwardDataAccumulate (x += the gradient); cuDNN reads double scaling
+// factors for float64 data, float ones otherwise.
 // ForwardNormalizedStatistics convolves relu(x * scale + bias) instead of x (see
 // prologue_of), with scale and bias in `coefficients`; the fused directions add GEN_STATS
 // over y. The graph is the last of the returned descriptors; the others are its parts.
@@ -201,12 +203,13 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
       .set_descriptor(names.weight, w)
       .set_descriptor(names.output, y)
       .set_descriptor(names.convolution, conv);
+  const bool accumulates = problem.direction == ConvDirection::BackwardDataAccumulate;
   if (problem.dtype == DType::Float64) {
-    const double one = 1.0, zero = 0.0;
-    operation.set(names.alpha, CUDNN_TYPE_DOUBLE, 1, &one).set(names.beta, CUDNN_TYPE_DOUBLE, 1, &zero);
+    const double alpha = 1.0, beta = accumulates ? 1.0 : 0.0;
+    operation.set(names.alpha, CUDNN_TYPE_DOUBLE, 1, &alpha).set(names.beta, CUDNN_TYPE_DOUBLE, 1, &beta);
   } else {
-    const float one = 1.0f, zero = 0.0f;
-    operation.set(names.alpha, CUDNN_TYPE_FLOAT, 1, &one).set(names.beta, CUDNN_TYPE_FLOAT, 1, &zero);
+    const float alpha = 1.0f, beta = accumulates ? 1.0f : 0.0f;
+    operation.set(names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha).set(names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   }
   operation.finalize();
   operations.push_back(operation.get());
@@ -409,11 +412,19 @@ std::unique_ptr<ConvPlan> choose_conv_plan(cudnnHandle_t handle, Device device, 
            "set_cudnn_enabled(false), which is deterministic.");
   if (plans.size() == 1) return std::move(plans.front());
   // Benchmark: the fastest on the call's own tensors (the timing runs write only the
-  // call's result tensor).
+  // call's result tensor, which the call overwrites after them), except that an
+  // accumulating call's result holds a gradient the runs must not add to: they write a
+  // scratch tensor of its size instead.
+  ConvOperands timed = data;
+  Tensor scratch_result;
+  if (problem.direction == ConvDirection::BackwardDataAccumulate) {
+    scratch_result = borrow_workspace(static_cast<size_t>(problem.input.numel()) * element_size(problem.dtype), device);
+    timed.input = scratch_result.raw_data();
+  }
   std::optional<size_t> fastest;
   float fastest_ms = std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < plans.size(); ++i) {
-    const float ms = time_plan(handle, device, *plans[i], data);
+    const float ms = time_plan(handle, device, *plans[i], timed);
     if (ms < fastest_ms) {
       fastest_ms = ms;
       fastest = i;

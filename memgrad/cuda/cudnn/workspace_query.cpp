@@ -29,6 +29,7 @@ ConvDirection direction_of(ConvPass pass) {
     case ConvPass::Forward: return ConvDirection::Forward;
     case ConvPass::BackwardInput: return ConvDirection::BackwardData;
     case ConvPass::BackwardWeight: return ConvDirection::BackwardFilter;
+    case ConvPass::BackwardInputAccumulate: return ConvDirection::BackwardDataAccumulate;
   }
   return ConvDirection::Forward;
 }

@@ -66,15 +66,17 @@ __global__ void im2col_kernel(const T* __restrict__ input, ConvGeometry g, T* __
 }
 
 // grad_input (C, H, W) of one sample from its grad_columns (C*R*S, P*Q): each thread sums,
-// for its element, the (r, s) taps whose window lands on it at a whole output position.
+// for its element, the (r, s) taps whose window lands on it at a whole output position,
+// starting from the element's own value when `accumulate`.
 template <class T>
-__global__ void col2im_kernel(const T* __restrict__ columns, ConvGeometry g, T* __restrict__ grad_input) {
+__global__ void col2im_kernel(const T* __restrict__ columns, ConvGeometry g, bool accumulate,
+                              T* __restrict__ grad_input) {
   using C = device_compute_t<T>;
   int64_t cols = g.out_h * g.out_w;
   int64_t total = g.channels * g.height * g.width;
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     int64_t w = i % g.width, h = (i / g.width) % g.height, c = i / (g.width * g.height);
-    C sum = 0;
+    C sum = accumulate ? to_compute<C>(grad_input[i]) : C(0);
     for (int64_t r = 0; r < g.kernel_h; ++r) {
       int64_t h_offset = h + g.pad_h - r * g.dilation_h;  // = p * stride_h
       if (h_offset < 0 || h_offset % g.stride_h != 0) continue;
@@ -195,7 +197,7 @@ void im2col_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias
 }
 
 void im2col_conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                                  const Tensor& grad_input) {
+                                  const Tensor& grad_input, bool accumulate) {
   ConvGeometry g = geometry(grad_input.sizes(), weight.sizes(), grad_output.sizes(), window);
   if (grad_input.numel() == 0) return;
   ConvContext context(grad_input.device(), grad_input.dtype(), g);
@@ -213,7 +215,8 @@ void im2col_conv2d_backward_input(const Tensor& grad_output, const Tensor& weigh
                        grad_out + n * g.out_channels * cols * bytes, k_group * cols, context.columns.raw_data(),
                        rows * cols, g.groups, false);
       col2im_kernel<D><<<config.blocks, config.threads, 0, context.stream>>>(
-          device_data<T>(context.columns), g, reinterpret_cast<D*>(grad_in + n * g.channels * g.height * g.width * bytes));
+          device_data<T>(context.columns), g, accumulate,
+          reinterpret_cast<D*>(grad_in + n * g.channels * g.height * g.width * bytes));
       MG_CUDA_CHECK_LAUNCH();
     }
   });
@@ -275,14 +278,14 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 }
 
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input) {
+                           const Tensor& grad_input, bool accumulate) {
 #if MG_WITH_CUDNN
   if (cudnn::conv_usable(grad_input, weight, grad_output)) {
-    return cudnn::conv2d_backward_input(grad_output, weight, window, grad_input);
+    return cudnn::conv2d_backward_input(grad_output, weight, window, grad_input, accumulate);
   }
 #endif
-  Tensor result = as_nchw(grad_input, false);
-  im2col_conv2d_backward_input(as_nchw(grad_output, true), as_nchw(weight, true), window, result);
+  Tensor result = as_nchw(grad_input, /*with_values=*/accumulate);
+  im2col_conv2d_backward_input(as_nchw(grad_output, true), as_nchw(weight, true), window, result, accumulate);
   finish(result, grad_input);
 }
 

@@ -75,7 +75,7 @@ void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Window2d& window,
             const Tensor& output);
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
-                           const Tensor& grad_input);
+                           const Tensor& grad_input, bool accumulate);
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
                             const Tensor& grad_weight);
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window, const Tensor& output,

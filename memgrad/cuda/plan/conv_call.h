@@ -13,7 +13,9 @@
 
 namespace mg::cuda {
 
-enum class ConvPass : uint8_t { Forward, BackwardInput, BackwardWeight };
+// BackwardInputAccumulate adds to the input's gradient (cuDNN's beta = 1), which may pick
+// another engine, with another workspace, than BackwardInput.
+enum class ConvPass : uint8_t { Forward, BackwardInput, BackwardWeight, BackwardInputAccumulate };
 
 // input (N, C, H, W), weight (K, C/g, R, S), output (N, K, P, Q), every one in `layout`.
 struct ConvCall {
