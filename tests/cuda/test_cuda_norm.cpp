@@ -251,6 +251,36 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
   }
 }
 
+// A model converted with .half(): weight, bias and running statistics in the input's 16-bit
+// dtype. The backward reads them converted to float32 (cuda/plan/batch_norm_workspace.h's
+// batch_norm_channel_operand); the ReLU's mask it rebuilds must still meet the forward's.
+TEST_CASE("CUDA batch_norm_relu with 16-bit weight, bias and running statistics matches the CPU", "[cuda]") {
+  const DType dtype = GENERATE(DType::Float16, DType::BFloat16);
+  const MemoryFormat format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
+  INFO(dtype << " in " << format);
+  const Shape sizes{16, 64, 8, 8};
+  const double relative = dtype == DType::Float16 ? 4e-3 : 3e-2;
+  Tensor x = random_normal(sizes, dtype, 71, 2.0, 1.0).requires_grad_();
+  Tensor weight = random_normal({64}, dtype, 72).requires_grad_();
+  Tensor bias = random_normal({64}, dtype, 73).requires_grad_();
+  Tensor cpu_running_mean = random_normal({64}, dtype, 74), cpu_running_var = ones({64}, {.dtype = dtype});
+  Tensor cuda_x = laid_out(on_cuda(x.detach()), format).requires_grad_();
+  Tensor cuda_weight = on_cuda(weight.detach()).requires_grad_(), cuda_bias = on_cuda(bias.detach()).requires_grad_();
+  Tensor cuda_running_mean = on_cuda(cpu_running_mean), cuda_running_var = on_cuda(cpu_running_var);
+  Tensor grad_output = random_normal(sizes, dtype, 75);
+
+  Tensor cpu_out = batch_norm_relu(x, cpu_running_mean, cpu_running_var, weight, bias, true, 0.1, 1e-5);
+  Tensor cuda_out =
+      batch_norm_relu(cuda_x, cuda_running_mean, cuda_running_var, cuda_weight, cuda_bias, true, 0.1, 1e-5);
+  check_within_scale(cuda_out, cpu_out, relative);
+  sum(mul(cpu_out, grad_output)).backward();
+  sum(mul(cuda_out, on_cuda(grad_output))).backward();
+  CHECK(cuda_weight.grad().dtype() == dtype);
+  check_within_scale(cuda_x.grad(), x.grad(), relative);
+  check_within_scale(cuda_weight.grad(), weight.grad(), 2e-2);
+  check_within_scale(cuda_bias.grad(), bias.grad(), 2e-2);
+}
+
 namespace {
 
 // `tensor`'s values, dense in `format`, in a new buffer one element past a 16-byte

@@ -43,7 +43,9 @@
 //
 // Per-channel tensors may have another dtype than the input (float32 statistics for a
 // 16-bit input, a float32 weight), so they travel as ChannelValues (pointer + dtype) and are
-// read through a switch that is uniform across a warp.
+// read through a switch that is uniform across a warp; the backward, whose reduction reads
+// them per channel of each thread's vector, takes them as plain arrays of the accumulate
+// dtype instead (BackwardChannels), converted first where they are not.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -162,24 +164,27 @@ struct StatisticsTerms {
 
 // A channel's forward map as the backward rebuilds it: mean, scale = invstd * weight
 // (multiplied as the forward's finish does), and bias: the backward's coefficients [0],
-// [1] and [4] (see FinishBackward), written first by backward_map_kernel.
+// [1] and [4] (see FinishBackward).
 template <class A>
 struct ChannelMap {
   A mean, scale, bias;
 };
 
-// NOTE: one thread per channel reads the per-channel tensors through their dtype switch
-// here, so that the unrolled reduction reads plain numbers: four switches inlined into it
-// per channel of a thread's vector made nvcc spend minutes on this file.
+// The per-channel tensors the backward reads, as plain arrays of A (batch_norm_backward
+// converts any other dtype first, cuda/plan/batch_norm_workspace.h); no weight means 1, no
+// bias 0.
+// NOTE: plain arrays, not ChannelValues: their dtype switches, inlined into the unrolled
+// reduction for each channel of a thread's vector, made nvcc spend minutes on this file.
 template <class A>
-__global__ void backward_map_kernel(int64_t channels, ChannelValues mean, ChannelValues invstd, ChannelValues weight,
-                                    ChannelValues bias, A* coefficients) {
-  for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
-    coefficients[c] = static_cast<A>(load_channel(mean, c, 0.0));
-    coefficients[channels + c] = static_cast<A>(load_channel(invstd, c, 1.0)) * static_cast<A>(load_channel(weight, c, 1.0));
-    coefficients[4 * channels + c] = static_cast<A>(load_channel(bias, c, 0.0));
+struct BackwardChannels {
+  const A* mean;
+  const A* invstd;
+  const A* weight;  // or null
+  const A* bias;    // or null
+  __device__ __forceinline__ ChannelMap<A> map(int64_t c) const {
+    return {mean[c], invstd[c] * (weight != nullptr ? weight[c] : A(1)), bias != nullptr ? bias[c] : A(0)};
   }
-}
+};
 
 // Where the backward finds the fused ReLU's mask, if the forward had one.
 enum class ReluMask {
@@ -199,11 +204,8 @@ struct BackwardTerms {
   const T* grad_output;
   const T* output;        // ReluMask::FromOutput only
   T* grad_residual;       // ReluMask::FromOutput only, or null
-  const A* coefficients;  // backward_map_kernel's
-  int64_t channels;
-  __device__ __forceinline__ Prepared prepare(const Geometry&, int64_t c) const {
-    return {coefficients[c], coefficients[channels + c], coefficients[4 * channels + c]};
-  }
+  BackwardChannels<A> channels;
+  __device__ __forceinline__ Prepared prepare(const Geometry&, int64_t c) const { return channels.map(c); }
   template <int kVec>
   __device__ __forceinline__ void add(const Prepared (&map)[kVec], int64_t at, A (&first)[kVec],
                                       A (&second)[kVec]) const {
@@ -340,32 +342,34 @@ struct NormaliseElement {
 //      = g * [1] + (x - mean) * [2] + [3],
 // coefficients[0][c] = mean, [1][c] = w * invstd, [2][c] = -w * invstd^3 * sum(g * (x - mean)) / n,
 // [3][c] = -w * invstd * sum(g) / n, and for the ReLU's mask rebuilt from x [4][c] = bias.
-// [0], [1] and [4] are backward_map_kernel's; this writes [2] and [3].
 template <class A>
 struct FinishBackward {
   Geometry geometry;
-  ChannelValues invstd, grad_weight, grad_bias;
+  BackwardChannels<A> channels;
+  ChannelValues grad_weight, grad_bias;
   A* coefficients;
   bool grad_input;  // whether grad_input is wanted
 
   // What a channel's finish reads besides its sums (channel_reduce.cuh reads it early).
   struct Loaded {
-    A invstd, scale;
+    ChannelMap<A> map;
+    A invstd;
   };
-  __device__ __forceinline__ Loaded load(int64_t c) const {
-    return {static_cast<A>(load_channel(invstd, c, 1.0)), coefficients[geometry.channels + c]};
-  }
+  __device__ __forceinline__ Loaded load(int64_t c) const { return {channels.map(c), channels.invstd[c]}; }
 
   __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A sum_grad, A sum_grad_centred) const {
     A channel_invstd = loaded.invstd;
     store_channel(grad_bias, c, sum_grad);
     store_channel(grad_weight, c, sum_grad_centred * channel_invstd);
     if (!grad_input) return;
-    int64_t channels = geometry.channels;
+    const int64_t row = geometry.channels;  // coefficients[i][c] is at i * row + c
     A count = static_cast<A>(geometry.per_channel);
-    A scale = loaded.scale;
-    coefficients[2 * channels + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
-    coefficients[3 * channels + c] = -scale * sum_grad / count;
+    A scale = loaded.map.scale;
+    coefficients[c] = loaded.map.mean;
+    coefficients[row + c] = scale;
+    coefficients[2 * row + c] = -scale * channel_invstd * channel_invstd * sum_grad_centred / count;
+    coefficients[3 * row + c] = -scale * sum_grad / count;
+    coefficients[4 * row + c] = loaded.map.bias;
   }
 };
 
@@ -491,15 +495,20 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/true)},
                              {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
     A* coefficients = static_cast<A*>(workspace.raw_data());
-    LaunchConfig config = launch_config(channels);
-    backward_map_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
-        channels, channel_values(save_mean), channel_values(save_invstd), channel_values(weight), channel_values(bias),
-        coefficients);
-    MG_CUDA_CHECK_LAUNCH();
-    FinishBackward<A> finish{geometry, channel_values(save_invstd), channel_values(grad_weight),
-                             channel_values(grad_bias), coefficients, grad_input.defined()};
+    const DType accumulate = dtype_of<A>;
+    const Tensor mean_values = batch_norm_channel_operand(save_mean, accumulate);
+    const Tensor invstd_values = batch_norm_channel_operand(save_invstd, accumulate);
+    const Tensor weight_values = batch_norm_channel_operand(weight, accumulate);
+    const Tensor bias_values = batch_norm_channel_operand(bias, accumulate);
+    auto array_of = [](const Tensor& values) {
+      return values.defined() ? static_cast<const A*>(values.raw_data()) : nullptr;
+    };
+    const BackwardChannels<A> per_channel{array_of(mean_values), array_of(invstd_values), array_of(weight_values),
+                                          array_of(bias_values)};
+    FinishBackward<A> finish{geometry, per_channel, channel_values(grad_weight), channel_values(grad_bias),
+                             coefficients, grad_input.defined()};
     auto run = [&]<ReluMask kMask>() {
-      BackwardTerms<T, A, kMask> terms{in, grad, out, through, coefficients, channels};
+      BackwardTerms<T, A, kMask> terms{in, grad, out, through, per_channel};
       reduce_channels<A>(geometry, grid, terms, finish, coefficients + kBatchNormCoefficients * channels, stream);
       if (!grad_input.defined()) return;
       // With the mask from the output, the gradient comes back masked from grad_residual:

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "memgrad/core/dtype.h"
+#include "memgrad/core/tensor.h"
 
 namespace mg::cuda {
 
@@ -25,5 +26,11 @@ constexpr DType batch_norm_accumulate_dtype(DType input) {
 // Elements of the workspace: the coefficients, and the partial sums of `chunks` chunks per
 // channel when `with_partials`.
 int64_t batch_norm_workspace_elements(int64_t channels, int64_t chunks, bool with_partials);
+
+// A per-channel tensor the backward reads (the saved mean and invstd, the weight, the bias)
+// as a plain contiguous array of `accumulate`: itself when it is one (the usual case:
+// float32 statistics and parameters), else a WORKSPACE copy converted to it, for the call;
+// undefined stays undefined (no weight, no bias).
+Tensor batch_norm_channel_operand(const Tensor& values, DType accumulate);
 
 }  // namespace mg::cuda
