@@ -5,9 +5,10 @@
 // channels-last inputs against the CPU's NCHW results. Max pooling on channels-last
 // tensors takes several channels a thread (8 for 16-bit types, 4 for float32, 2 for
 // float64, fewer when C or the data's alignment asks): those cases must match the CPU
-// exactly, 16-bit and offset (less aligned) views included. Max pooling's backward
-// threads take two pixels of a row (odd widths leave one) and offset in 32 bits below
-// 2^31 elements, in 64 bits from there (one test of 4.3 GB).
+// exactly, 16-bit and offset (less aligned) views included. Max pooling's threads take
+// two pixels of a row (odd widths leave one) and offset in 32 bits below 2^31 elements,
+// in 64 bits from there (one test of 4.3 GB). Inputs with many equal values, NaNs and
+// infinities pin down which position wins a tie and how NaN propagates.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -84,6 +85,22 @@ void check_close(const Tensor& cuda_result, const Tensor& cpu_result, double rel
   for (size_t i = 0; i < actual.size(); ++i) {
     INFO("element " << i);
     CHECK(actual[i] == Approx(expected[i]).epsilon(relative).margin(relative));
+  }
+}
+
+// Bit for bit where it matters: NaN where the CPU has NaN, else the same value with the
+// same sign (which of two equal zeros won a tie shows).
+void check_identical(const Tensor& cuda_result, const Tensor& cpu_result) {
+  std::vector<double> actual = on_cpu(cuda_result).to_vector<double>();
+  std::vector<double> expected = cpu_result.to_vector<double>();
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element " << i << ": " << actual[i] << " against the CPU's " << expected[i]);
+    if (std::isnan(expected[i])) {
+      CHECK(std::isnan(actual[i]));
+    } else {
+      CHECK((actual[i] == expected[i] && std::signbit(actual[i]) == std::signbit(expected[i])));
+    }
   }
 }
 
@@ -327,12 +344,12 @@ TEST_CASE("CUDA avg_pool2d backward on channels_last tensors matches the CPU exa
   }
 }
 
-// Max pooling's backward offsets in 32 bits when both gradients have fewer than 2^31
-// elements (every test above) and in 64 bits otherwise: here ResNet's stem window on a
-// float16 channels-last input of more than 2^31 elements (4.3 GB). Checked on the first
-// and the last images (the last lies past 2^31 elements) against the CPU kernels run on
-// those images alone.
-TEST_CASE("CUDA max_pool2d backward indexes tensors of more than 2^31 elements", "[cuda]") {
+// Max pooling offsets in 32 bits when the input-sized and the output-sized tensors both
+// have fewer than 2^31 elements (every test above) and in 64 bits otherwise: here ResNet's
+// stem window on a float16 channels-last input of more than 2^31 elements (4.3 GB),
+// forward and backward. Checked on the first and the last images (the last lies past
+// 2^31 elements) against the CPU kernels run on those images alone.
+TEST_CASE("CUDA max_pool2d indexes tensors of more than 2^31 elements", "[cuda]") {
   const int64_t images = 8455, channels = 64, side = 63, out_side = 32;  // (63 + 2 - 3) / 2 + 1
   Shape sizes{images, channels, side, side};
   Shape out_sizes{images, channels, out_side, out_side};
@@ -361,9 +378,55 @@ TEST_CASE("CUDA max_pool2d backward indexes tensors of more than 2^31 elements",
     Tensor cpu_indices = empty_on({1, channels, out_side, out_side}, DType::UInt8, Device::cpu());
     Tensor cpu_output = empty_on({1, channels, out_side, out_side}, DType::Float16, Device::cpu());
     kernels(Device::cpu()).max_pool2d(on_cpu_nchw(input), window, cpu_output, cpu_indices);
+    check_close(output.narrow(0, image, 1), cpu_output, 0.0);
     CHECK(image_indices.to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
     Tensor cpu_grad = empty_on({1, channels, side, side}, DType::Float16, Device::cpu());
     kernels(Device::cpu()).max_pool2d_backward(on_cpu_nchw(grad_output), image_indices, window, cpu_grad);
     check_close(grad_input.narrow(0, image, 1), cpu_grad, 0.0);
+  }
+}
+
+// Max pooling's takeover rule, as the CPU's: a strictly larger value or a NaN takes over,
+// so among equal values the first in (r, s) order wins and the last NaN of a window does.
+// Values rounded to halves (-0.0 among them) make ties common; 3% NaN, 2% -inf, 1% +inf.
+// NCHW takes one channel a thread, channels-last up to 16 bytes of them; every thread
+// takes two output pixels of a row, one at the end of odd rows.
+TEST_CASE("CUDA max_pool2d breaks ties and propagates NaN as the CPU", "[cuda]") {
+  std::vector<PoolCase> tie_cases = {
+      {{2, 64, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},  // ResNet's stem, 7 columns
+      {{2, 64, 16, 16}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},  // 8 columns
+      {{2, 8, 9, 11}, make_options({3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true)},    // stride 1: 11 columns
+      {{2, 8, 7, 9}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true)},      // ceil_mode: 5 columns
+      {{1, 16, 13, 10}, make_options({3, 2}, {2, 3}, {1, 1}, {2, 2}, true, false)},  // dilated
+      {{2, 6, 8, 8}, make_options({2, 2}, {3, 3}, {0, 0}, {1, 1}, false, true)},     // gaps between windows
+  };
+  uint64_t seed = 900;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const PoolCase& test : tie_cases) {
+      for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+        INFO("input " << test.input_sizes << ", dtype " << dtype << ", " << format);
+        std::vector<float> values = random_input(test.input_sizes, DType::Float32, seed++).to_vector<float>();
+        Generator generator(seed++);
+        std::vector<float> draws = rand(test.input_sizes, {}, &generator).to_vector<float>();
+        for (size_t i = 0; i < values.size(); ++i) {
+          values[i] = draws[i] < 0.03f   ? NAN
+                      : draws[i] < 0.05f ? -INFINITY
+                      : draws[i] < 0.06f ? INFINITY
+                                         : std::round(values[i] * 2) / 2;
+        }
+        Tensor input = converted_copy(from_vector(values, test.input_sizes), dtype, Device::cpu());
+        Shape out_sizes = max_pool2d(zeros(test.input_sizes), test.options).sizes();
+        Window2d window = window_of(test.options, true);
+
+        Tensor cpu_out = empty_on(out_sizes, dtype, Device::cpu());
+        Tensor cpu_indices = empty_on(out_sizes, DType::UInt8, Device::cpu());
+        kernels(Device::cpu()).max_pool2d(input, window, cpu_out, cpu_indices);
+        Tensor cuda_out = empty(out_sizes, {.dtype = dtype, .device = Device::cuda()}, format);
+        Tensor cuda_indices = empty(out_sizes, {.dtype = DType::UInt8, .device = Device::cuda()}, format);
+        kernels(Device::cuda()).max_pool2d(contiguous_copy(on_cuda(input), format), window, cuda_out, cuda_indices);
+        check_identical(cuda_out, cpu_out);
+        CHECK(on_cpu(cuda_indices).to_vector<int64_t>() == cpu_indices.to_vector<int64_t>());
+      }
+    }
   }
 }
