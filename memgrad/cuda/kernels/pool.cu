@@ -2,9 +2,7 @@
 // tensors dense in NCHW or channels-last order, with the same semantics and the same
 // arithmetic as core/cpu/pool.cpp.
 //
-//   forward: one thread per output element walks its window (max pooling: per
-//     kOutputTileColumns adjacent output elements of a row, which walk the input columns
-//     their windows cover once).
+//   forward: one thread per output element walks its window.
 //   backward: one thread per INPUT element (max pooling: per kTileColumns adjacent input
 //     elements of a row) gathers from the outputs whose windows contain it. Overlapping
 //     windows (stride < kernel) would need atomics in a scatter; a gather needs none and is
@@ -24,10 +22,9 @@
 // arithmetic (a full (n, c, h, w) decomposition and a window walk per 2-byte element), not
 // by memory: ResNet-50's fp16 stem pool took 0.57 ms forward and 1.41 ms backward on an
 // H200 against PyTorch's 0.41 / 0.90 ms. V lanes share one decomposition and one walk
-// (max pooling's threads also share them across a few pixels of a row, and offset in 32
-// bits below 2^31 elements). Each lane follows the scalar rules exactly (same takeover
-// test, same summation order), so results do not depend on V; V = 1 is the plain path
-// (NCHW, C not a multiple of 2).
+// (the backward's threads also share them across kTileColumns pixels, and index in 32
+// bits). Each lane follows the scalar rules exactly (same takeover test, same summation order), so
+// results do not depend on V; V = 1 is the plain path (NCHW, C not a multiple of 2).
 //
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
 #include <algorithm>
@@ -206,94 +203,54 @@ __device__ __forceinline__ void store_lanes(T* at, const AlignedVector<T, V>& la
   *reinterpret_cast<AlignedVector<T, V>*>(at) = lanes;
 }
 
-// Output columns a max pooling forward thread takes, side by side in one row. Neighbouring
-// windows share input columns when the stride is below a window's width, and a shared
-// column is loaded and converted once for all of them: with ResNet's 3x3 stride-2 window a
-// pair of outputs reads 5 columns of each row, not 6. NOTE: with one output pixel a
-// thread, 64-bit offsets and a bounds test per window element, ResNet-50's fp16 stem
-// forward took 0.14 ms on an H200 against ~0.065 ms of memory traffic.
-constexpr int kOutputTileColumns = 2;
-
-// One thread per V adjacent channels (V > 1: channel stride 1 in every tensor) of up to
-// kOutputTileColumns adjacent output pixels of one row; each lane of each pixel keeps its
-// own maximum. Index and kDilated as in max_pool2d_backward_kernel.
-template <class T, class C, int V, bool kDilated, class Index>
-__global__ void max_pool2d_kernel(const T* input, Strides4<Index> in_strides, MaxWindow window,
-                                  ElementOrder tile_order, Strides4<Index> out_strides, int64_t total, T* output,
-                                  uint8_t* window_indices) {
+// One thread per V adjacent channels of one output pixel (V > 1: channel stride 1 in every
+// tensor); each lane keeps its own maximum.
+template <class T, class C, int V>
+__global__ void max_pool2d_kernel(const T* input, Strides4<> in_strides, MaxWindow window, ElementOrder out_order,
+                                  Strides4<> out_strides, int64_t total, T* output, uint8_t* window_indices) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    Coordinates<Index> at = tile_order(static_cast<Index>(i));  // (n, c / V, oh, ow / kOutputTileColumns)
-    Index channel = at.c * V;
-    int oh = static_cast<int>(at.h);
-    int ow_first = static_cast<int>(at.w) * kOutputTileColumns;
-    int columns = min(kOutputTileColumns, window.out_width - ow_first);
-    int h_start = oh * window.stride_h - window.pad_h;
-    int w_start = ow_first * window.stride_w - window.pad_w;  // where the first pixel's window starts
-    int column_span = (window.kernel_w - 1) * window.dilation_w;  // of a window's column offsets
-    // The tile's windows cover input columns w_start + x, x < tile_width; those inside the
-    // input are x_first <= x < x_end. (Where windows leave gaps, stride > window width,
-    // the gaps are read for nothing.)
-    int tile_width = (columns - 1) * window.stride_w + column_span + 1;
-    int x_first = max(0, -w_start), x_end = min(tile_width, window.width - w_start);
-    Index in_plane = at.n * in_strides.n + channel * in_strides.c + w_start * in_strides.w;
-    C best[kOutputTileColumns][V];
-    int best_position[kOutputTileColumns][V];  // stays 0 where no element is in bounds, as the CPU's
-    bool found[kOutputTileColumns];  // an in-bounds element was seen (by every lane of the pixel alike)
+    Coordinates at = out_order(i);  // (n, c / V, oh, ow)
+    int64_t channel = at.c * V;
+    const T* plane = input + at.n * in_strides.n + channel * in_strides.c;
+    int h_start = static_cast<int>(at.h) * window.stride_h - window.pad_h;
+    int w_start = static_cast<int>(at.w) * window.stride_w - window.pad_w;
+    C best[V];
+    int best_position[V];
 #pragma unroll
-    for (int t = 0; t < kOutputTileColumns; ++t) {
-      found[t] = false;
-#pragma unroll
-      for (int lane = 0; lane < V; ++lane) {
-        best[t][lane] = -static_cast<C>(INFINITY);
-        best_position[t][lane] = 0;
-      }
+    for (int lane = 0; lane < V; ++lane) {
+      best[lane] = -static_cast<C>(INFINITY);
+      best_position[lane] = -1;
     }
+    bool found = false;  // an in-bounds element was seen (by every lane alike)
     for (int r = 0; r < window.kernel_h; ++r) {
       int h = h_start + r * window.dilation_h;
       if (h < 0 || h >= window.height) continue;
-      Index in_row = in_plane + h * in_strides.h;
-      // Ascending x visits each window's columns in ascending s: with rows ascending, every
-      // pixel sees its window in the CPU's (r, s) order, so ties and NaNs resolve as there.
-      // Unrolled so that a thread has several loads in flight, not one at a time.
-#pragma unroll 4
-      for (int x = x_first; x < x_end; ++x) {
-        AlignedVector<T, V> loaded = load_lanes<V>(input + in_row + x * in_strides.w);
-        C values[V];
+      for (int s = 0; s < window.kernel_w; ++s) {
+        int w = w_start + s * window.dilation_w;
+        if (w < 0 || w >= window.width) continue;
+        AlignedVector<T, V> values = load_lanes<V>(plane + h * in_strides.h + w * in_strides.w);
 #pragma unroll
-        for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(loaded.value[lane]);
-#pragma unroll
-        for (int t = 0; t < kOutputTileColumns; ++t) {
-          int column_offset = x - t * window.stride_w;  // s * dilation_w if in pixel t's window
-          bool in_window = t < columns && column_offset >= 0 && column_offset <= column_span &&
-                           (!kDilated || column_offset % window.dilation_w == 0);
-          if (!in_window) continue;
-          int position = r * window.kernel_w + (kDilated ? column_offset / window.dilation_w : column_offset);
-#pragma unroll
-          for (int lane = 0; lane < V; ++lane) {
-            // As the CPU: larger or NaN takes over; the first in-bounds element is always taken.
-            if (!found[t] || values[lane] > best[t][lane] || is_nan(values[lane])) {
-              best[t][lane] = values[lane];
-              best_position[t][lane] = position;
-            }
+        for (int lane = 0; lane < V; ++lane) {
+          C value = to_compute<C>(values.value[lane]);
+          // As the CPU: larger or NaN takes over; the first in-bounds element is always taken.
+          if (!found || value > best[lane] || is_nan(value)) {
+            best[lane] = value;
+            best_position[lane] = r * window.kernel_w + s;
           }
-          found[t] = true;
         }
+        found = true;
       }
     }
-    Index out_at = out_strides.at(at.n, channel, oh, ow_first);
+    AlignedVector<T, V> maxima;
+    AlignedVector<uint8_t, V> positions;
 #pragma unroll
-    for (int t = 0; t < kOutputTileColumns; ++t) {
-      if (t >= columns) break;
-      AlignedVector<T, V> maxima;
-      AlignedVector<uint8_t, V> positions;
-#pragma unroll
-      for (int lane = 0; lane < V; ++lane) {
-        maxima.value[lane] = from_compute<T>(best[t][lane]);
-        positions.value[lane] = static_cast<uint8_t>(best_position[t][lane]);
-      }
-      store_lanes(output + out_at + t * out_strides.w, maxima);
-      store_lanes(window_indices + out_at + t * out_strides.w, positions);
+    for (int lane = 0; lane < V; ++lane) {
+      maxima.value[lane] = from_compute<T>(best[lane]);
+      positions.value[lane] = static_cast<uint8_t>(best_position[lane] < 0 ? 0 : best_position[lane]);
     }
+    int64_t out_at = out_strides.at(at.n, channel, at.h, at.w);
+    store_lanes(output + out_at, maxima);
+    store_lanes(window_indices + out_at, positions);
   }
 }
 
@@ -458,22 +415,6 @@ void with_flag(bool flag, Launch&& launch) {
   }
 }
 
-// Calls launch.template operator()<kDilated, Index>() for a max pooling kernel over an
-// input-sized and an output-sized tensor: kDilated when the window has a dilation other
-// than 1, Index = int32_t when both tensors have < 2^31 elements (every offset fits), else
-// int64_t.
-template <class Launch>
-void with_max_pool_variant(const Window2d& window, const Tensor& input_like, const Tensor& output_like,
-                           Launch&& launch) {
-  bool dilated = window.dilation_h != 1 || window.dilation_w != 1;
-  bool narrow = input_like.numel() <= INT32_MAX && output_like.numel() <= INT32_MAX;
-  with_flag(dilated, [&]<bool kDilated>() {
-    with_flag(narrow, [&]<bool kNarrow>() {
-      launch.template operator()<kDilated, std::conditional_t<kNarrow, int32_t, int64_t>>();
-    });
-  });
-}
-
 // Calls launch.template operator()<V>() with V = width, a power of two <= kMaxWidth.
 template <int kMaxWidth, class Launch>
 void with_vector_width(int width, Launch&& launch) {
@@ -496,15 +437,12 @@ void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& outpu
     constexpr int kMaxWidth = vector_width_v<T>;
     int width = channel_vector_width(kMaxWidth, input, output, window_indices);
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
-      ElementOrder tile_order = element_order(output, V, kOutputTileColumns);
-      int64_t items = output.sizes()[0] * tile_order.channels * tile_order.rows * tile_order.columns;
-      LaunchConfig shape = launch_config(items);
-      with_max_pool_variant(window, input, output, [&]<bool kDilated, class Index>() {
-        max_pool2d_kernel<T, pool_compute_t<Element>, V, kDilated, Index><<<shape.blocks, shape.threads, 0, stream>>>(
-            static_cast<const T*>(input.raw_data()), strides_of<Index>(input), max_window(window, sizes), tile_order,
-            strides_of<Index>(output), items, static_cast<T*>(output.raw_data()),
-            static_cast<uint8_t*>(window_indices.raw_data()));
-      });
+      int64_t items = output.numel() / V;
+      LaunchConfig launch = launch_config(items);
+      max_pool2d_kernel<T, pool_compute_t<Element>, V><<<launch.blocks, launch.threads, 0, stream>>>(
+          static_cast<const T*>(input.raw_data()), strides_of(input), max_window(window, sizes),
+          element_order(output, V), strides_of(output), items, static_cast<T*>(output.raw_data()),
+          static_cast<uint8_t*>(window_indices.raw_data()));
     });
     MG_CUDA_CHECK_LAUNCH();
   });
@@ -517,6 +455,8 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
   PlaneSizes sizes = plane_sizes(grad_input, grad_output);
+  bool dilated = window.dilation_h != 1 || window.dilation_w != 1;
+  bool narrow = grad_input.numel() <= INT32_MAX && grad_output.numel() <= INT32_MAX;
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
     constexpr int kMaxWidth = vector_width_v<T>;
@@ -525,12 +465,16 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
       ElementOrder tile_order = element_order(grad_input, V, kTileColumns);
       int64_t items = grad_input.sizes()[0] * tile_order.channels * tile_order.rows * tile_order.columns;
       LaunchConfig shape = launch_config(items);
-      with_max_pool_variant(window, grad_input, grad_output, [&]<bool kDilated, class Index>() {
-        max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated, Index>
-            <<<shape.blocks, shape.threads, 0, stream>>>(
-                static_cast<const T*>(grad_output.raw_data()), static_cast<const uint8_t*>(window_indices.raw_data()),
-                strides_of<Index>(grad_output), max_window(window, sizes), tile_order, strides_of<Index>(grad_input),
-                items, static_cast<T*>(grad_input.raw_data()));
+      with_flag(dilated, [&]<bool kDilated>() {
+        with_flag(narrow, [&]<bool kNarrow>() {
+          using Index = std::conditional_t<kNarrow, int32_t, int64_t>;
+          max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated, Index>
+              <<<shape.blocks, shape.threads, 0, stream>>>(
+                  static_cast<const T*>(grad_output.raw_data()),
+                  static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
+                  max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
+                  static_cast<T*>(grad_input.raw_data()));
+        });
       });
     });
     MG_CUDA_CHECK_LAUNCH();
