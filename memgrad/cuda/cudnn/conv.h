@@ -2,7 +2,8 @@
 // backward filter, for float32, float64, float16 and bfloat16, NCHW and channels_last.
 // cuda/kernels/conv.cu calls these when cudnn_conv_usable() says so; the contract is the
 // kernel table's (core/kernels.h): every tensor dense in NCHW or channels_last, outputs
-// overwritten. Declared without cuDNN types, so nvcc-compiled callers need no cudnn.h.
+// overwritten (backward data with `accumulate` adds into grad_input: beta = 1). Declared
+// without cuDNN types, so nvcc-compiled callers need no cudnn.h.
 #pragma once
 
 #include "memgrad/core/kernels.h"
