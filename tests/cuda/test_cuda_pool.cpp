@@ -5,9 +5,9 @@
 // channels-last inputs against the CPU's NCHW results. Max pooling on channels-last
 // tensors takes several channels a thread (8 for 16-bit types, 4 for float32, 2 for
 // float64, fewer when C or the data's alignment asks): those cases must match the CPU
-// exactly, 16-bit and offset (less aligned) views included. Max pooling's threads take
-// two pixels of a row (odd widths leave one) and offset in 32 bits below 2^31 elements,
-// in 64 bits from there (one test of 4.3 GB). Inputs with many equal values, NaNs and
+// exactly, 16-bit and offset (less aligned) views included. Max pooling's backward threads
+// take two pixels of a row (odd widths leave one) and offset in 32 bits below 2^31
+// elements, in 64 bits from there (one test of 4.3 GB). Inputs with many equal values, NaNs and
 // infinities pin down which position wins a tie and how NaN propagates.
 #include <catch2/catch.hpp>
 
@@ -389,8 +389,8 @@ TEST_CASE("CUDA max_pool2d indexes tensors of more than 2^31 elements", "[cuda]"
 // Max pooling's takeover rule, as the CPU's: a strictly larger value or a NaN takes over,
 // so among equal values the first in (r, s) order wins and the last NaN of a window does.
 // Values rounded to halves (-0.0 among them) make ties common; 3% NaN, 2% -inf, 1% +inf.
-// NCHW takes one channel a thread, channels-last up to 16 bytes of them; every thread
-// takes two output pixels of a row, one at the end of odd rows.
+// NCHW takes one channel a thread, channels-last up to 16 bytes of them; odd output
+// widths (the stem's 7 columns) and even ones both appear.
 TEST_CASE("CUDA max_pool2d breaks ties and propagates NaN as the CPU", "[cuda]") {
   std::vector<PoolCase> tie_cases = {
       {{2, 64, 15, 13}, make_options({3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true)},  // ResNet's stem, 7 columns
