@@ -7,8 +7,8 @@
 // float64, fewer when C or the data's alignment asks): those cases must match the CPU
 // exactly, 16-bit and offset (less aligned) views included. Max pooling's backward threads
 // take two pixels of a row (odd widths leave one) and offset in 32 bits below 2^31
-// elements, in 64 bits from there (one test of 4.3 GB). Inputs with many equal values, NaNs and
-// infinities pin down which position wins a tie and how NaN propagates.
+// elements, in 64 bits from there (one test of 4.3 GB). Inputs with many equal values,
+// NaNs and infinities pin down which position wins a tie and how NaN propagates.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -344,10 +344,10 @@ TEST_CASE("CUDA avg_pool2d backward on channels_last tensors matches the CPU exa
   }
 }
 
-// Max pooling offsets in 32 bits when the input-sized and the output-sized tensors both
-// have fewer than 2^31 elements (every test above) and in 64 bits otherwise: here ResNet's
-// stem window on a float16 channels-last input of more than 2^31 elements (4.3 GB),
-// forward and backward. Checked on the first and the last images (the last lies past
+// Max pooling's backward offsets in 32 bits when the input-sized and the output-sized
+// tensors both have fewer than 2^31 elements (every test above) and in 64 bits otherwise
+// (the forward always in 64): here ResNet's stem window on a float16 channels-last input
+// of more than 2^31 elements (4.3 GB), forward and backward. Checked on the first and the last images (the last lies past
 // 2^31 elements) against the CPU kernels run on those images alone.
 TEST_CASE("CUDA max_pool2d indexes tensors of more than 2^31 elements", "[cuda]") {
   const int64_t images = 8455, channels = 64, side = 63, out_side = 32;  // (63 + 2 - 3) / 2 + 1
