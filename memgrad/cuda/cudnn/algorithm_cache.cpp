@@ -40,6 +40,7 @@ const char* direction_name(ConvDirection direction) {
     case ConvDirection::ForwardStatistics: return "forward with statistics";
     case ConvDirection::ForwardNormalizedStatistics: return "forward of relu(x * scale + bias) with statistics";
     case ConvDirection::BackwardDataAccumulate: return "backward data, accumulating";
+    case ConvDirection::BackwardDataReluBatchNorm: return "backward data with ReLU and batch norm backward sums";
   }
   return "?";
 }

@@ -25,13 +25,18 @@ namespace mg::cuda {
 // kernel loads x, so that activation is never written.
 // BackwardDataAccumulate: backward data adding to what x holds (beta = 1): the input's
 // gradient where another branch's gradient of the same input is already there.
+// BackwardDataReluBatchNorm: backward data of a convolution whose x was
+// relu(batch_norm(z)), with the ReLU's backward (its mask rebuilt from z) and batch norm's
+// weight gradients and backward coefficients in the same kernel's epilogue; x receives the
+// gradient reaching batch norm's output (ConvOperands' batch_norm fields).
 enum class ConvDirection : uint8_t {
   Forward,
   BackwardData,
   BackwardFilter,
   ForwardStatistics,
   ForwardNormalizedStatistics,
-  BackwardDataAccumulate
+  BackwardDataAccumulate,
+  BackwardDataReluBatchNorm
 };
 
 const char* direction_name(ConvDirection direction);
@@ -61,9 +66,9 @@ struct ConvPlan {
   cudnn::BackendDescriptor execution_plan;
   int64_t engine = -1;  // cuDNN's global engine index; -1: no engine runs this key
   size_t workspace_bytes = 0;
-  // Fused keys (ForwardStatistics, ForwardNormalizedStatistics) may have no engine (not
-  // every shape fuses): that answer is cached too, so the caller falls back at the cost of
-  // one lookup.
+  // Fused keys (ForwardStatistics, ForwardNormalizedStatistics, BackwardDataReluBatchNorm)
+  // may have no engine (not every shape fuses): that answer is cached too, so the caller
+  // falls back at the cost of one lookup.
   bool runnable() const { return engine >= 0; }
   // ForwardNormalizedStatistics only: the dtype the plan reads scale and bias in.
   DType coefficient_dtype = DType::Float32;

@@ -39,8 +39,11 @@ namespace {
 // kernels need aligned data, so a choice made for aligned tensors must not serve offset
 // views.
 int alignment(const ConvOperands& data) {
+  const BatchNormOperands& norm = data.batch_norm;
   uintptr_t bits = 0;
-  for (void* pointer : {data.input, data.weight, data.output, data.sum, data.square_sum, data.scale, data.bias}) {
+  for (void* pointer : {data.input, data.weight, data.output, data.sum, data.square_sum, data.scale, data.bias,
+                        norm.input, norm.mean, norm.invstd, norm.weight, norm.bias, norm.grad_weight, norm.grad_bias,
+                        norm.grad_scale, norm.input_scale, norm.offset}) {
     bits |= reinterpret_cast<uintptr_t>(pointer);
   }
   int result = 16;
@@ -99,40 +102,76 @@ Tensor in_dtype(const Tensor& tensor, DType dtype) {
   return result;
 }
 
-// ---- the contract of conv2d_normalized_with_statistics ----
+// ---- the contracts of the fused calls with per-channel operands ----
 
 // (channels) float32 contiguous on `device`: one coefficient or sum per channel of `of`.
-void check_per_channel(const char* name, const Tensor& tensor, int64_t channels, const char* of, Device device) {
+void check_per_channel(const char* op, const char* name, const Tensor& tensor, int64_t channels, const char* of,
+                       Device device) {
   MG_CHECK(tensor.dtype() == DType::Float32 && tensor.dim() == 1 && tensor.size(0) == channels &&
                tensor.is_contiguous() && tensor.device() == device,
-           "conv2d_normalized_with_statistics: ", name, " must be (", channels, ") float32, contiguous, on ", device,
-           ": one value per channel of ", of, "; got ", tensor.dtype(), " ", tensor.sizes(), " on ", tensor.device(),
+           op, ": ", name, " must be (", channels, ") float32, contiguous, on ", device, ": one value per channel of ",
+           of, "; got ", tensor.dtype(), " ", tensor.sizes(), " on ", tensor.device(),
            tensor.is_contiguous() ? "" : " (not contiguous)", ".");
+}
+
+// x, w and y of one convolution: 4-D, 16-bit, all of x's dtype and on y's device, dense in
+// channels_last, with sizes that fit.
+void check_fused_convolution(const char* op, const char* unfused, const Tensor& input, const Tensor& weight,
+                             const Window2d& window, const Tensor& output) {
+  const DType dtype = input.dtype();
+  const Device device = output.device();
+  MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, op, ": input is ", dtype,
+           "; the fusion takes float16 or bfloat16. Hint: run ", unfused, " apart.");
+  for (const auto& [name, tensor] : {std::pair{"input", &input}, {"weight", &weight}, {"output", &output}}) {
+    MG_CHECK(tensor->dim() == 4 && tensor->dtype() == dtype && tensor->device() == device &&
+                 !needs_layout_copy(*tensor, MemoryFormat::ChannelsLast),
+             op, ": ", name, " is ", tensor->dtype(), " ", tensor->sizes(), " (strides ", tensor->strides(), ") on ",
+             tensor->device(), "; input, weight and output must be 4-D ", dtype, " on ", device,
+             ", dense in channels_last. Hint: contiguous_copy(tensor, MemoryFormat::ChannelsLast).");
+  }
+  MG_CHECK(weight.size(1) * window.groups == input.size(1) && weight.size(0) == output.size(1) &&
+               output.size(0) == input.size(0),
+           op, ": input ", input.sizes(), ", weight ", weight.sizes(), " (groups ", window.groups, ") and output ",
+           output.sizes(), " do not fit one convolution.");
 }
 
 void check_normalized_convolution(const Tensor& input, const Tensor& scale, const Tensor& bias, const Tensor& weight,
                                   const Window2d& window, const Tensor& output, const Tensor& sum,
                                   const Tensor& square_sum) {
-  const DType dtype = input.dtype();
-  const Device device = output.device();
-  MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, "conv2d_normalized_with_statistics: input is ",
-           dtype, "; the fused prologue takes float16 or bfloat16. Hint: run batch_norm_relu and conv2d apart.");
-  for (const auto& [name, tensor] : {std::pair{"input", &input}, {"weight", &weight}, {"output", &output}}) {
-    MG_CHECK(tensor->dim() == 4 && tensor->dtype() == dtype && tensor->device() == device &&
-                 !needs_layout_copy(*tensor, MemoryFormat::ChannelsLast),
-             "conv2d_normalized_with_statistics: ", name, " is ", tensor->dtype(), " ", tensor->sizes(), " (strides ",
-             tensor->strides(), ") on ", tensor->device(), "; input, weight and output must be 4-D ", dtype,
-             " on ", device, ", dense in channels_last. Hint: contiguous_copy(tensor, MemoryFormat::ChannelsLast).");
-  }
+  constexpr const char* op = "conv2d_normalized_with_statistics";
+  check_fused_convolution(op, "batch_norm_relu and conv2d", input, weight, window, output);
   const int64_t channels = input.size(1), out_channels = output.size(1);
-  MG_CHECK(weight.size(1) * window.groups == channels && weight.size(0) == out_channels &&
-               output.size(0) == input.size(0),
-           "conv2d_normalized_with_statistics: input ", input.sizes(), ", weight ", weight.sizes(), " (groups ",
-           window.groups, ") and output ", output.sizes(), " do not fit one convolution.");
-  check_per_channel("scale", scale, channels, "the input", device);
-  check_per_channel("bias", bias, channels, "the input", device);
-  check_per_channel("sum", sum, out_channels, "the output", device);
-  check_per_channel("square_sum", square_sum, out_channels, "the output", device);
+  const Device device = output.device();
+  check_per_channel(op, "scale", scale, channels, "the input", device);
+  check_per_channel(op, "bias", bias, channels, "the input", device);
+  check_per_channel(op, "sum", sum, out_channels, "the output", device);
+  check_per_channel(op, "square_sum", square_sum, out_channels, "the output", device);
+}
+
+// grad_normalized plays x's part in the convolution; z must match it.
+void check_relu_batch_norm_backward(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                    const BatchNormSaved& saved, const Tensor& grad_normalized,
+                                    const BatchNormGradients& gradients) {
+  constexpr const char* op = "conv2d_backward_input_relu_batch_norm";
+  check_fused_convolution(op, "conv2d_backward_input and batch_norm_backward", grad_normalized, weight, window,
+                          grad_output);
+  MG_CHECK(saved.input.sizes() == grad_normalized.sizes() && saved.input.dtype() == grad_normalized.dtype() &&
+               saved.input.device() == grad_normalized.device() &&
+               !needs_layout_copy(saved.input, MemoryFormat::ChannelsLast),
+           op, ": batch norm's input is ", saved.input.dtype(), " ", saved.input.sizes(), " (strides ",
+           saved.input.strides(), ") on ", saved.input.device(), "; it must match grad_normalized, ",
+           grad_normalized.dtype(), " ", grad_normalized.sizes(), " on ", grad_normalized.device(),
+           ", dense in channels_last.");
+  const int64_t channels = grad_normalized.size(1);
+  const Device device = grad_normalized.device();
+  const char* of = "batch norm's input";
+  for (const auto& [name, tensor] :
+       {std::pair{"mean", &saved.mean}, {"invstd", &saved.invstd}, {"weight", &saved.weight}, {"bias", &saved.bias},
+        {"grad_weight", &gradients.grad_weight}, {"grad_bias", &gradients.grad_bias},
+        {"grad_scale", &gradients.grad_scale}, {"input_scale", &gradients.input_scale},
+        {"offset", &gradients.offset}}) {
+    check_per_channel(op, name, *tensor, channels, of, device);
+  }
 }
 
 // Runs `direction` on x = input, w = weight, y = output; the one it writes is overwritten
@@ -235,6 +274,33 @@ void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, cons
                            const Tensor& grad_input, bool accumulate) {
   convolve(accumulate ? ConvDirection::BackwardDataAccumulate : ConvDirection::BackwardData, grad_input, weight,
            grad_output, window);
+}
+
+bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                           const BatchNormSaved& saved, const Tensor& grad_normalized,
+                                           const BatchNormGradients& gradients) {
+  check_relu_batch_norm_backward(grad_output, weight, window, saved, grad_normalized, gradients);
+  if (!cudnn_fusion() || cudnn_deterministic() || !conv_usable(grad_normalized, weight, grad_output)) return false;
+  const Device device = grad_output.device();
+  DeviceGuard guard(device);
+  cudnnHandle_t handle = cudnn_handle(device, current_stream(device));
+  ConvOperands data{grad_normalized.raw_data(), weight.raw_data(), grad_output.raw_data()};
+  data.batch_norm = {.input = saved.input.raw_data(),
+                     .mean = saved.mean.raw_data(),
+                     .invstd = saved.invstd.raw_data(),
+                     .weight = saved.weight.raw_data(),
+                     .bias = saved.bias.raw_data(),
+                     .grad_weight = gradients.grad_weight.raw_data(),
+                     .grad_bias = gradients.grad_bias.raw_data(),
+                     .grad_scale = gradients.grad_scale.raw_data(),
+                     .input_scale = gradients.input_scale.raw_data(),
+                     .offset = gradients.offset.raw_data()};
+  const ConvProblem problem = fused_problem(ConvDirection::BackwardDataReluBatchNorm, grad_normalized, weight, window,
+                                            grad_output, data);
+  const ConvPlan& plan = plan_for(handle, device, problem, data);
+  if (!plan.runnable()) return false;
+  run_with_workspace(handle, device, plan, data);
+  return true;
 }
 
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,

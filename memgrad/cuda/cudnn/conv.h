@@ -40,6 +40,30 @@ bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale,
                                        const Tensor& sum, const Tensor& square_sum);
 void conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
                            const Tensor& grad_input, bool accumulate);
+
+// Batch norm whose output went through a ReLU into a convolution (training): what its
+// forward read and saved, input z in the convolution's data dtype and sizes, dense in
+// channels_last, and (C) float32 mean, invstd, weight and bias ...
+struct BatchNormSaved {
+  Tensor input, mean, invstd, weight, bias;
+};
+// ... and its backward's (C) float32 results: the weight and bias gradients, and the
+// coefficients of its input's gradient, grad z = grad_scale * g + input_scale * z + offset,
+// g being the gradient reaching its output through the ReLU.
+struct BatchNormGradients {
+  Tensor grad_weight, grad_bias, grad_scale, input_scale, offset;
+};
+// The convolution's backward data with the ReLU's backward and batch norm's backward sums
+// in its epilogue, as one cuDNN graph (DgradDreluBNBwdWeight): grad_normalized = g, the
+// data gradient masked where batch norm's output, rebuilt from z as
+// ((z - mean) * invstd) * weight + bias, is not positive; and `gradients`, as above. The
+// data are float16 or bfloat16, all of one dtype, dense in channels_last (grad_normalized
+// of z's sizes). A call breaking that contract throws mg::Error; false (nothing written)
+// when cuDNN has no engine for the shape, with set_cudnn_fusion off (the default) or
+// set_cudnn_deterministic on.
+bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                           const BatchNormSaved& saved, const Tensor& grad_normalized,
+                                           const BatchNormGradients& gradients);
 void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Window2d& window,
                             const Tensor& grad_weight);
 

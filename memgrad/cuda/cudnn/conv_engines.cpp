@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "memgrad/core/factory.h"
@@ -22,15 +23,22 @@ namespace mg::cuda::cudnn {
 namespace {
 
 // The unique ids that bind a variant pack's pointers to the graph's tensors, in the order
-// of ConvOperands' fields, and those of the virtual tensors between the prologue's steps.
+// of ConvOperands' fields (then of BatchNormOperands'), and those of the virtual tensors
+// between the prologue's or the epilogue's steps.
 constexpr int64_t kInputId = 1, kWeightId = 2, kOutputId = 3, kSumId = 4, kSquareSumId = 5, kScaleId = 6,
                   kBiasId = 7;
+constexpr int64_t kNormInputId = 8, kNormMeanId = 9, kNormInvstdId = 10, kNormWeightId = 11, kNormBiasId = 12,
+                  kNormGradWeightId = 13, kNormGradBiasId = 14, kNormGradScaleId = 15, kNormInputScaleId = 16,
+                  kNormOffsetId = 17;
 constexpr int64_t kScaledId = 101, kShiftedId = 102, kActivatedId = 103;
+constexpr int64_t kDataGradientId = 104, kCenteredId = 105, kStandardizedId = 106, kRescaledId = 107,
+                  kRebuiltId = 108;
 
 // The directions that fuse work into the convolution: cuDNN may have no engine for their
 // graph, which is then an answer ("no engine", cached), not an error.
 bool fused(ConvDirection direction) {
-  return direction == ConvDirection::ForwardStatistics || direction == ConvDirection::ForwardNormalizedStatistics;
+  return direction == ConvDirection::ForwardStatistics || direction == ConvDirection::ForwardNormalizedStatistics ||
+         direction == ConvDirection::BackwardDataReluBatchNorm;
 }
 
 // Real tensors are in memory, bound to a pointer through their id; virtual ones are
@@ -88,6 +96,7 @@ OperationAttributes attributes_of(ConvDirection direction) {
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
     case ConvDirection::BackwardData:
     case ConvDirection::BackwardDataAccumulate:
+    case ConvDirection::BackwardDataReluBatchNorm:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
@@ -178,12 +187,92 @@ BackendDescriptor prologue_of(const BackendDescriptor& x, const ConvProblem& pro
   return activated;
 }
 
+// The ReLU's backward, dx = dy where x > 0 and 0 elsewhere, computed in float32. Its two
+// descriptors go to `parts`; returns the operation.
+cudnnBackendDescriptor_t relu_backward(const BackendDescriptor& dy, const BackendDescriptor& x,
+                                       const BackendDescriptor& dx, std::vector<BackendDescriptor>& parts) {
+  const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_RELU_BWD;
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  const double lower_clip = 0.0, upper_clip = std::numeric_limits<float>::max(), lower_slope = 0.0;
+  BackendDescriptor function(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  function.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision)
+      .set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lower_clip)
+      .set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &upper_clip)
+      .set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_TYPE_DOUBLE, 1, &lower_slope);
+  function.finalize();
+  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  operation.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, function)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
+  operation.finalize();
+  parts.push_back(std::move(function));
+  parts.push_back(std::move(operation));
+  return parts.back().get();
+}
+
+// BackwardDataReluBatchNorm's epilogue over the convolution's float32 result
+// `data_gradient`, as NVIDIA's DgradDreluBNBwdWeight builds it (cudnn-frontend's
+// samples/legacy_samples/fusion_sample.cpp): batch norm's output rebuilt from its input z
+// as ((z - mean) * invstd) * weight + bias in virtual float32 tensors, the ReLU's backward
+// against it written to x (real, the data's dtype), and BN_BWD_WEIGHTS over x and z, which
+// writes the weight and bias gradients and the three coefficients of z's gradient. Its
+// descriptors go to `parts` and its operations to `operations`.
+void relu_batch_norm_epilogue(const BackendDescriptor& data_gradient, const BackendDescriptor& x,
+                              const ConvProblem& problem, std::vector<BackendDescriptor>& parts,
+                              std::vector<cudnnBackendDescriptor_t>& operations) {
+  const Shape per_channel{1, problem.input[1], 1, 1};
+  const int64_t alignment = problem.alignment;
+  auto channel_values = [&](int64_t id) {
+    return tensor(id, DType::Float32, per_channel, problem.layout, alignment);
+  };
+  auto intermediate = [&](int64_t id) {
+    return tensor(id, DType::Float32, problem.input, problem.layout, alignment, Placement::Virtual);
+  };
+  BackendDescriptor z = tensor(kNormInputId, problem.dtype, problem.input, problem.layout, alignment);
+  BackendDescriptor mean = channel_values(kNormMeanId), invstd = channel_values(kNormInvstdId);
+  BackendDescriptor weight = channel_values(kNormWeightId), bias = channel_values(kNormBiasId);
+  BackendDescriptor centered = intermediate(kCenteredId), standardized = intermediate(kStandardizedId);
+  BackendDescriptor rescaled = intermediate(kRescaledId), rebuilt = intermediate(kRebuiltId);
+  operations.push_back(pointwise(CUDNN_POINTWISE_SUB, z, &mean, centered, parts));
+  operations.push_back(pointwise(CUDNN_POINTWISE_MUL, centered, &invstd, standardized, parts));
+  operations.push_back(pointwise(CUDNN_POINTWISE_MUL, standardized, &weight, rescaled, parts));
+  operations.push_back(pointwise(CUDNN_POINTWISE_ADD, rescaled, &bias, rebuilt, parts));
+  operations.push_back(relu_backward(data_gradient, rebuilt, x, parts));
+
+  BackendDescriptor grad_weight = channel_values(kNormGradWeightId), grad_bias = channel_values(kNormGradBiasId);
+  BackendDescriptor grad_scale = channel_values(kNormGradScaleId), input_scale = channel_values(kNormInputScaleId);
+  BackendDescriptor offset = channel_values(kNormOffsetId);
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  BackendDescriptor sums(CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR);
+  sums.set(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, z)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, mean)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, invstd)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, weight)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, x)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, grad_weight)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, grad_bias)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, grad_scale)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, input_scale)
+      .set_descriptor(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, offset);
+  sums.finalize();
+  operations.push_back(sums.get());
+  for (BackendDescriptor* part : {&z, &mean, &invstd, &weight, &bias, &centered, &standardized, &rescaled, &rebuilt,
+                                  &grad_weight, &grad_bias, &grad_scale, &input_scale, &offset, &sums}) {
+    parts.push_back(std::move(*part));
+  }
+}
+
 // y = conv(x, w) (or its backward) as a graph, alpha = 1 and beta = 0 (overwrite), or
 // beta = 1 for BackwardDataAccumulate (x += the gradient); cuDNN reads double scaling
 // factors for float64 data, float ones otherwise.
 // ForwardNormalizedStatistics convolves relu(x * scale + bias) instead of x (see
-// prologue_of), with scale and bias in `coefficients`; the fused directions add GEN_STATS
-// over y. The graph is the last of the returned descriptors; the others are its parts.
+// prologue_of), with scale and bias in `coefficients`; the fused forward directions add
+// GEN_STATS over y. BackwardDataReluBatchNorm's convolution writes a virtual float32
+// result that its epilogue (relu_batch_norm_epilogue) takes on to x. The graph is the last
+// of the returned descriptors; the others are its parts.
 std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t handle, const ConvProblem& problem,
                                                                 DType coefficients) {
   auto parts = std::make_shared<std::vector<BackendDescriptor>>();
@@ -197,9 +286,13 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
   BackendDescriptor w = tensor(kWeightId, problem.dtype, problem.weight, problem.layout, alignment);
   BackendDescriptor y = tensor(kOutputId, problem.dtype, problem.output, problem.layout, alignment);
   BackendDescriptor conv = convolution(problem.dtype, problem.window);
+  BackendDescriptor data_gradient;
+  if (problem.direction == ConvDirection::BackwardDataReluBatchNorm) {
+    data_gradient = tensor(kDataGradientId, DType::Float32, problem.input, problem.layout, alignment, Placement::Virtual);
+  }
   const OperationAttributes names = attributes_of(problem.direction);
   BackendDescriptor operation(names.type);
-  operation.set_descriptor(names.input, normalized.defined() ? normalized : x)
+  operation.set_descriptor(names.input, normalized.defined() ? normalized : data_gradient.defined() ? data_gradient : x)
       .set_descriptor(names.weight, w)
       .set_descriptor(names.output, y)
       .set_descriptor(names.convolution, conv);
@@ -213,7 +306,9 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
   }
   operation.finalize();
   operations.push_back(operation.get());
-  if (fused(problem.direction)) {
+  if (data_gradient.defined()) {
+    relu_batch_norm_epilogue(data_gradient, x, problem, *parts, operations);
+  } else if (fused(problem.direction)) {
     for (BackendDescriptor& part : statistics_of(y, problem.output[1], alignment)) parts->push_back(std::move(part));
     operations.push_back(parts->back().get());
   }
@@ -229,7 +324,9 @@ std::shared_ptr<std::vector<BackendDescriptor>> operation_graph(cudnnHandle_t ha
     detail::forget_cudnn_error();
     return nullptr;
   }
-  if (normalized.defined()) parts->push_back(std::move(normalized));
+  for (BackendDescriptor* part : {&normalized, &data_gradient}) {
+    if (part->defined()) parts->push_back(std::move(*part));
+  }
   for (BackendDescriptor* part : {&x, &w, &y, &conv, &operation, &graph}) parts->push_back(std::move(*part));
   return parts;
 }
@@ -254,7 +351,9 @@ struct Engine {
 // tensor cores for float32 only with allow_tf32, nothing nondeterministic when asked).
 // NOTE: ForwardNormalizedStatistics' convolution reads the prologue's float32 result, which
 // a 16-bit engine must round to 16 bits, as the unfused path rounds it when it writes the
-// activation: a down-converted input there is the data's own precision, not less.
+// activation: a down-converted input there is the data's own precision, not less. So does
+// BackwardDataReluBatchNorm's BN_BWD_WEIGHTS read the 16-bit gradient x that its ReLU's
+// backward wrote, as the unfused batch norm's backward reads dgrad's 16-bit result.
 // NOTE: PyTorch drops only down-converted inputs (and TF32 when off). Dropping
 // reduced-precision reductions for float16 too cost ResNet-50's 7x7 stem (3 input
 // channels) cuDNN's image-first-layer kernels: 1.2 ms per AMP step against PyTorch's 0.4.
@@ -274,7 +373,10 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
   for (int64_t i = 0; i < count; ++i) {
     switch (notes[static_cast<size_t>(i)]) {
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
-        if (problem.direction != ConvDirection::ForwardNormalizedStatistics) allowed = false;
+        if (problem.direction != ConvDirection::ForwardNormalizedStatistics &&
+            problem.direction != ConvDirection::BackwardDataReluBatchNorm) {
+          allowed = false;
+        }
         break;
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
         if (problem.dtype != DType::Float16 && problem.dtype != DType::BFloat16) allowed = false;
@@ -329,24 +431,48 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
   return plans;
 }
 
-// The direction's tensors in memory: the first this many of the unique ids.
-int64_t bound_operands(ConvDirection direction) {
-  switch (direction) {
-    case ConvDirection::ForwardStatistics: return 5;
-    case ConvDirection::ForwardNormalizedStatistics: return 7;
-    default: return 3;
+// The direction's tensors in memory, bound by id: x, w and y, then what its fusion adds.
+struct Bindings {
+  std::array<int64_t, 15> ids{};
+  std::array<void*, 15> pointers{};
+  int64_t count = 0;
+  void add(int64_t id, void* pointer) {
+    ids[static_cast<size_t>(count)] = id;
+    pointers[static_cast<size_t>(count++)] = pointer;
   }
+};
+Bindings bindings(ConvDirection direction, const ConvOperands& data) {
+  Bindings bound;
+  bound.add(kInputId, data.input);
+  bound.add(kWeightId, data.weight);
+  bound.add(kOutputId, data.output);
+  if (direction == ConvDirection::ForwardStatistics || direction == ConvDirection::ForwardNormalizedStatistics) {
+    bound.add(kSumId, data.sum);
+    bound.add(kSquareSumId, data.square_sum);
+  }
+  if (direction == ConvDirection::ForwardNormalizedStatistics) {
+    bound.add(kScaleId, data.scale);
+    bound.add(kBiasId, data.bias);
+  }
+  if (direction == ConvDirection::BackwardDataReluBatchNorm) {
+    const BatchNormOperands& norm = data.batch_norm;
+    for (auto [id, pointer] : {std::pair{kNormInputId, norm.input}, {kNormMeanId, norm.mean},
+                               {kNormInvstdId, norm.invstd}, {kNormWeightId, norm.weight}, {kNormBiasId, norm.bias},
+                               {kNormGradWeightId, norm.grad_weight}, {kNormGradBiasId, norm.grad_bias},
+                               {kNormGradScaleId, norm.grad_scale}, {kNormInputScaleId, norm.input_scale},
+                               {kNormOffsetId, norm.offset}}) {
+      bound.add(id, pointer);
+    }
+  }
+  return bound;
 }
 
 // Runs `plan` once; cuDNN's status, for callers that decide what a failure means.
 cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& data, void* workspace) {
-  const std::array<int64_t, 7> ids = {kInputId, kWeightId, kOutputId, kSumId, kSquareSumId, kScaleId, kBiasId};
-  const std::array<void*, 7> pointers = {data.input,      data.weight, data.output, data.sum,
-                                         data.square_sum, data.scale,  data.bias};
-  const int64_t bound = bound_operands(plan.direction);
+  const Bindings bound = bindings(plan.direction, data);
   BackendDescriptor variant_pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, bound, ids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, bound, pointers.data())
+  variant_pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, bound.count, bound.ids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, bound.count, bound.pointers.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   variant_pack.finalize();
   return cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get());
