@@ -35,6 +35,7 @@
 #include "memgrad/cuda/runtime.h"
 #include "memgrad/nn/resnet.h"
 #include "memgrad/optim/sgd.h"
+#include "cuda/gpu_timing.h"
 
 using namespace mg;
 
@@ -146,25 +147,6 @@ void check_output(const Tensor& fused, const Tensor& reference, double tolerance
 // Two engines' float32 sums of the same 16-bit inputs, each rounded once to 16 bits: about
 // one unit in the last place.
 double rounding_tolerance(DType dtype) { return dtype == DType::BFloat16 ? 1e-2 : 2e-3; }
-
-// The median of 20 timed runs of `run` on the current stream, in milliseconds, after one
-// untimed run in which the plan is chosen and the kernels loaded.
-template <class Run>
-float median_ms(Run&& run) {
-  const cuda::Stream stream = cuda::Stream::current(Device::cuda());
-  run();
-  std::vector<float> times;
-  for (int i = 0; i < 20; ++i) {
-    cuda::Event start(true), end(true);
-    start.record(stream);
-    run();
-    end.record(stream);
-    end.synchronize();
-    times.push_back(cuda::Event::elapsed_ms(start, end));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 }  // namespace
 
@@ -336,9 +318,10 @@ TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statist
   }
 }
 
-// Run by hand (and by scripts/gpu-check's fusion stage): ResNet-50's shapes at batch 128,
+// Run by hand (and by scripts/gpu-check's fusion-timing stage): ResNet-50's shapes at batch 128,
 // float16, the fused convolution against the plain one followed by a reduction
-// over (N, H, W) such as batch norm's statistics pass makes. Median of 20 runs each.
+// over (N, H, W) such as batch norm's statistics pass makes. GPU time, median per run
+// (cuda/gpu_timing.h).
 TEST_CASE("fused convolution statistics: time against the plain convolution and a statistics pass",
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
@@ -350,11 +333,11 @@ TEST_CASE("fused convolution statistics: time against the plain convolution and 
     auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 7);
     const Conv2dOptions options = shape.options();
     bool fused = true;
-    const float fused_ms = median_ms([&] {
+    const double fused_ms = gpu_timing::median_ms([&] {
       fused = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
     });
-    const float conv_ms = median_ms([&] { y = conv2d(x, w, {}, options); });
-    const float statistics_ms = median_ms([&] { (void)mg::sum(y, {0, 2, 3}); });
+    const double conv_ms = gpu_timing::median_ms([&] { y = conv2d(x, w, {}, options); });
+    const double statistics_ms = gpu_timing::median_ms([&] { (void)mg::sum(y, {0, 2, 3}); });
     table << shape.name << ": " << (fused ? std::to_string(fused_ms) : std::string("refused")) << " | " << conv_ms
           << " + " << statistics_ms << "\n";
   }
@@ -473,11 +456,11 @@ TEST_CASE("the normalized convolution names what breaks its contract, and refuse
   CHECK(std::isnan(host_doubles(square_sum)[0]));
 }
 
-// Run by hand (and by scripts/gpu-check's fusion stage): ResNet-50's convolutions that
+// Run by hand (and by scripts/gpu-check's fusion-timing stage): ResNet-50's convolutions that
 // follow a batch norm + ReLU, at batch 128 in float16: the convolution with the
 // normalisation in its prologue and the statistics in its epilogue, against the plain
 // convolution and the convolution with statistics, which shows what the prologue costs.
-// Median of 20 runs each.
+// GPU time, median per run (cuda/gpu_timing.h).
 TEST_CASE("fused normalization prologue: time against the plain convolution and the one with statistics",
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
@@ -500,15 +483,15 @@ TEST_CASE("fused normalization prologue: time against the plain convolution and 
     auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 9);
     const Coefficients normalization = coefficients(shape.in_channels, 11);
     bool normalized = true, with_statistics = true;
-    const float normalized_ms = median_ms([&] {
+    const double normalized_ms = gpu_timing::median_ms([&] {
       normalized = cuda::cudnn::conv2d_normalized_with_statistics(x, normalization.scale, normalization.bias, w,
                                                                   shape.window(), y, sum, square_sum);
     });
-    const float conv_ms = median_ms([&] { y = conv2d(x, w, {}, shape.options()); });
-    const float statistics_ms = median_ms([&] {
+    const double conv_ms = gpu_timing::median_ms([&] { y = conv2d(x, w, {}, shape.options()); });
+    const double statistics_ms = gpu_timing::median_ms([&] {
       with_statistics = cuda::cudnn::conv2d_with_statistics(x, w, shape.window(), y, sum, square_sum);
     });
-    auto or_refused = [](bool ran, float ms) { return ran ? std::to_string(ms) : std::string("refused"); };
+    auto or_refused = [](bool ran, double ms) { return ran ? std::to_string(ms) : std::string("refused"); };
     table << shape.name << ": " << or_refused(normalized, normalized_ms) << " | " << conv_ms << " | "
           << or_refused(with_statistics, statistics_ms) << "\n";
   }

@@ -29,6 +29,7 @@
 #include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/runtime.h"
+#include "cuda/gpu_timing.h"
 
 using namespace mg;
 
@@ -235,33 +236,7 @@ TEST_CASE("the fused backward data with batch norm names what breaks its contrac
   CHECK(std::isnan(host_doubles(gradients.offset)[0]));
 }
 
-namespace {
-
-// Median milliseconds of `run`, repeated 20 times between two events, per repeat, after one
-// untimed run (plan choice, kernel loading). A long copy is queued first, so that the host
-// has queued every repeat before the first event is reached: GPU time, not launch latency.
-template <class Run>
-double gpu_ms(Run&& run) {
-  const cuda::Stream stream = cuda::Stream::current(Device::cuda());
-  const Tensor from = empty({int64_t{1} << 29}, kSingle), to = empty({int64_t{1} << 29}, kSingle);
-  run();
-  std::vector<double> times;
-  for (int trial = 0; trial < 7; ++trial) {
-    cudaMemcpyAsync(to.raw_data(), from.raw_data(), from.nbytes(), cudaMemcpyDeviceToDevice, stream.handle());
-    cuda::Event start(true), end(true);
-    start.record(stream);
-    for (int i = 0; i < 20; ++i) run();
-    end.record(stream);
-    end.synchronize();
-    times.push_back(cuda::Event::elapsed_ms(start, end) / 20);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
-
-// Run by hand (and by scripts/gpu-check's fusion stage): at batch 128 in float16, the
+// Run by hand (and by scripts/gpu-check's fusion-timing stage): at batch 128 in float16, the
 // fused call against what it would replace, the plain backward data plus memgrad's batch
 // norm + ReLU backward (its sums, their finish and the grad_input pass). The fused path
 // still needs a grad_input pass (grad z from the coefficients): about 3/5 of the bytes of
@@ -292,14 +267,14 @@ TEST_CASE("fused backward data with batch norm: time against the plain backward 
     const Tensor grad_normalized = empty(shape.input(), half, layout), grad_input = empty(shape.input(), half, layout);
     const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.channels);
     bool fused = true;
-    const double fused_ms = gpu_ms([&] {
+    const double fused_ms = gpu_timing::median_ms([&] {
       fused = cuda::cudnn::conv2d_backward_input_relu_batch_norm(
           grad_output, w, shape.window(), {z, norm.mean, norm.invstd, norm.weight, norm.bias}, grad_normalized,
           gradients);
     });
-    const double dgrad_ms = gpu_ms(
+    const double dgrad_ms = gpu_timing::median_ms(
         [&] { cuda::cudnn::conv2d_backward_input(grad_output, w, shape.window(), grad_normalized, false); });
-    const double norm_ms = gpu_ms([&] {
+    const double norm_ms = gpu_timing::median_ms([&] {
       cuda::batch_norm_backward(grad_normalized, z, norm.weight, norm.bias, norm.mean, norm.invstd, /*relu=*/true, {},
                                 grad_input, gradients.grad_weight, gradients.grad_bias, {});
     });
