@@ -5,9 +5,10 @@
 // channels-last network stays channels-last without copies.
 //
 // Training: one kernel computes the batch statistics, normalises, and updates the running
-// statistics in place (they are buffers, never differentiated, so only their version is
-// bumped). One node, BatchNormBackward, saves the input, the weight and the two per-channel
-// statistics (mean, 1/std): 2 * C extra values instead of a normalised copy of the input.
+// statistics and the batch counter (num_batches_tracked) in place (they are buffers, never
+// differentiated, so only their version is bumped). One node, BatchNormBackward, saves
+// the input, the weight and the two per-channel statistics (mean, 1/std): 2 * C extra
+// values instead of a normalised copy of the input.
 // batch_norm_relu's node (BatchNormReluBackward) saves the bias too: the kernels apply the
 // ReLU to the output and, in backward, rebuild its mask from the input with the forward's
 // own arithmetic, so the mask is exact and the ReLU's output is never saved.
@@ -62,6 +63,19 @@ void check_statistics(const char* op, const ChannelSums& statistics, const Tenso
   }
 }
 
+// A given counter: one int64 on the input's device, where the kernel increments it.
+void check_counter(const char* op, const Tensor& num_batches_tracked, const Tensor& input) {
+  if (!num_batches_tracked.defined()) return;
+  MG_CHECK(num_batches_tracked.dtype() == DType::Int64 && num_batches_tracked.dim() == 0, op,
+           ": expected num_batches_tracked as a 0-d int64 tensor, got ", num_batches_tracked.dtype(), " of shape ",
+           num_batches_tracked.sizes(), ". Hint: pass nn::BatchNorm2d's buffer, made by zeros(Shape{}, {.dtype = "
+           "DType::Int64}), or none.");
+  MG_CHECK(num_batches_tracked.device() == input.device(), op, ": expected num_batches_tracked on the input's device ",
+           input.device(), ", got ", num_batches_tracked.device(),
+           " (the kernel that updates the running statistics increments it). Hint: move it with .to(",
+           input.device(), "), as Module::to does with the layer's buffers.");
+}
+
 bool is_16_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
 
 // (C) -> (1, C) or (1, C, 1, 1): broadcastable against the input.
@@ -113,7 +127,7 @@ bool fuses_residual(const Tensor& x, const Tensor& residual, bool training) {
 // batch_norm, then a ReLU when `relu`, with `residual` (or undefined) added before it.
 Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                  const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
-                 const Tensor& residual, const ChannelSums& statistics) {
+                 const Tensor& residual, const ChannelSums& statistics, const Tensor& num_batches_tracked) {
   autograd::check_defined(op, x);
   autograd::check_floating(op, x);
   MG_CHECK(x.dim() == 2 || x.dim() == 4, op, ": expected a 2-D (N, C) or 4-D (N, C, H, W) input, got shape ",
@@ -128,6 +142,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
   MG_CHECK(momentum >= 0 && momentum <= 1, op, ": expected momentum in [0, 1], got ", momentum);
   MG_CHECK(eps >= 0, op, ": expected a non-negative eps, got ", eps);
   check_statistics(op, statistics, x, channels);
+  check_counter(op, num_batches_tracked, x);
   const int64_t per_channel = channels > 0 ? x.numel() / channels : 0;
   if (training) {
     MG_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
@@ -139,7 +154,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
   }
   if (residual.defined() && !fuses_residual(x, residual, training)) {
     return add_relu(normalise(op, x, running_mean, running_var, weight, bias, training, momentum, eps,
-                              /*relu=*/false, Tensor(), statistics),
+                              /*relu=*/false, Tensor(), statistics, num_batches_tracked),
                     residual);
   }
   if (!training && autograd::needs_grad(x, weight, bias)) {
@@ -157,12 +172,14 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
     save_mean = autograd::new_output({channels}, stats_dtype, x);
     save_invstd = autograd::new_output({channels}, stats_dtype, x);
   }
-  kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, relu,
-                                 residual, training ? statistics : ChannelSums{}, out, save_mean, save_invstd);
+  const Tensor counter = training ? num_batches_tracked : Tensor();
+  kernels(x.device()).batch_norm(input, weight, bias, running_mean, running_var, counter, training, momentum, eps,
+                                 relu, residual, training ? statistics : ChannelSums{}, out, save_mean, save_invstd);
   if (training && running_mean.defined()) {
     running_mean.bump_version();
     running_var.bump_version();
   }
+  if (counter.defined()) counter.bump_version();
   if (!training) return out;  // gradients were handled by the composite above
 
   if (autograd::needs_grad(x, weight, bias, residual)) {
@@ -215,26 +232,28 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps, const ChannelSums& statistics) {
+                  const Tensor& bias, bool training, double momentum, double eps, const ChannelSums& statistics,
+                  const Tensor& num_batches_tracked) {
   return normalise("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps,
-                   /*relu=*/false, Tensor(), statistics);
+                   /*relu=*/false, Tensor(), statistics, num_batches_tracked);
 }
 
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
-                       const ChannelSums& statistics) {
+                       const ChannelSums& statistics, const Tensor& num_batches_tracked) {
   return normalise("batch_norm_relu", input, running_mean, running_var, weight, bias, training, momentum, eps,
-                   /*relu=*/true, Tensor(), statistics);
+                   /*relu=*/true, Tensor(), statistics, num_batches_tracked);
 }
 
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                            const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
-                           double momentum, double eps, const ChannelSums& statistics) {
+                           double momentum, double eps, const ChannelSums& statistics,
+                           const Tensor& num_batches_tracked) {
   const char* op = "batch_norm_add_relu";
   autograd::check_defined(op, input);
   check_residual(op, input, residual);
   return normalise(op, input, running_mean, running_var, weight, bias, training, momentum, eps, /*relu=*/true,
-                   residual, statistics);
+                   residual, statistics, num_batches_tracked);
 }
 
 }  // namespace mg

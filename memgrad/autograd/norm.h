@@ -16,16 +16,21 @@ namespace mg {
 // conv2d_with_statistics), so that the op skips its own statistics pass; the variance is
 // then E[x^2] - E[x]^2 of them (plain float32 sums: precise while |mean| is not far above
 // the standard deviation, as for a convolution's output).
+// num_batches_tracked (all three ops; or undefined): a 0-d int64 counter on the input's
+// device (nn::BatchNorm2d's buffer), incremented by one in training by the kernel that
+// updates the running statistics, rather than by a launch of its own; evaluation leaves it.
+// Like the running statistics it is a buffer: not differentiated, not saved.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
-                  double eps = 1e-5, const ChannelSums& statistics = {});
+                  double eps = 1e-5, const ChannelSums& statistics = {}, const Tensor& num_batches_tracked = {});
 
 // relu(batch_norm(...)) as one op: one node, which saves what batch_norm's saves (plus the
 // bias) and not the ReLU's output, and recomputes the ReLU's mask from the input in
 // backward, so neither direction reads or writes the activation a second time.
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
-                       double eps = 1e-5, const ChannelSums& statistics = {});
+                       double eps = 1e-5, const ChannelSums& statistics = {},
+                       const Tensor& num_batches_tracked = {});
 
 // relu(batch_norm(input, ...) + residual) as one op, residual of the input's sizes (no
 // broadcasting). Training with a residual of the input's dtype and memory layout runs in
@@ -36,6 +41,7 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
 // add_relu(batch_norm(...), residual) instead: the same values.
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& running_mean,
                            const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
-                           double momentum = 0.1, double eps = 1e-5, const ChannelSums& statistics = {});
+                           double momentum = 0.1, double eps = 1e-5, const ChannelSums& statistics = {},
+                           const Tensor& num_batches_tracked = {});
 
 }  // namespace mg

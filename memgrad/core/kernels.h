@@ -252,11 +252,14 @@ struct KernelTable {
   // statistics (training only; or undefined): the input's per-channel sum and sum of
   // squares, made by whoever made the input (conv2d_with_statistics): the statistics pass
   // over the input is skipped, and the variance is E[x^2] - E[x]^2 (clamped at 0) of them.
+  // num_batches_tracked (training only; or undefined): a 0-d int64 counter on the input's
+  // device, incremented by one by the same launch that updates the running statistics (a
+  // launch of its own would be one more per layer per step: 53 in a ResNet-50 step).
   void (*batch_norm)(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                     const Tensor& running_mean, const Tensor& running_var, bool training,
-                     double momentum, double eps, bool relu, const Tensor& residual,
-                     const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
-                     const Tensor& save_invstd);
+                     const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& num_batches_tracked, bool training, double momentum, double eps,
+                     bool relu, const Tensor& residual, const ChannelSums& statistics,
+                     const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd);
   // Training-mode backward from the saved statistics; grad_weight / grad_bias may be
   // undefined when not needed. relu: the forward ran with relu and grad_output is taken as
   // the ReLU's. Its mask is output > 0 when output (the forward's, which had a residual) is

@@ -106,9 +106,9 @@ Tensor batch_norm_workspace(const Tensor& input, bool with_partials) {
 }
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
-                const Tensor& save_invstd) {
+                const Tensor& running_var, const Tensor& num_batches_tracked, bool training, double momentum,
+                double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd) {
   if (input.numel() == 0) return;
   const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training && !statistics.defined());
 }

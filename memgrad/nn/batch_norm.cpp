@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include "memgrad/autograd/checkpoint.h"
-#include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/core/factory.h"
 
@@ -54,20 +53,19 @@ Tensor BatchNorm2d::normalise(const Tensor& input, bool relu, const Tensor& resi
   // statistics at its forward; this pass normalises with the batch's statistics (the same
   // ones) and tracks nothing, so one step moves them once, as without checkpointing.
   bool recomputing = is_training() && autograd::is_recomputing();
-  if (is_training() && !recomputing && num_batches_tracked.defined()) {
-    // NOTE: a counter, not part of any graph; PyTorch keeps it for momentum=None (a
-    // cumulative average) and so that state_dicts carry the same keys.
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-  }
   Tensor tracked_mean = recomputing ? Tensor() : running_mean;
   Tensor tracked_var = recomputing ? Tensor() : running_var;
+  // NOTE: a counter, not part of any graph; PyTorch keeps it for momentum=None (a
+  // cumulative average) and so that state_dicts carry the same keys. The op's kernel
+  // increments it (no launch of its own), in training only: not in evaluation, which may
+  // normalise with the batch's statistics too (use_batch_stats), nor when recomputing.
+  Tensor counted = is_training() && !recomputing ? num_batches_tracked : Tensor();
   if (residual.defined()) {
     return batch_norm_add_relu(input, residual, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_,
-                               eps_, statistics);
+                               eps_, statistics, counted);
   }
   auto* op = relu ? batch_norm_relu : batch_norm;
-  return op(input, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_, eps_, statistics);
+  return op(input, tracked_mean, tracked_var, weight, bias, use_batch_stats, momentum_, eps_, statistics, counted);
 }
 
 std::string BatchNorm2d::extra_repr() const {

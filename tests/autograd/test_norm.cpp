@@ -1,6 +1,7 @@
 // tests/autograd/test_norm.cpp — batch_norm: forward values against the formula written
 // out by hand, gradients (training and evaluation) against finite differences, running
-// statistics against PyTorch's update rule (momentum, unbiased variance), and the errors;
+// statistics against PyTorch's update rule (momentum, unbiased variance), the batch
+// counter (num_batches_tracked), and the errors;
 // batch_norm_relu against relu(batch_norm) and finite differences. batch_norm_add_relu and
 // the statistics given by a convolution: test_norm_add_relu.cpp.
 #include <catch2/catch.hpp>
@@ -110,6 +111,36 @@ TEST_CASE("batch_norm running statistics follow PyTorch's update", "[norm]") {
     CHECK(got_var[c] == Approx(expected_var[c]).epsilon(1e-12));
   }
   CHECK(running_mean.version() > version);  // in-place updates are visible to autograd's checks
+}
+
+// nn::BatchNorm2d hands its counter to the op, whose kernel increments it (no launch of
+// its own on CUDA): once per training call whatever path the op takes, never in evaluation.
+TEST_CASE("batch_norm's ops count each training batch in num_batches_tracked, evaluation none", "[norm]") {
+  Tensor running_mean = zeros({3}, {.dtype = DType::Float64}), running_var = ones({3}, {.dtype = DType::Float64});
+  Tensor counter = zeros(Shape{}, {.dtype = DType::Int64});
+  Tensor x = normal({4, 3, 2, 2}, 60), residual = normal({4, 3, 2, 2}, 61);
+  // Six calls: the three ops, an (N, C) input, gradients wanted (evaluation's composite),
+  // and a float32 residual (add_relu of batch_norm, unfused).
+  auto run_all = [&](bool training) {
+    batch_norm(x, running_mean, running_var, {}, {}, training, 0.1, 1e-5, {}, counter);
+    batch_norm(normal({4, 3}, 62), running_mean, running_var, {}, {}, training, 0.1, 1e-5, {}, counter);
+    batch_norm(normal({4, 3, 2, 2}, 63, true), running_mean, running_var, {}, {}, training, 0.1, 1e-5, {}, counter);
+    batch_norm_relu(x, running_mean, running_var, {}, {}, training, 0.1, 1e-5, {}, counter);
+    batch_norm_add_relu(x, residual, running_mean, running_var, {}, {}, training, 0.1, 1e-5, {}, counter);
+    batch_norm_add_relu(x, residual.to(DType::Float32), running_mean, running_var, {}, {}, training, 0.1, 1e-5, {},
+                        counter);
+  };
+  uint64_t version = counter.version();
+  run_all(/*training=*/true);
+  CHECK(counter.item<int64_t>() == 6);
+  CHECK(counter.version() > version);  // an in-place update, visible to autograd's checks
+  version = counter.version();
+  run_all(/*training=*/false);
+  CHECK(counter.item<int64_t>() == 6);
+  CHECK(counter.version() == version);
+  // Without running statistics the batch is counted all the same: the counter is the caller's.
+  batch_norm(x, {}, {}, {}, {}, /*training=*/true, 0.1, 1e-5, {}, counter);
+  CHECK(counter.item<int64_t>() == 7);
 }
 
 TEST_CASE("batch_norm training gradients match finite differences", "[norm]") {
@@ -229,6 +260,18 @@ TEST_CASE("batch_norm errors explain themselves", "[norm]") {
                     Catch::Contains("running_mean"));
   CHECK_THROWS_WITH(batch_norm(zeros({2, 3}, {.dtype = DType::Int64}), {}, {}, {}, {}, true),
                     Catch::Contains("floating-point"));
+  // The counter: one int64 (0-d) on the input's device, where the kernel increments it.
+  auto count_with = [](const Tensor& counter) {
+    batch_norm(normal({2, 3}, 58), {}, {}, {}, {}, true, 0.1, 1e-5, {}, counter);
+  };
+  CHECK_THROWS_WITH(count_with(zeros(Shape{})),
+                    Catch::Contains("batch_norm: expected num_batches_tracked as a 0-d int64 tensor, got float32 of "
+                                    "shape []"));
+  CHECK_THROWS_WITH(count_with(zeros({1}, {.dtype = DType::Int64})),
+                    Catch::Contains("0-d int64 tensor, got int64 of shape [1]"));
+  CHECK_THROWS_WITH(count_with(zeros(Shape{}, {.dtype = DType::Int64, .device = Device::simulated(3)})),
+                    Catch::Contains("batch_norm: expected num_batches_tracked on the input's device cpu, got "
+                                    "simulated:3"));
   // A single sample is fine in evaluation.
   CHECK_NOTHROW(batch_norm(normal({1, 3}, 57), running_mean, running_var, {}, {}, false));
 }

@@ -2,12 +2,14 @@
 // random inputs: training forward, the running statistics it updates on the device,
 // evaluation forward, and the backward (grad_input, grad_weight, grad_bias), for (N, C)
 // and (N, C, H, W) shapes in NCHW and channels-last layouts, including channels whose
-// reductions span many blocks; batch_norm_relu, the same with a fused ReLU; and
-// batch_norm_add_relu, with a residual added before the ReLU.
+// reductions span many blocks; batch_norm_relu, the same with a fused ReLU;
+// batch_norm_add_relu, with a residual added before the ReLU; and the batch counter
+// (num_batches_tracked) the training forward increments in its own launches.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
@@ -393,4 +395,90 @@ TEST_CASE("CUDA batch_norm_add_relu refuses a residual on another device", "[cud
   Tensor x = on_cuda(random_normal({4, 3, 2, 2}, DType::Float32, 81));
   CHECK_THROWS_WITH(batch_norm_add_relu(x, random_normal({4, 3, 2, 2}, DType::Float32, 82), {}, {}, {}, {}, true),
                     Catch::Contains("batch_norm_add_relu: expected the residual on the input's device cuda"));
+}
+
+namespace {
+
+// The per-channel sums of an (N, C) or (N, C, H, W) CPU tensor as a convolution's epilogue
+// hands them over (core/channel_sums.h): float32 (C) each, on `device`; added in double.
+ChannelSums channel_sums_of(const Tensor& x, Device device) {
+  const int64_t channels = x.sizes()[1], inner = x.numel() / (x.sizes()[0] * channels);
+  std::vector<double> values = host_values(x), sum(channels, 0.0), square_sum(channels, 0.0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t c = (static_cast<int64_t>(i) / inner) % channels;
+    sum[c] += values[i];
+    square_sum[c] += values[i] * values[i];
+  }
+  auto on_device = [&](const std::vector<double>& sums) {
+    return converted_copy(from_vector<double>(sums, {channels}), DType::Float32, device);
+  };
+  return {on_device(sum), on_device(square_sum)};
+}
+
+enum class Fused { None, Relu, AddRelu };
+
+struct CountCase {
+  Shape sizes;
+  MemoryFormat format;
+};
+
+}  // namespace
+
+// The counter rides in a launch the training forward makes anyway (the statistics' finish,
+// or the one kernel of statistics given by a convolution): k training forwards count k on
+// the GPU as on the CPU, with the running statistics the CPU's, in NCHW, channels-last and
+// (N, C), for each fused variant; evaluation counts nothing. 20 channels: the finish runs
+// in several blocks, of which channel 0's alone may count.
+TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, running stats as the CPU", "[cuda]") {
+  auto [sizes, format] =
+      GENERATE(CountCase{{8, 20, 5, 5}, MemoryFormat::Contiguous}, CountCase{{8, 20, 5, 5}, MemoryFormat::ChannelsLast},
+               CountCase{{64, 20}, MemoryFormat::Contiguous});
+  const Fused fused = GENERATE(Fused::None, Fused::Relu, Fused::AddRelu);
+  const bool given = GENERATE(false, true);
+  INFO("input " << sizes << " in " << format << ", fused " << static_cast<int>(fused)
+                << (given ? ", statistics given" : ""));
+  // Given sums lose bits to E[x^2] - E[x]^2 in float32 on the GPU; the CPU finishes in double.
+  const double relative = given ? 1e-4 : 1e-5;
+  const int64_t channels = sizes[1];
+  Tensor weight = random_normal({channels}, DType::Float32, 91), bias = random_normal({channels}, DType::Float32, 92);
+  Tensor cpu_mean = random_normal({channels}, DType::Float32, 93), cpu_var = ones({channels});
+  Tensor cuda_mean = on_cuda(cpu_mean), cuda_var = on_cuda(cpu_var);
+  Tensor cuda_weight = on_cuda(weight), cuda_bias = on_cuda(bias);
+  Tensor cpu_counter = zeros(Shape{}, {.dtype = DType::Int64}), cuda_counter = on_cuda(cpu_counter);
+  auto forward = [&](const Tensor& x, const Tensor& residual, const Tensor& mean, const Tensor& var, const Tensor& w,
+                     const Tensor& b, bool training, const ChannelSums& statistics, const Tensor& counter) {
+    switch (fused) {
+      case Fused::None: return batch_norm(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+      case Fused::Relu: return batch_norm_relu(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+      default: return batch_norm_add_relu(x, residual, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+    }
+  };
+
+  constexpr int64_t kSteps = 3;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    Tensor x = random_normal(sizes, DType::Float32, 100 + step, 2.0, 0.5);
+    Tensor residual = random_normal(sizes, DType::Float32, 110 + step);
+    const ChannelSums cpu_sums = given ? channel_sums_of(x, Device::cpu()) : ChannelSums{};
+    const ChannelSums cuda_sums = given ? channel_sums_of(x, Device::cuda()) : ChannelSums{};
+    Tensor cpu_out = forward(x, residual, cpu_mean, cpu_var, weight, bias, true, cpu_sums, cpu_counter);
+    Tensor cuda_out = forward(laid_out(on_cuda(x), format), laid_out(on_cuda(residual), format), cuda_mean, cuda_var,
+                              cuda_weight, cuda_bias, true, cuda_sums, cuda_counter);
+    check_within_scale(cuda_out, cpu_out, relative);
+  }
+  CHECK(cpu_counter.item<int64_t>() == kSteps);
+  CHECK(cuda_counter.item<int64_t>() == kSteps);
+  check_within_scale(cuda_mean, cpu_mean, relative);
+  check_within_scale(cuda_var, cpu_var, relative);
+
+  Tensor x = laid_out(on_cuda(random_normal(sizes, DType::Float32, 120)), format);
+  {
+    NoGradGuard no_grad;  // the evaluation kernel, not the composite
+    forward(x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, false, {}, cuda_counter);
+  }
+  forward(x, x, cuda_mean, cuda_var, cuda_weight.detach().requires_grad_(), cuda_bias, false, {}, cuda_counter);
+  CHECK(cuda_counter.item<int64_t>() == kSteps);
+  // The kernel increments the counter where it runs: one on another device is refused.
+  CHECK_THROWS_WITH(forward(x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, true, {}, cpu_counter),
+                    Catch::Contains("expected num_batches_tracked on the input's device cuda"));
+  CHECK(cuda_counter.item<int64_t>() == kSteps);
 }

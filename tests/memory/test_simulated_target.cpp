@@ -135,9 +135,9 @@ TEST_CASE("standing in for a GPU, simulated batch norm borrows coefficients and 
   const Tensor input = mg::empty({8, 16, 32, 32}, options), output = mg::empty({8, 16, 32, 32}, options);
   const Tensor channel = mg::empty({16}, options);
   const Borrowed borrowed = borrowed_by(kSimulated, [&] {
-    mg::kernels(kSimulated).batch_norm(input, channel, channel, channel, channel, /*training=*/true, 0.1, 1e-5,
-                                       /*relu=*/false, /*residual=*/Tensor(), /*statistics=*/{}, output, channel,
-                                       channel);
+    mg::kernels(kSimulated).batch_norm(input, channel, channel, channel, channel, /*num_batches_tracked=*/Tensor(),
+                                       /*training=*/true, 0.1, 1e-5, /*relu=*/false, /*residual=*/Tensor(),
+                                       /*statistics=*/{}, output, channel, channel);
   });
   // 8 x 32 x 32 = 8192 values per channel in chunks of at least 256 x 8: 4 chunks, so
   // (5 + 2 x 4) x 16 float32 values, rounded to the allocator's 512 bytes.

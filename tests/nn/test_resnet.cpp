@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "memgrad/autograd/checkpoint.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
@@ -132,6 +133,34 @@ TEST_CASE("BatchNorm2d::forward_add_relu is relu(forward + residual), one node, 
   check_fused_batch_norm([&](mg::nn::BatchNorm2d& bn, const Tensor& x) { return bn.forward_add_relu(x, residual); },
                          [&](const Tensor& y) { return mg::relu(mg::add(y, residual)); }, "BatchNormAddReluBackward",
                          7);
+}
+
+TEST_CASE("BatchNorm2d counts training batches, not evaluations, and not a checkpoint's recompute", "[resnet]") {
+  mg::Generator generator(9);
+  Tensor input = mg::randn({4, 3, 3, 3}, {}, &generator), residual = mg::randn({4, 3, 3, 3}, {}, &generator);
+  mg::nn::BatchNorm2d bn(3);
+  auto count = [&] { return bn.num_batches_tracked.item<int64_t>(); };
+  auto step = [&] {  // one batch through each forward
+    bn(input);
+    bn.forward_relu(input);
+    bn.forward_add_relu(input, residual);
+  };
+  step();
+  CHECK(count() == 3);
+  bn.eval();
+  step();
+  CHECK(count() == 3);
+  bn.train();
+
+  // The recompute for backward normalises the batch again but counts it no second time.
+  Tensor x = input.detach().requires_grad_();
+  Tensor y = mg::checkpoint([&](const Tensor& in) { return bn.forward_relu(in); }, x);
+  CHECK(count() == 4);
+  std::vector<float> running_mean = bn.running_mean.to_vector<float>();
+  mg::sum(y).backward();
+  CHECK(x.grad().defined());
+  CHECK(count() == 4);
+  CHECK(bn.running_mean.to_vector<float>() == running_mean);
 }
 
 TEST_CASE("Pooling layers and ModuleList", "[resnet]") {

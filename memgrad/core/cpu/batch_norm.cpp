@@ -73,9 +73,9 @@ struct ChannelAffine {
 }  // namespace
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
-                const Tensor& save_invstd) {
+                const Tensor& running_var, const Tensor& num_batches_tracked, bool training, double momentum,
+                double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd) {
   ChannelLayout layout = layout_of(input);
   const int64_t channels = layout.channels, count = layout.per_channel();
   std::vector<double> scale = read_channels(weight, channels, 1.0);
@@ -133,6 +133,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
         for (int64_t c = 0; c < channels; ++c) running[c] = (1 - momentum) * running[c] + momentum * unbiased_var[c];
         write_channels(running, running_var);
       }
+      if (num_batches_tracked.defined()) *num_batches_tracked.data_ptr<int64_t>() += 1;
     } else {
       mean = read_channels(running_mean, channels, 0.0);
       std::vector<double> var = read_channels(running_var, channels, 1.0);

@@ -5,13 +5,13 @@
 // Every per-channel reduction (the statistics, and the backward's sum(g) and
 // sum(g * (x - mean))) is cuda/kernels/channel_reduce.cuh's two-launch reduction over many
 // blocks per channel, for NCHW and channels-last alike, into a WORKSPACE buffer; its
-// finishing step runs here, on the device: statistics, running statistics, gradients of
-// weight and bias, and the per-channel coefficients of the elementwise pass. Nothing waits
-// for the host. The elementwise pass (normalise + affine, or grad_input) is one fused
-// kernel, cuda/kernels/channel_map.cuh's, with 16-byte vector accesses when a vector never
-// straddles two channels. Memory
-// traffic: forward 2 reads + 1 write of the input's size, backward 2 reads of (x, grad) +
-// 1 read of each for grad_input + 1 write.
+// finishing step runs here, on the device: statistics, running statistics and the batch
+// counter, gradients of weight and bias, and the per-channel coefficients of the
+// elementwise pass. Nothing waits for the host. The elementwise pass (normalise + affine,
+// or grad_input) is one fused kernel, cuda/kernels/channel_map.cuh's, with 16-byte vector
+// accesses when a vector never straddles two channels. Memory traffic: forward 2 reads +
+// 1 write of the input's size, backward 2 reads of (x, grad) + 1 read of each for
+// grad_input + 1 write.
 //
 // A ReLU may be fused after the normalisation (batch_norm_relu): the forward clamps its
 // output, and the backward rebuilds the ReLU's mask from x and the saved statistics (the
@@ -249,7 +249,8 @@ __device__ __forceinline__ void store_forward_coefficients(A* coefficients, int6
 }
 
 // Training: the statistics from the shifted sums, saved, folded into the running
-// statistics, and turned into the coefficients.
+// statistics, and turned into the coefficients; channel 0's finish also counts the batch
+// (num_batches_tracked), so that the counter costs no launch of its own.
 template <class T, class A>
 struct FinishStatistics {
   const T* input;
@@ -259,6 +260,7 @@ struct FinishStatistics {
   bool given;       // the sums are the caller's plain ones (kernels.h's statistics): K = 0
   ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
   A* coefficients;
+  int64_t* batches_tracked;  // the 0-d num_batches_tracked, or null
 
   // What a channel's finish reads besides its sums (channel_reduce.cuh reads it early).
   struct Loaded {
@@ -290,6 +292,9 @@ struct FinishStatistics {
     if (running_var.kind != ChannelKind::Absent) {
       store_channel(running_var, c, (1 - momentum) * loaded.running_var + momentum * unbiased_var);
     }
+    // Every channel is finished exactly once (finish_kernel, finish_given_statistics_kernel),
+    // and training has at least one: channel 0's thread is the counter's only writer.
+    if (c == 0 && batches_tracked != nullptr) *batches_tracked += 1;
     if (from_saved) {
       store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, loaded.weight, loaded.bias);
     } else {
@@ -392,13 +397,17 @@ struct GradInputElement {
 }  // namespace
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
-                const Tensor& save_invstd) {
+                const Tensor& running_var, const Tensor& num_batches_tracked, bool training, double momentum,
+                double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd) {
   MG_ASSERT(relu || !residual.defined(), "batch_norm: a residual is fused only before a ReLU");
   MG_ASSERT(!statistics.defined() || (statistics.sum.dtype() == DType::Float32 &&
                                       statistics.square_sum.dtype() == DType::Float32),
             "batch_norm: given statistics are float32");
+  MG_ASSERT(!num_batches_tracked.defined() ||
+                (num_batches_tracked.dtype() == DType::Int64 && num_batches_tracked.numel() == 1 &&
+                 num_batches_tracked.device() == input.device()),
+            "batch_norm: num_batches_tracked is one int64 on the input's device (autograd/norm.cpp checks it)");
   const bool given = training && statistics.defined();
   int64_t total = input.numel();
   if (total == 0) return;
@@ -431,7 +440,8 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     channel_values(running_var),
                                     channel_values(weight),
                                     channel_values(bias),
-                                    coefficients};
+                                    coefficients,
+                                    num_batches_tracked.defined() ? num_batches_tracked.data_ptr<int64_t>() : nullptr};
       if (given) {
         LaunchConfig config = launch_config(channels);
         finish_given_statistics_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(

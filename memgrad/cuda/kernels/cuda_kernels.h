@@ -90,9 +90,9 @@ void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, cons
 
 // batch_norm.cpp / batch_norm.cu
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                const Tensor& running_var, bool training, double momentum, double eps, bool relu,
-                const Tensor& residual, const ChannelSums& statistics, const Tensor& output, const Tensor& save_mean,
-                const Tensor& save_invstd);
+                const Tensor& running_var, const Tensor& num_batches_tracked, bool training, double momentum,
+                double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
+                const Tensor& save_mean, const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
                          const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
