@@ -102,12 +102,18 @@ def config_name(result):
         name += " checkpoint"
     if result.get("cuda_graph"):
         name += " cuda-graph"
+    for switch, suffix in MEMGRAD_ONLY_SWITCHES:
+        if result.get(switch):
+            name += suffix
     if result.get("memory_timeline"):
         name += RECORDING
     return name
 
 
 RECORDING = " recording"  # config_name's suffix for a run with the memory Recorder on
+# memgrad's cuDNN fusion switches, which PyTorch has no twin of: such a row is compared with
+# the PyTorch runs of its configuration without the suffix.
+MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", " cudnn-fusion"), ("cudnn_backward_fusion", " backward-fusion"))
 
 
 def recorder_overhead_rows(results):
@@ -176,9 +182,15 @@ def training_table(results):
     "pytorch-compile" lines of torch_reference.py --compile) its runs and memgrad's ratio to
     them (best runs); the compile keys are absent from a configuration without such runs."""
     rows = []
-    for config, by_framework in group_by_config(results).items():
+    groups = group_by_config(results)
+    for config, by_framework in groups.items():
         memgrad = by_framework.get("memgrad", [])
         pytorch = by_framework.get("pytorch", [])
+        if not pytorch:
+            base = config
+            for _, suffix in MEMGRAD_ONLY_SWITCHES:
+                base = base.replace(suffix, "")
+            pytorch = groups.get(base, {}).get("pytorch", [])
         best = {name: min((r["step_ms_median"] for r in runs), default=None)
                 for name, runs in (("memgrad", memgrad), ("pytorch", pytorch))}
         peak = {name: max((r["peak_allocated_bytes"] for r in runs

@@ -182,6 +182,7 @@ int run_bench(const Args& command_line) {
   json.key("memory_timeline").value(!args.memory_timeline.empty())
       .key("cuda_graph").value(args.cuda_graph)
       .key("cudnn_fusion").value(args.cudnn_fusion)
+      .key("cudnn_backward_fusion").value(args.cudnn_backward_fusion)
       .key("cudnn_benchmark").value(args.cudnn_benchmark)
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);

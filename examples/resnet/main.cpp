@@ -410,6 +410,7 @@ int main(int argc, char** argv) {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
 #ifdef MG_WITH_CUDA
         mg::cuda::set_cudnn_fusion(args.cudnn_fusion);
+        mg::cuda::set_cudnn_backward_fusion(args.cudnn_backward_fusion);
         mg::cuda::set_cudnn_benchmark(args.cudnn_benchmark);
 #endif
         const bool predict = args.predict_memory || args.fit_batch.has_value();

@@ -9,6 +9,8 @@
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
 // grad_input is added in place to the gradient another consumer of the input delivered
 // first, where the engine hands that over (autograd/engine.h, take_delivered_gradient).
+// Where the input is batch_norm_relu's output, the backward data may also form batch
+// norm's backward sums for it (autograd/relu_batch_norm_node.h).
 // conv2d_with_statistics is the same op with batch norm's statistics of the output made
 // in the same kernel where the device can (the kernel table's conv2d_with_statistics).
 #include "memgrad/autograd/conv.h"
@@ -19,6 +21,7 @@
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/relu_batch_norm_node.h"
 
 namespace mg {
 
@@ -96,6 +99,30 @@ int64_t output_size(const Tensor& input, const Tensor& weight, const Conv2dOptio
   return (padded - span) / options.stride[i] + 1;
 }
 
+// Conv2dBackward's backward data where its input is batch_norm_relu's output in training
+// and this node that output's only consumer in the backward: the kernel forms the ReLU's
+// mask and batch norm's backward sums as it writes the input's gradient, and hands the sums
+// to batch norm's node, whose own backward is then one pass (autograd/relu_batch_norm_node.h).
+// false, with nothing written, where the node or the device cannot.
+bool backward_input_with_batch_norm_sums(const autograd::Node& node, const Tensor& grad_output,
+                                         const Tensor& weight, const Window2d& window, const Tensor& grad_input) {
+  auto* producer = dynamic_cast<autograd::ReluBatchNormNode*>(node.next_edges()[0].function.get());
+  if (producer == nullptr || !autograd::is_sole_consumer(node, 0)) return false;
+  const autograd::ReluBatchNormNode::Saved saved = producer->saved_for_consumer();
+  const int64_t channels = saved.input.size(1);
+  const TensorOptions per_channel{.dtype = DType::Float32, .device = grad_output.device()};
+  Tensor coefficients = empty({3, channels}, per_channel);
+  Tensor grad_weight = empty({channels}, per_channel), grad_bias = empty({channels}, per_channel);
+  if (!kernels(grad_output.device())
+           .conv2d_backward_input_relu_batch_norm(grad_output, weight, window, saved.input, saved.mean, saved.invstd,
+                                                  saved.weight, saved.bias, grad_input, coefficients, grad_weight,
+                                                  grad_bias)) {
+    return false;
+  }
+  producer->hand_over_sums(std::move(coefficients), std::move(grad_weight), std::move(grad_bias));
+  return true;
+}
+
 // conv2d in the operands' own dtypes (what autocast hands it, or the caller's); with
 // `statistics`, also batch norm's statistics of the output where the device fuses them.
 Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -144,8 +171,11 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
                                                            grad.device());
             const bool accumulate = grad_input.defined();
             if (!accumulate) grad_input = new_output(input_sizes, grad, input_format);
-            kernel.conv2d_backward_input(grad_output, dense(saved_weight, weight_format), window, grad_input,
-                                         accumulate);
+            const Tensor dense_weight = dense(saved_weight, weight_format);
+            if (accumulate ||
+                !backward_input_with_batch_norm_sums(node, grad_output, dense_weight, window, grad_input)) {
+              kernel.conv2d_backward_input(grad_output, dense_weight, window, grad_input, accumulate);
+            }
           }
           if (node.needs_input_grad(1)) {
             grad_weight = new_output(weight_sizes, grad, weight_format);

@@ -198,4 +198,14 @@ Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& size
   return std::move(delivered);  // the slot is empty again: the node's result fills it
 }
 
+bool is_sole_consumer(const Node& node, size_t index) {
+  if (backward_calls.pending == nullptr || index >= node.next_edges().size()) return false;
+  const Edge& edge = node.next_edges()[index];
+  if (!edge.function || edge.function->has_output_observers()) return false;
+  const auto target = backward_calls.pending->find(edge.function.get());
+  if (target == backward_calls.pending->end() || target->second.dependencies != 1) return false;
+  const std::vector<Tensor>& delivered = target->second.grad_outputs;
+  return edge.input_nr >= delivered.size() || !delivered[edge.input_nr].defined();
+}
+
 }  // namespace mg::autograd

@@ -53,4 +53,11 @@ bool in_backward();
 Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& sizes, MemoryFormat format, DType dtype,
                                Device device);
 
+// Called by a node inside its apply(): whether it is the only consumer that will deliver a
+// gradient to its input `index`'s producer in this backward (no other edge into that node
+// is still to run, none has delivered one), and no hook or retain_grad() watches that
+// gradient. Then what the node returns for that input is read by the producer alone, which
+// lets the two share work (autograd/relu_batch_norm_node.h).
+bool is_sole_consumer(const Node& node, size_t index);
+
 }  // namespace mg::autograd

@@ -56,6 +56,8 @@ class Node {
   void add_retained_output(uint32_t output_nr, std::weak_ptr<TensorImpl> tensor);
   // Runs hooks and fills retained .grad for the gradients of this node's outputs.
   void run_output_hooks(std::vector<Tensor>& grad_outputs);
+  // Whether hooks or retain_grad() see the gradients of this node's outputs.
+  bool has_output_observers() const { return !output_hooks_.empty() || !retained_outputs_.empty(); }
 
   // Where in forward this node was recorded, for anomaly mode's errors; null unless anomaly
   // mode was on when it was.

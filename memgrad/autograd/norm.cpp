@@ -11,7 +11,9 @@
 // values instead of a normalised copy of the input.
 // batch_norm_relu's node (BatchNormReluBackward) saves the bias too: the kernels apply the
 // ReLU to the output and, in backward, rebuild its mask from the input with the forward's
-// own arithmetic, so the mask is exact and the ReLU's output is never saved.
+// own arithmetic, so the mask is exact and the ReLU's output is never saved. A convolution
+// consuming its output may form its backward sums in its own backward kernel and hand them
+// over (autograd/relu_batch_norm_node.h): the node's backward is then one pass.
 // batch_norm_add_relu's (BatchNormAddReluBackward) adds the residual in the same pass, so
 // batch_norm's output is never written; the mask of relu(y + residual) cannot be rebuilt
 // from the input, so it saves its output instead of the bias (the next block's input,
@@ -24,12 +26,16 @@
 // right, at the cost of the intermediates those ops save.
 #include "memgrad/autograd/norm.h"
 
+#include <array>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/op_support.h"
+#include "memgrad/autograd/relu_batch_norm_node.h"
 #include "memgrad/autograd/shape.h"
 
 namespace mg {
@@ -124,6 +130,91 @@ bool fuses_residual(const Tensor& x, const Tensor& residual, bool training) {
   return is_contiguous_in(residual, format);
 }
 
+// The backward of the three ops in training (see the file's header): batch norm's input,
+// weight and bias gradients (and the residual's, when one was added) from the saved tensors.
+std::vector<Tensor> normalise_backward(const autograd::Node& node, const Tensor& grad, DType bias_dtype, bool relu,
+                                       const Tensor& saved_input, const Tensor& saved_weight, const Tensor& saved_bias,
+                                       const Tensor& saved_mean, const Tensor& saved_invstd,
+                                       const Tensor& saved_output) {
+  // The kernel indexes grad_output, the output and the gradients with the input's layout.
+  MemoryFormat format = suggest_memory_format(saved_input);
+  const bool added = saved_output.defined();
+  // NOTE: with a residual, the masked gradient is written over grad_output when the
+  // node has it to itself (in_format's copy, or an incoming buffer nothing else
+  // holds), so that the node allocates one activation-sized buffer (grad_input), not
+  // two: ResNet-50 b128 float32's predicted peak is 52 MB lower (234 MB with
+  // --checkpoint).
+  const bool overwrite = added && (!is_contiguous_in(grad, format) || autograd::sole_owner(grad));
+  Tensor grad_output = autograd::in_format(grad, format);
+  Tensor output = added ? autograd::in_format(saved_output, format) : Tensor();
+  int64_t channels = saved_input.sizes()[1];
+  TensorOptions like_input{.dtype = saved_input.dtype(), .device = grad.device()};
+  Tensor grad_input, grad_weight, grad_bias, grad_residual;
+  if (node.needs_input_grad(0)) grad_input = empty(saved_input.sizes(), like_input, format);
+  if (node.needs_input_grad(1)) grad_weight = autograd::new_output({channels}, saved_weight.dtype(), grad);
+  if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
+  // The masked gradient: the residual's, and what grad_input is computed from.
+  if (added && (grad_input.defined() || node.needs_input_grad(3))) {
+    grad_residual = overwrite ? grad_output : empty(saved_input.sizes(), like_input, format);
+  }
+  kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_bias, saved_mean,
+                                             saved_invstd, relu, output, grad_input, grad_weight,
+                                             grad_bias, grad_residual);
+  std::vector<Tensor> gradients{grad_input, grad_weight, grad_bias};
+  if (added) gradients.push_back(node.needs_input_grad(3) ? grad_residual : Tensor());
+  return gradients;
+}
+
+// batch_norm_relu's node in training: the backward above, or, where the convolution that
+// consumed the output formed batch norm's backward sums in its own kernel and handed them
+// over (autograd/relu_batch_norm_node.h), one pass from them.
+class BatchNormReluNode final : public autograd::ReluBatchNormNode {
+ public:
+  BatchNormReluNode(autograd::SavedTensors<5>&& saved, DType bias_dtype)
+      : ReluBatchNormNode("BatchNormReluBackward"), saved_(std::move(saved)), bias_dtype_(bias_dtype) {}
+
+  Saved saved_for_consumer() override {
+    const auto unpacked = unpack();
+    return {unpacked[0], unpacked[3], unpacked[4], unpacked[1], unpacked[2]};
+  }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
+    const auto [input, weight, bias, mean, invstd] = unpack();
+    const HandedSums sums = take_handed_sums();
+    if (!sums.coefficients.defined()) {
+      return normalise_backward(*this, grad_outputs[0], bias_dtype_, /*relu=*/true, input, weight, bias, mean,
+                                invstd, Tensor());
+    }
+    // The handed gradient is masked already; the sums are float32, as is a 16-bit input's
+    // weight and bias (the only kind the fused kernels take).
+    Tensor grad_input;
+    if (needs_input_grad(0)) {
+      const MemoryFormat format = suggest_memory_format(input);
+      grad_input = empty(input.sizes(), {.dtype = input.dtype(), .device = input.device()}, format);
+      kernels(input.device())
+          .batch_norm_backward_from_coefficients(autograd::in_format(grad_outputs[0], format), input,
+                                                 sums.coefficients, grad_input);
+    }
+    return {grad_input, needs_input_grad(1) ? sums.grad_weight : Tensor(),
+            needs_input_grad(2) ? sums.grad_bias : Tensor()};
+  }
+
+  void release_saved() override {
+    for (autograd::SavedTensor& tensor : saved_.tensors) tensor.release();
+  }
+
+ private:
+  // input, weight, bias, mean, invstd
+  std::array<Tensor, 5> unpack() const {
+    std::array<Tensor, 5> unpacked;
+    for (size_t i = 0; i < unpacked.size(); ++i) unpacked[i] = saved_.tensors[i].unpack(name());
+    return unpacked;
+  }
+
+  autograd::SavedTensors<5> saved_;
+  DType bias_dtype_;
+};
+
 // batch_norm, then a ReLU when `relu`, with `residual` (or undefined) added before it.
 Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                  const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
@@ -184,47 +275,26 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
 
   if (autograd::needs_grad(x, weight, bias, residual)) {
     const bool added = residual.defined();
-    const char* name = added ? "BatchNormAddReluBackward" : relu ? "BatchNormReluBackward" : "BatchNormBackward";
     std::vector<Tensor> inputs = {x, weight, bias};
     if (added) inputs.push_back(residual);
     DType bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
-    // The ReLU's mask: rebuilt from the input with the bias, or, after a residual, read
-    // from the output.
-    autograd::record(
-        name, out, inputs,
-        autograd::saved(input, weight, relu && !added ? bias : Tensor(), save_mean, save_invstd,
-                        added ? out : Tensor()),
-        [bias_dtype, relu](const autograd::Node& node, const Tensor& grad, const Tensor& saved_input,
-                           const Tensor& saved_weight, const Tensor& saved_bias, const Tensor& saved_mean,
-                           const Tensor& saved_invstd, const Tensor& saved_output) {
-          // The kernel indexes grad_output, the output and the gradients with the input's layout.
-          MemoryFormat format = suggest_memory_format(saved_input);
-          const bool added = saved_output.defined();
-          // NOTE: with a residual, the masked gradient is written over grad_output when the
-          // node has it to itself (in_format's copy, or an incoming buffer nothing else
-          // holds), so that the node allocates one activation-sized buffer (grad_input), not
-          // two: ResNet-50 b128 float32's predicted peak is 52 MB lower (234 MB with
-          // --checkpoint).
-          const bool overwrite = added && (!is_contiguous_in(grad, format) || autograd::sole_owner(grad));
-          Tensor grad_output = autograd::in_format(grad, format);
-          Tensor output = added ? autograd::in_format(saved_output, format) : Tensor();
-          int64_t channels = saved_input.sizes()[1];
-          TensorOptions like_input{.dtype = saved_input.dtype(), .device = grad.device()};
-          Tensor grad_input, grad_weight, grad_bias, grad_residual;
-          if (node.needs_input_grad(0)) grad_input = empty(saved_input.sizes(), like_input, format);
-          if (node.needs_input_grad(1)) grad_weight = autograd::new_output({channels}, saved_weight.dtype(), grad);
-          if (node.needs_input_grad(2)) grad_bias = autograd::new_output({channels}, bias_dtype, grad);
-          // The masked gradient: the residual's, and what grad_input is computed from.
-          if (added && (grad_input.defined() || node.needs_input_grad(3))) {
-            grad_residual = overwrite ? grad_output : empty(saved_input.sizes(), like_input, format);
-          }
-          kernels(grad.device()).batch_norm_backward(grad_output, saved_input, saved_weight, saved_bias, saved_mean,
-                                                     saved_invstd, relu, output, grad_input, grad_weight,
-                                                     grad_bias, grad_residual);
-          std::vector<Tensor> gradients{grad_input, grad_weight, grad_bias};
-          if (added) gradients.push_back(node.needs_input_grad(3) ? grad_residual : Tensor());
-          return gradients;
-        });
+    if (relu && !added) {
+      // The ReLU's mask is rebuilt from the input with the bias.
+      autograd::connect(std::make_shared<BatchNormReluNode>(
+                            autograd::saved(input, weight, bias, save_mean, save_invstd), bias_dtype),
+                        out, inputs);
+      return out;
+    }
+    // After a residual, the ReLU's mask is read from the output.
+    autograd::record(added ? "BatchNormAddReluBackward" : "BatchNormBackward", out, inputs,
+                     autograd::saved(input, weight, Tensor(), save_mean, save_invstd, added ? out : Tensor()),
+                     [bias_dtype, relu](const autograd::Node& node, const Tensor& grad, const Tensor& saved_input,
+                                        const Tensor& saved_weight, const Tensor& saved_bias,
+                                        const Tensor& saved_mean, const Tensor& saved_invstd,
+                                        const Tensor& saved_output) {
+                       return normalise_backward(node, grad, bias_dtype, relu, saved_input, saved_weight,
+                                                 saved_bias, saved_mean, saved_invstd, saved_output);
+                     });
   }
   return out;
 }

@@ -224,6 +224,20 @@ struct KernelTable {
   // not; the caller then runs conv2d.
   bool (*conv2d_with_statistics)(const Tensor& input, const Tensor& weight, const Window2d& window,
                                  const Tensor& output, const Tensor& sum, const Tensor& square_sum);
+  // conv2d_backward_input (overwriting) for a convolution whose input was
+  // relu(batch_norm(bn_input)) in training, with the ReLU's backward and batch norm's
+  // backward sums in the same kernel where the device can (CUDA: cuDNN, 16-bit data dense
+  // in channels_last, cuda/cudnn/conv.h): grad_input is the input's gradient masked where
+  // batch norm's output (rebuilt from bn_input, mean, invstd, bn_weight, bn_bias, as
+  // batch_norm saved them, all four (C) float32) is not positive; grad_bn_weight and
+  // grad_bn_bias (C, float32) batch norm's weight and bias gradients; coefficients (3, C)
+  // float32 what batch_norm_backward_from_coefficients reads. false, with nothing written,
+  // where it cannot; the caller then runs conv2d_backward_input and batch_norm_backward.
+  bool (*conv2d_backward_input_relu_batch_norm)(const Tensor& grad_output, const Tensor& weight,
+                                                const Window2d& window, const Tensor& bn_input, const Tensor& mean,
+                                                const Tensor& invstd, const Tensor& bn_weight, const Tensor& bn_bias,
+                                                const Tensor& grad_input, const Tensor& coefficients,
+                                                const Tensor& grad_bn_weight, const Tensor& grad_bn_bias);
   // Pooling, (N, C, H, W) tensors each dense in NCHW or channels-last order (outputs in the
   // input's layout, window_indices in the output's, grad_output in grad_input's).
   // max_pool2d keeps, per output, the position of the maximum inside its window as one
@@ -274,6 +288,13 @@ struct KernelTable {
                               const Tensor& save_invstd, bool relu, const Tensor& output,
                               const Tensor& grad_input, const Tensor& grad_weight,
                               const Tensor& grad_bias, const Tensor& grad_residual);
+  // batch_norm_backward's grad_input from per-channel coefficients another kernel formed
+  // (conv2d_backward_input_relu_batch_norm): grad_input = coefficients[0][c] * grad +
+  // coefficients[1][c] * input + coefficients[2][c], with grad (the gradient reaching batch
+  // norm's output, already masked by its ReLU), input and grad_input of one dtype and
+  // layout (NCHW or channels-last, as batch_norm's), coefficients (3, C) float32.
+  void (*batch_norm_backward_from_coefficients)(const Tensor& grad, const Tensor& input,
+                                                const Tensor& coefficients, const Tensor& grad_input);
 
   // ---- transformers ----
   // output (N, D) row n = weight (V, D) row indices[n]; indices (N) int64, all contiguous.

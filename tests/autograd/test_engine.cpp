@@ -5,6 +5,7 @@
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/engine.h"
+#include "memgrad/autograd/function.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/reduce.h"
@@ -158,4 +159,53 @@ TEST_CASE("requires_grad_ is only for floating leaves", "[engine]") {
   Tensor x = leaf({2}, 10);
   Tensor y = x * 2.0;
   CHECK_THROWS_WITH(y.requires_grad_(false), Catch::Contains("leaf"));
+}
+
+namespace {
+
+// probe(x) = x, whose node records whether it was its input's only consumer when its
+// backward ran (autograd::is_sole_consumer).
+Tensor probe(const Tensor& x, bool& sole) {
+  Tensor out = x.detach().clone();
+  autograd::record("ProbeBackward", out, {x}, autograd::saved(),
+                   [&sole](const autograd::Node& node, const Tensor& grad) {
+                     sole = autograd::is_sole_consumer(node, 0);
+                     return std::vector<Tensor>{grad};
+                   });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("is_sole_consumer: only the one consumer of an unwatched gradient is", "[engine]") {
+  Tensor x = leaf({4}, 3);
+  bool sole = false;
+  SECTION("one consumer") {
+    probe(x * 2.0, sole).sum().backward();
+    CHECK(sole);
+  }
+  SECTION("another consumer still to run") {
+    Tensor a = x * 2.0;
+    (probe(a, sole).sum() + a.sum()).backward();
+    CHECK_FALSE(sole);
+  }
+  SECTION("retain_grad watches the gradient") {
+    Tensor a = x * 2.0;
+    a.retain_grad();
+    probe(a, sole).sum().backward();
+    CHECK_FALSE(sole);
+  }
+  SECTION("a hook watches the gradient") {
+    Tensor a = x * 2.0;
+    a.register_hook([](const Tensor& grad) { return grad; });
+    probe(a, sole).sum().backward();
+    CHECK_FALSE(sole);
+  }
+  SECTION("a leaf's accumulation has a single consumer too") {
+    probe(x, sole).sum().backward();
+    CHECK(sole);
+  }
+  // Outside a backward there is no consumer to ask about.
+  Tensor y = probe(x * 2.0, sole);
+  CHECK_FALSE(autograd::is_sole_consumer(*y.grad_fn(), 0));
 }

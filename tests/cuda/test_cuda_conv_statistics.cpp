@@ -253,6 +253,8 @@ TEST_CASE("batch norm on CUDA takes a convolution's statistics: the same output 
   }
 }
 
+// With both fusions on, the backward data of each block's second convolution also forms
+// bn1's backward sums (set_cudnn_backward_fusion, test_cuda_dgrad_batch_norm.cpp).
 TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statistics change only rounding",
           "[cuda][cudnn][fusion]") {
   struct Step {
@@ -261,6 +263,8 @@ TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statist
   };
   auto train_one_step = [](bool fusion) {
     const FusionSwitch scope(fusion);
+    const bool backward_fusion = cuda::cudnn_backward_fusion();
+    cuda::set_cudnn_backward_fusion(fusion);
     Generator generator(21);
     auto model = nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
     model->to(Device::cuda());
@@ -275,16 +279,20 @@ TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statist
       loss = cross_entropy((*model)(input), target);
     }
     loss.backward();
+    cuda::set_cudnn_backward_fusion(backward_fusion);
     optimizer.step();
     return Step{host_doubles(loss)[0], model->named_parameters(), model->named_buffers()};
   };
   cuda::clear_cudnn_algorithm_cache();
   const Step fused = train_one_step(true);
-  bool any_fused = false;
+  bool any_fused = false, any_fused_backward = false;
   for (const cuda::CudnnAlgorithmChoice& choice : cuda::cudnn_algorithm_choices()) {
     any_fused = any_fused || (choice.direction == cuda::ConvDirection::ForwardStatistics && choice.engine >= 0);
+    any_fused_backward = any_fused_backward ||
+                         (choice.direction == cuda::ConvDirection::BackwardDataReluBatchNorm && choice.engine >= 0);
   }
   CHECK(any_fused);
+  CHECK(any_fused_backward);
   const Step unfused = train_one_step(false);
   // The forward: the loss and the running statistics, within float16's rounding.
   CHECK(std::abs(fused.loss - unfused.loss) <= 2e-3 * std::abs(unfused.loss));

@@ -220,4 +220,29 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   write_channels(sum_grad, grad_bias);
 }
 
+void batch_norm_backward_from_coefficients(const Tensor& grad, const Tensor& input, const Tensor& coefficients,
+                                           const Tensor& grad_input) {
+  ChannelLayout layout = layout_of(input);
+  const int64_t channels = layout.channels;
+  std::vector<double> grad_scale = read_channels(coefficients.select(0, 0), channels, 0.0);
+  std::vector<double> input_scale = read_channels(coefficients.select(0, 1), channels, 0.0);
+  std::vector<double> offset = read_channels(coefficients.select(0, 2), channels, 0.0);
+  dispatch_floating(input.dtype(), "batch_norm backward from coefficients", [&]<class T>() {
+    const T* in = input.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* result = grad_input.data_ptr<T>();
+    auto value = [](T x) { return static_cast<double>(static_cast<compute_t<T>>(x)); };
+#pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t n = 0; n < layout.batch; ++n) {
+        for (int64_t i = 0; i < layout.inner; ++i) {
+          int64_t index = layout.at(n, c, i);
+          double dx = grad_scale[c] * value(g[index]) + input_scale[c] * value(in[index]) + offset[c];
+          result[index] = static_cast<T>(static_cast<compute_t<T>>(dx));
+        }
+      }
+    }
+  });
+}
+
 }  // namespace mg::cpu

@@ -289,9 +289,15 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
            });
 }
 
-// The CPU convolves and reduces apart: batch norm makes its own statistics here.
+// The CPU convolves and reduces apart: batch norm makes its own statistics here, and its
+// own backward sums.
 bool conv2d_with_statistics(const Tensor&, const Tensor&, const Window2d&, const Tensor&, const Tensor&,
                             const Tensor&) {
+  return false;
+}
+bool conv2d_backward_input_relu_batch_norm(const Tensor&, const Tensor&, const Window2d&, const Tensor&,
+                                           const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                           const Tensor&, const Tensor&, const Tensor&) {
   return false;
 }
 

@@ -280,7 +280,9 @@ bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tens
                                            const BatchNormSaved& saved, const Tensor& grad_normalized,
                                            const BatchNormGradients& gradients) {
   check_relu_batch_norm_backward(grad_output, weight, window, saved, grad_normalized, gradients);
-  if (!cudnn_fusion() || cudnn_deterministic() || !conv_usable(grad_normalized, weight, grad_output)) return false;
+  if (!cudnn_backward_fusion() || cudnn_deterministic() || !conv_usable(grad_normalized, weight, grad_output)) {
+    return false;
+  }
   const Device device = grad_output.device();
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device, current_stream(device));

@@ -13,6 +13,7 @@ std::atomic<bool> benchmark_flag{false};
 std::atomic<bool> deterministic_flag{false};
 std::atomic<bool> allow_tf32_flag{true};
 std::atomic<bool> fusion_flag{false};
+std::atomic<bool> backward_fusion_flag{false};
 std::atomic<size_t> workspace_limit_bytes{size_t{1} << 30};
 
 }  // namespace
@@ -39,6 +40,9 @@ bool cudnn_allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed)
 
 void set_cudnn_fusion(bool fusion) { fusion_flag.store(fusion, std::memory_order_relaxed); }
 bool cudnn_fusion() { return fusion_flag.load(std::memory_order_relaxed); }
+
+void set_cudnn_backward_fusion(bool fusion) { backward_fusion_flag.store(fusion, std::memory_order_relaxed); }
+bool cudnn_backward_fusion() { return backward_fusion_flag.load(std::memory_order_relaxed); }
 
 void set_cudnn_workspace_limit(size_t bytes) { workspace_limit_bytes.store(bytes, std::memory_order_relaxed); }
 size_t cudnn_workspace_limit() { return workspace_limit_bytes.load(std::memory_order_relaxed); }

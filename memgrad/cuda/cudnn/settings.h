@@ -2,7 +2,7 @@
 // torch.backends.cudnn: whether cuDNN runs at all (enabled), how it picks an algorithm
 // (benchmark), whether it may pick engines whose sums vary from run to run (deterministic),
 // whether float32 may use TF32 tensor cores (allow_tf32), whether it fuses other ops' work
-// into convolutions (fusion, memgrad's own), and how much
+// into convolutions (fusion and backward_fusion, memgrad's own), and how much
 // scratch memory an algorithm may borrow (workspace_limit).
 //
 // They exist in every CUDA build, with or without cuDNN, so a program sets them without
@@ -59,6 +59,16 @@ bool cudnn_deterministic();
 // among fewer), which outweighed the statistics passes it saved (docs/benchmarks.md).
 void set_cudnn_fusion(bool fusion);
 bool cudnn_fusion();
+// Off (default): a convolution's backward data and the backward of the batch norm + ReLU
+// before it run apart. On: where cuDNN can, the backward data also applies the ReLU's
+// backward and forms batch norm's two backward sums in its epilogue (cuda/cudnn/conv.h's
+// conv2d_backward_input_relu_batch_norm, taken by autograd where a convolution is the only
+// consumer of batch_norm_relu's output, autograd/relu_batch_norm_node.h), which saves batch
+// norm's summing pass over the gradient and its input; the two differ by rounding only.
+// Never in deterministic mode. Separate from set_cudnn_fusion because the two pay
+// differently (docs/benchmarks.md).
+void set_cudnn_backward_fusion(bool fusion);
+bool cudnn_backward_fusion();
 
 // The most workspace bytes one convolution may borrow from the caching allocator (default
 // 1 GiB). Engines that need more are skipped; in benchmark mode it also caps the

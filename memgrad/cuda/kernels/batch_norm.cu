@@ -394,6 +394,17 @@ struct GradInputElement {
   }
 };
 
+// grad_input from coefficients a convolution's fused backward formed (cuDNN's
+// BN_BWD_WEIGHTS: k[0] * g + k[1] * x + k[2]), with g masked there already.
+template <class T, class A>
+struct GradFromCoefficientsElement {
+  static constexpr bool kReadsSecond = true;
+  static constexpr int kCoefficients = 3;
+  __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T g) const {
+    return from_compute<T>(to_compute<A>(g) * k[0] + to_compute<A>(x) * k[1] + k[2]);
+  }
+};
+
 }  // namespace
 
 void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -535,6 +546,27 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
     } else {
       run.template operator()<ReluMask::None>();
     }
+  });
+}
+
+void batch_norm_backward_from_coefficients(const Tensor& grad, const Tensor& input, const Tensor& coefficients,
+                                           const Tensor& grad_input) {
+  const int64_t total = input.numel();
+  if (total == 0) return;
+  Geometry geometry = geometry_of(input);
+  Device device = input.device();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  dispatch_floating(input.dtype(), "batch_norm backward from coefficients", [&]<class Element>() {
+    using T = device_t<Element>;
+    using A = accumulate_t<Element>;
+    // float32 coefficients, as the fused convolutions write them; float64 data (A double)
+    // reads a converted copy.
+    const Tensor values = batch_norm_channel_operand(coefficients, dtype_of<A>);
+    launch_channel_map<T, A>(GradFromCoefficientsElement<T, A>{}, geometry, total,
+                             static_cast<const A*>(values.raw_data()), static_cast<const T*>(input.raw_data()),
+                             static_cast<const T*>(grad.raw_data()), static_cast<T*>(grad_input.raw_data()), device,
+                             stream);
   });
 }
 

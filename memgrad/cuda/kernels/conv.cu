@@ -22,6 +22,7 @@
 #include <climits>
 
 #include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
 #include "memgrad/cuda/blas_handle.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
@@ -306,6 +307,36 @@ bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Win
                             const Tensor& sum, const Tensor& square_sum) {
 #if MG_WITH_CUDNN
   return cudnn::conv2d_with_statistics(input, weight, window, output, sum, square_sum);
+#else
+  return false;
+#endif
+}
+
+// Only cuDNN fuses batch norm's backward sums into the backward data, and only for what its
+// graph takes: 16-bit data dense in channels_last, and batch norm's per-channel tensors in
+// float32 (batch_norm_relu's under autocast). Anything else is false, for the caller to run
+// the pieces apart.
+bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                           const Tensor& bn_input, const Tensor& mean, const Tensor& invstd,
+                                           const Tensor& bn_weight, const Tensor& bn_bias, const Tensor& grad_input,
+                                           const Tensor& coefficients, const Tensor& grad_bn_weight,
+                                           const Tensor& grad_bn_bias) {
+#if MG_WITH_CUDNN
+  const DType dtype = grad_input.dtype();
+  if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  for (const Tensor* data : {&grad_output, &weight, &bn_input, &grad_input}) {
+    if (data->dtype() != dtype || data->dim() != 4 || !is_contiguous_in(*data, MemoryFormat::ChannelsLast)) {
+      return false;
+    }
+  }
+  for (const Tensor* per_channel : {&mean, &invstd, &bn_weight, &bn_bias}) {
+    if (!per_channel->defined() || per_channel->dtype() != DType::Float32 || !per_channel->is_contiguous()) {
+      return false;
+    }
+  }
+  return cudnn::conv2d_backward_input_relu_batch_norm(
+      grad_output, weight, window, {bn_input, mean, invstd, bn_weight, bn_bias}, grad_input,
+      {grad_bn_weight, grad_bn_bias, coefficients.select(0, 0), coefficients.select(0, 1), coefficients.select(0, 2)});
 #else
   return false;
 #endif

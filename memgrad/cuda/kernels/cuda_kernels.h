@@ -80,6 +80,11 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
                             const Tensor& grad_weight);
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window, const Tensor& output,
                             const Tensor& sum, const Tensor& square_sum);
+bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
+                                           const Tensor& bn_input, const Tensor& mean, const Tensor& invstd,
+                                           const Tensor& bn_weight, const Tensor& bn_bias, const Tensor& grad_input,
+                                           const Tensor& coefficients, const Tensor& grad_bn_weight,
+                                           const Tensor& grad_bn_bias);
 
 // pool.cpp / pool.cu
 void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& output, const Tensor& window_indices);
@@ -97,6 +102,8 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          const Tensor& save_mean, const Tensor& save_invstd, bool relu, const Tensor& output,
                          const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_residual);
+void batch_norm_backward_from_coefficients(const Tensor& grad, const Tensor& input, const Tensor& coefficients,
+                                           const Tensor& grad_input);
 
 // embedding.{cpp,cu}
 void embedding(const Tensor& weight, const Tensor& indices, const Tensor& output);
