@@ -264,15 +264,17 @@ TEST_CASE("batch norm's grad_input from coefficients: the CUDA kernel against th
 namespace {
 
 // conv2d(relu(batch_norm(z))) in training, float16 channels_last, differentiated with
-// cuDNN fusion on or off; `shared` makes the activation a second consumer's input too.
+// cuDNN's backward fusion on or off; `shared` makes the activation a second consumer's
+// input too; `batch` sets how many values a channel has (48 x 48 each).
 struct ChainGradients {
   Tensor z, weight, bias, conv_weight;
   bool fused;  // the fused backward data ran (its plan is cached, with an engine)
 };
-ChainGradients chain_backward(bool fusion, bool shared) {
+ChainGradients chain_backward(bool fusion, bool shared, int64_t batch = 32) {
   const FusionSwitch scope(fusion);
   cuda::clear_cudnn_algorithm_cache();
-  const Case shape{"3x3, 32 -> 64 at 16x16", 8, 32, 64, 16, 3, 1};
+  // 73,728 values a channel: above the size below which the kernel table does not fuse.
+  const Case shape{"3x3, 32 -> 64 at 48x48", batch, 32, 64, 48, 3, 1};
   const MemoryFormat layout = MemoryFormat::ChannelsLast;
   const Tensor z = add(random_on_gpu(shape.input(), 1.5, 61, DType::Float16, layout), 0.5);
   const Normalization norm = normalization_of(z, 63);
@@ -314,6 +316,12 @@ TEST_CASE("conv2d after batch_norm_relu: a second consumer of the activation kee
   CHECK_FALSE(with_fusion_on.fused);  // the sums would miss the other consumer's gradient
   check_close("grad of batch norm's input", with_fusion_on.z, unfused.z, 1e-6);
   check_close("grad of batch norm's bias", with_fusion_on.bias, unfused.bias, 1e-6);
+}
+
+TEST_CASE("conv2d after batch_norm_relu: too few values a channel to pay keep the backward unfused",
+          "[cuda][cudnn][fusion]") {
+  const ChainGradients small = chain_backward(true, false, /*batch=*/8);  // 18,432 values a channel
+  CHECK_FALSE(small.fused);
 }
 
 // Run by hand (and by scripts/gpu-check's fusion-timing stage): at batch 128 in float16, the

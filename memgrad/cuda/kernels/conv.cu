@@ -314,8 +314,16 @@ bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Win
 
 // Only cuDNN fuses batch norm's backward sums into the backward data, and only for what its
 // graph takes: 16-bit data dense in channels_last, and batch norm's per-channel tensors in
-// float32 (batch_norm_relu's under autocast). Anything else is false, for the caller to run
+// float32 (batch_norm_relu's under autocast); and only where it pays, with at least
+// kFusedBackwardMinValues values a channel. Anything else is false, for the caller to run
 // the pieces apart.
+// NOTE: measured on the H200 at batch 128 (docs/benchmarks.md, [fusion-timing]): the fused
+// kernel costs 7-49 µs more than the plain backward data, which the saved summing pass
+// repays where a channel has 100,000 values or more (ResNet-50's 56x56 and 28x28 stages:
+// 7-22 µs saved a convolution) and not at 25,000 or fewer (14x14, 7x7: -4 to +5 µs). There
+// the fused plans' larger workspace also raised ResNet-18's peak by 7.8 MiB (1%).
+constexpr int64_t kFusedBackwardMinValues = int64_t{1} << 16;
+
 bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
                                            const Tensor& bn_input, const Tensor& mean, const Tensor& invstd,
                                            const Tensor& bn_weight, const Tensor& bn_bias, const Tensor& grad_input,
@@ -324,6 +332,9 @@ bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tens
 #if MG_WITH_CUDNN
   const DType dtype = grad_input.dtype();
   if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  if (bn_input.dim() != 4 || bn_input.numel() / std::max<int64_t>(bn_input.size(1), 1) < kFusedBackwardMinValues) {
+    return false;
+  }
   for (const Tensor* data : {&grad_output, &weight, &bn_input, &grad_input}) {
     if (data->dtype() != dtype || data->dim() != 4 || !is_contiguous_in(*data, MemoryFormat::ChannelsLast)) {
       return false;
