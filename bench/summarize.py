@@ -102,8 +102,8 @@ def config_name(result):
         name += " checkpoint"
     if result.get("cuda_graph"):
         name += " cuda-graph"
-    for switch, suffix in MEMGRAD_ONLY_SWITCHES:
-        if result.get(switch):
+    for switch, default, suffix in MEMGRAD_ONLY_SWITCHES:
+        if result.get(switch, default) != default:
             name += suffix
     if result.get("memory_timeline"):
         name += RECORDING
@@ -111,9 +111,11 @@ def config_name(result):
 
 
 RECORDING = " recording"  # config_name's suffix for a run with the memory Recorder on
-# memgrad's cuDNN fusion switches, which PyTorch has no twin of: such a row is compared with
-# the PyTorch runs of its configuration without the suffix.
-MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", " cudnn-fusion"), ("cudnn_backward_fusion", " backward-fusion"))
+# memgrad's cuDNN fusion switches (key, default, suffix when not the default), which PyTorch
+# has no twin of: such a row is compared with the PyTorch runs of its configuration without
+# the suffix.
+MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", False, " cudnn-fusion"),
+                         ("cudnn_backward_fusion", True, " no-backward-fusion"))
 
 
 def recorder_overhead_rows(results):
@@ -188,7 +190,7 @@ def training_table(results):
         pytorch = by_framework.get("pytorch", [])
         if not pytorch:
             base = config
-            for _, suffix in MEMGRAD_ONLY_SWITCHES:
+            for _, _, suffix in MEMGRAD_ONLY_SWITCHES:
                 base = base.replace(suffix, "")
             pytorch = groups.get(base, {}).get("pytorch", [])
         best = {name: min((r["step_ms_median"] for r in runs), default=None)

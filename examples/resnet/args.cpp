@@ -54,7 +54,7 @@ Args parse_args(int argc, char** argv) {
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
       {"--cudnn-fusion", [&] { args.cudnn_fusion = true; }},
-      {"--cudnn-backward-fusion", [&] { args.cudnn_backward_fusion = true; }},
+      {"--no-cudnn-backward-fusion", [&] { args.cudnn_backward_fusion = false; }},
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
@@ -91,7 +91,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last] [--cudnn-fusion] [--cudnn-backward-fusion] [--cudnn-benchmark]
+                [--channels-last] [--cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -125,10 +125,11 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            batch norm's statistics in the epilogue of the convolution
                            before it (mg::cuda::set_cudnn_fusion; off by default: on the
                            H200 it was slower, docs/benchmarks.md)
-  --cudnn-backward-fusion  on CUDA, training in fp16 channels-last: the backward data of a
-                           convolution after batch norm + ReLU also applies the ReLU's
-                           backward and forms batch norm's backward sums
-                           (mg::cuda::set_cudnn_backward_fusion; off by default)
+  --no-cudnn-backward-fusion
+                           run apart what is fused by default on CUDA, training in fp16
+                           channels-last: the backward data of a convolution after batch
+                           norm + ReLU also applying the ReLU's backward and forming batch
+                           norm's backward sums (mg::cuda::set_cudnn_backward_fusion)
   --cudnn-benchmark        on CUDA, time every engine cuDNN offers for each new
                            convolution shape and keep the fastest, as PyTorch's
                            torch.backends.cudnn.benchmark (mg::cuda::set_cudnn_benchmark;

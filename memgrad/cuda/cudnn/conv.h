@@ -59,8 +59,8 @@ struct BatchNormGradients {
 // ((z - mean) * invstd) * weight + bias, is not positive; and `gradients`, as above. The
 // data are float16 or bfloat16, all of one dtype, dense in channels_last (grad_normalized
 // of z's sizes). A call breaking that contract throws mg::Error; false (nothing written)
-// when cuDNN has no engine for the shape, with set_cudnn_backward_fusion off (the default)
-// or set_cudnn_deterministic on.
+// when cuDNN has no engine for the shape, with set_cudnn_backward_fusion off (it is on by
+// default) or set_cudnn_deterministic on.
 bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
                                            const BatchNormSaved& saved, const Tensor& grad_normalized,
                                            const BatchNormGradients& gradients);

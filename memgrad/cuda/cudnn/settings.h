@@ -59,14 +59,16 @@ bool cudnn_deterministic();
 // among fewer), which outweighed the statistics passes it saved (docs/benchmarks.md).
 void set_cudnn_fusion(bool fusion);
 bool cudnn_fusion();
-// Off (default): a convolution's backward data and the backward of the batch norm + ReLU
-// before it run apart. On: where cuDNN can, the backward data also applies the ReLU's
-// backward and forms batch norm's two backward sums in its epilogue (cuda/cudnn/conv.h's
-// conv2d_backward_input_relu_batch_norm, taken by autograd where a convolution is the only
-// consumer of batch_norm_relu's output, autograd/relu_batch_norm_node.h), which saves batch
-// norm's summing pass over the gradient and its input; the two differ by rounding only.
-// Never in deterministic mode. Separate from set_cudnn_fusion because the two pay
-// differently (docs/benchmarks.md).
+// On (default): where cuDNN can, and where it pays (cuda/kernels/conv.cu: 16-bit
+// channels_last, 2^16 values a channel or more), a convolution's backward data also applies
+// the ReLU's backward and forms batch norm's two backward sums in its epilogue, for the
+// batch norm + ReLU before it (cuda/cudnn/conv.h's conv2d_backward_input_relu_batch_norm,
+// taken by autograd where a convolution is the only consumer of batch_norm_relu's output,
+// autograd/relu_batch_norm_node.h). That saves batch norm's summing pass over the gradient
+// and its input; the result differs from the unfused one by rounding only. Off: the two run
+// apart. Never in deterministic mode. Separate from set_cudnn_fusion because the two pay
+// differently: ResNet-50 b128 fp16 channels_last took 17.27 ms a step with this one on and
+// 17.45 ms off on the H200, at the same peak (docs/benchmarks.md).
 void set_cudnn_backward_fusion(bool fusion);
 bool cudnn_backward_fusion();
 
