@@ -35,28 +35,13 @@
 #include "memgrad/cuda/runtime.h"
 #include "memgrad/nn/resnet.h"
 #include "memgrad/optim/sgd.h"
+#include "cuda/conv_fusion_checks.h"
 #include "cuda/gpu_timing.h"
 
 using namespace mg;
+using namespace conv_fusion_checks;
 
 namespace {
-
-struct ConvShape {
-  const char* name;
-  int64_t batch, in_channels, out_channels, size, kernel, stride;
-  int64_t padding() const { return kernel / 2; }
-  int64_t out_size() const { return (size + 2 * padding() - kernel) / stride + 1; }
-  Shape input() const { return {batch, in_channels, size, size}; }
-  Shape weight() const { return {out_channels, in_channels, kernel, kernel}; }
-  Shape output() const { return {batch, out_channels, out_size(), out_size()}; }
-  Window2d window() const {
-    Window2d window;
-    window.stride_h = window.stride_w = stride;
-    window.pad_h = window.pad_w = padding();
-    return window;
-  }
-  Conv2dOptions options() const { return {.stride = {stride, stride}, .padding = {padding(), padding()}}; }
-};
 
 // ResNet-50's kinds of convolution (the stem, 1x1 and 3x3 in a Bottleneck, a strided 3x3,
 // the strided 1x1 downsample, the last stage's 1x1), at a small batch.
@@ -67,25 +52,6 @@ const std::vector<ConvShape> kResNetShapes = {
     {"3x3 stride 2, 128 -> 128 at 56x56", 4, 128, 128, 56, 3, 2},
     {"1x1 stride 2, 256 -> 512 (downsample)", 4, 256, 512, 56, 1, 2},
     {"1x1, 512 -> 2048 at 7x7", 4, 512, 2048, 7, 1, 1},
-};
-
-// Standard normal values times `scale` in `dtype` on the GPU, dense in `layout`.
-Tensor random_on_gpu(const Shape& sizes, double scale, uint64_t seed, DType dtype, MemoryFormat layout) {
-  Generator generator(seed);
-  Tensor values = mul(randn(sizes, {}, &generator), scale);
-  return contiguous_copy(converted_copy(values, dtype, Device::cuda()), layout);
-}
-
-// set_cudnn_fusion(on) for a scope (the default is off).
-class FusionSwitch {
- public:
-  explicit FusionSwitch(bool on) : previous_(cuda::cudnn_fusion()) { cuda::set_cudnn_fusion(on); }
-  ~FusionSwitch() { cuda::set_cudnn_fusion(previous_); }
-  FusionSwitch(const FusionSwitch&) = delete;
-  FusionSwitch& operator=(const FusionSwitch&) = delete;
-
- private:
-  bool previous_;
 };
 
 Tensor per_channel_float(int64_t channels) {
@@ -106,10 +72,6 @@ ConvTensors conv_tensors(const ConvShape& shape, DType dtype, uint64_t seed) {
           random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), seed + 1, dtype, layout),
           empty(shape.output(), {.dtype = dtype, .device = Device::cuda()}, layout),
           per_channel_float(shape.out_channels), per_channel_float(shape.out_channels)};
-}
-
-std::vector<double> host_doubles(const Tensor& tensor) {
-  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
 }
 
 // Per channel: the fused sum within sum_tolerance of sum(|y|) over `output`, and the sum of
@@ -263,8 +225,7 @@ TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statist
   };
   auto train_one_step = [](bool fusion) {
     const FusionSwitch scope(fusion);
-    const bool backward_fusion = cuda::cudnn_backward_fusion();
-    cuda::set_cudnn_backward_fusion(fusion);
+    const BackwardFusionSwitch backward_scope(fusion);
     Generator generator(21);
     auto model = nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
     model->to(Device::cuda());
@@ -280,7 +241,6 @@ TEST_CASE("a ResNet-18 step in float16 autocast channels_last: the fused statist
       loss = cross_entropy((*model)(input), target);
     }
     loss.backward();
-    cuda::set_cudnn_backward_fusion(backward_fusion);
     optimizer.step();
     return Step{host_doubles(loss)[0], model->named_parameters(), model->named_buffers()};
   };

@@ -35,31 +35,18 @@
 #include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/runtime.h"
+#include "cuda/conv_fusion_checks.h"
 #include "cuda/gpu_timing.h"
 
 using namespace mg;
+using namespace conv_fusion_checks;
 
 namespace {
 
 constexpr double kEps = 1e-5;
 
-// A convolution that reads relu(batch_norm(z)): z has `channels` channels at size x size.
-struct Case {
-  const char* name;
-  int64_t batch, channels, out_channels, size, kernel, stride;
-  int64_t padding() const { return kernel / 2; }
-  int64_t out_size() const { return (size + 2 * padding() - kernel) / stride + 1; }
-  Shape input() const { return {batch, channels, size, size}; }
-  Shape weight() const { return {out_channels, channels, kernel, kernel}; }
-  Shape output() const { return {batch, out_channels, out_size(), out_size()}; }
-  Window2d window() const {
-    Window2d window;
-    window.stride_h = window.stride_w = stride;
-    window.pad_h = window.pad_w = padding();
-    return window;
-  }
-  Conv2dOptions options() const { return {.stride = {stride, stride}, .padding = {padding(), padding()}}; }
-};
+// A convolution that reads relu(batch_norm(z)): z has in_channels channels at size x size.
+using Case = ConvShape;
 
 // ResNet-50's convolutions after a batch norm + ReLU: a Bottleneck's 3x3 (also strided)
 // and its last 1x1, at a small batch.
@@ -71,31 +58,7 @@ const std::vector<Case> kCases = {
     {"3x3, 512 -> 512 at 7x7", 4, 512, 512, 7, 3, 1},
 };
 
-// set_cudnn_backward_fusion(on) for a scope (the default is off).
-class FusionSwitch {
- public:
-  explicit FusionSwitch(bool on) : previous_(cuda::cudnn_backward_fusion()) { cuda::set_cudnn_backward_fusion(on); }
-  ~FusionSwitch() { cuda::set_cudnn_backward_fusion(previous_); }
-  FusionSwitch(const FusionSwitch&) = delete;
-  FusionSwitch& operator=(const FusionSwitch&) = delete;
-
- private:
-  bool previous_;
-};
-
 const TensorOptions kSingle{.dtype = DType::Float32, .device = Device::cuda()};
-
-// Standard normal values times `scale` in `dtype` on the GPU, dense in `layout`.
-Tensor random_on_gpu(const Shape& sizes, double scale, uint64_t seed, DType dtype,
-                     MemoryFormat layout = MemoryFormat::Contiguous) {
-  Generator generator(seed);
-  Tensor values = mul(randn(sizes, {}, &generator), scale);
-  return contiguous_copy(converted_copy(values, dtype, Device::cuda()), layout);
-}
-
-std::vector<double> host_doubles(const Tensor& tensor) {
-  return converted_copy(tensor, DType::Float64, Device::cpu()).to_vector<double>();
-}
 
 // `values` within `tolerance` of the largest |reference|, which must not be negligible.
 void check_close(const char* what, const Tensor& values, const Tensor& reference, double tolerance) {
@@ -161,20 +124,20 @@ Reference unfused_backward(const Tensor& z, const Normalization& norm, const Ten
 
 TEST_CASE("cuDNN's backward data with the ReLU's backward and batch norm's sums: the unfused gradients",
           "[cuda][cudnn][fusion]") {
-  const FusionSwitch fusion(true);
+  const BackwardFusionSwitch fusion(true);
   const DType dtype = GENERATE(DType::Float16, DType::BFloat16);
   const MemoryFormat layout = MemoryFormat::ChannelsLast;
   for (const Case& shape : kCases) {
     INFO(shape.name << ", " << dtype);
     const Tensor z = add(random_on_gpu(shape.input(), 1.5, 41, dtype, layout), 0.5);
     const Normalization norm = normalization_of(z, 43);
-    const double fan_in = static_cast<double>(shape.channels * shape.kernel * shape.kernel);
+    const double fan_in = static_cast<double>(shape.in_channels * shape.kernel * shape.kernel);
     const Tensor w = random_on_gpu(shape.weight(), 1.0 / std::sqrt(fan_in), 45, dtype, layout);
     const Tensor grad_output = random_on_gpu(shape.output(), 1.0, 47, dtype, layout);
 
     cuda::clear_cudnn_algorithm_cache();
     Tensor grad_normalized = empty(shape.input(), {.dtype = dtype, .device = Device::cuda()}, layout);
-    const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.channels);
+    const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.in_channels);
     bool fused = false;
     {
       NoGradGuard no_grad;
@@ -196,7 +159,7 @@ TEST_CASE("cuDNN's backward data with the ReLU's backward and batch norm's sums:
     }
     const Reference reference = unfused_backward(z, norm, w, grad_output, shape);
     NoGradGuard no_grad;
-    const Shape per_channel{1, shape.channels, 1, 1};
+    const Shape per_channel{1, shape.in_channels, 1, 1};
     const Tensor grad_input =
         add(add(mul(view(gradients.grad_scale, per_channel), converted_copy(grad_normalized, DType::Float32, Device::cuda())),
                 mul(view(gradients.input_scale, per_channel), converted_copy(z, DType::Float32, Device::cuda()))),
@@ -213,7 +176,7 @@ TEST_CASE("cuDNN's backward data with the ReLU's backward and batch norm's sums:
 TEST_CASE("the fused backward data with batch norm names what breaks its contract, and refuses when off",
           "[cuda][cudnn][fusion]") {
   NoGradGuard no_grad;
-  const FusionSwitch fusion(true);
+  const BackwardFusionSwitch fusion(true);
   const Case shape{"3x3", 2, 16, 16, 8, 3, 1};
   const MemoryFormat layout = MemoryFormat::ChannelsLast;
   const Tensor z = random_on_gpu(shape.input(), 1.0, 3, DType::Float16, layout);
@@ -221,7 +184,7 @@ TEST_CASE("the fused backward data with batch norm names what breaks its contrac
   const Tensor w = random_on_gpu(shape.weight(), 0.1, 7, DType::Float16, layout);
   const Tensor grad_output = random_on_gpu(shape.output(), 1.0, 9, DType::Float16, layout);
   const Tensor grad_normalized = empty(shape.input(), {.dtype = DType::Float16, .device = Device::cuda()}, layout);
-  const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.channels);
+  const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.in_channels);
   auto call = [&](const Tensor& input, const Tensor& mean) {
     return cuda::cudnn::conv2d_backward_input_relu_batch_norm(
         grad_output, w, shape.window(), {input, mean, norm.invstd, norm.weight, norm.bias}, grad_normalized,
@@ -236,7 +199,7 @@ TEST_CASE("the fused backward data with batch norm names what breaks its contrac
     CHECK_THROWS_WITH(call(nchw, norm.mean), Catch::Contains("batch norm's input is float16 [2, 16, 8, 8]"));
   }
   SECTION("fusion switched off") {
-    const FusionSwitch off(false);
+    const BackwardFusionSwitch off(false);
     CHECK_FALSE(call(z, norm.mean));
   }
   CHECK(std::isnan(host_doubles(gradients.grad_weight)[0]));
@@ -271,7 +234,7 @@ struct ChainGradients {
   bool fused;  // the fused backward data ran (its plan is cached, with an engine)
 };
 ChainGradients chain_backward(bool fusion, bool shared, int64_t batch = 32) {
-  const FusionSwitch scope(fusion);
+  const BackwardFusionSwitch scope(fusion);
   cuda::clear_cudnn_algorithm_cache();
   // 73,728 values a channel: above the size below which the kernel table does not fuse.
   const Case shape{"3x3, 32 -> 64 at 48x48", batch, 32, 64, 48, 3, 1};
@@ -332,7 +295,7 @@ TEST_CASE("conv2d after batch_norm_relu: too few values a channel to pay keep th
 TEST_CASE("fused backward data with batch norm: time against the plain backward data and batch norm's backward",
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
-  const FusionSwitch fusion(true);
+  const BackwardFusionSwitch fusion(true);
   const std::vector<Case> cases = {
       {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
       {"1x1, 64 -> 256 at 56x56", 128, 64, 256, 56, 1, 1},
@@ -353,7 +316,7 @@ TEST_CASE("fused backward data with batch norm: time against the plain backward 
     const Tensor w = random_on_gpu(shape.weight(), 0.05, 17, DType::Float16, layout);
     const Tensor grad_output = random_on_gpu(shape.output(), 1.0, 19, DType::Float16, layout);
     const Tensor grad_normalized = empty(shape.input(), half, layout), grad_input = empty(shape.input(), half, layout);
-    const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.channels);
+    const cuda::cudnn::BatchNormGradients gradients = nan_gradients(shape.in_channels);
     bool fused = true;
     const double fused_ms = gpu_timing::median_ms([&] {
       fused = cuda::cudnn::conv2d_backward_input_relu_batch_norm(

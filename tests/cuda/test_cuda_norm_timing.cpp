@@ -18,6 +18,7 @@
 #include "memgrad/core/memory_format.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/runtime.h"
+#include "cuda/gpu_timing.h"
 
 using namespace mg;
 
@@ -37,35 +38,6 @@ const std::vector<BatchNormShape> kResNet50 = {
     {14, 1024, 0, 1, 6},  {14, 512, 1, 0, 0},   {7, 512, 5, 0, 0},   {7, 2048, 0, 1, 3},
 };
 
-// How many launches each timing averages (MG_TIMING_REPEATS, default 20).
-int timing_repeats() {
-  const char* repeats = std::getenv("MG_TIMING_REPEATS");
-  return repeats != nullptr ? std::max(1, std::atoi(repeats)) : 20;
-}
-
-// Median milliseconds of `run` repeated `repeats` times between two events, per repeat.
-// A long copy is queued first, so that the host has queued every repeat before the first
-// event is reached and launch latency is not timed (a ResNet step keeps the GPU as busy).
-template <class Run>
-double median_ms(const cuda::Stream& stream, const Tensor& filler_from, const Tensor& filler_to, Run&& run) {
-  const int repeats = timing_repeats();
-  const int trials = repeats == 1 ? 1 : 7;
-  run();  // first launches outside the timing
-  std::vector<double> times;
-  for (int trial = 0; trial < trials; ++trial) {
-    cudaMemcpyAsync(filler_to.raw_data(), filler_from.raw_data(), filler_from.nbytes(), cudaMemcpyDeviceToDevice,
-                    stream.handle());
-    cuda::Event start(true), end(true);
-    start.record(stream);
-    for (int i = 0; i < repeats; ++i) run();
-    end.record(stream);
-    end.synchronize();
-    times.push_back(cuda::Event::elapsed_ms(start, end) / repeats);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 }  // namespace
 
 TEST_CASE("Timing: CUDA batch-norm passes at ResNet-50's shapes against a copy's bandwidth", "[.][bn-timing]") {
@@ -74,7 +46,6 @@ TEST_CASE("Timing: CUDA batch-norm passes at ResNet-50's shapes against a copy's
   const cuda::Stream stream = cuda::Stream::current(device);
   const TensorOptions half{.dtype = DType::Float16, .device = device};
   const TensorOptions single{.dtype = DType::Float32, .device = device};
-  const Tensor filler_from = empty({int64_t{1} << 30}, half), filler_to = empty({int64_t{1} << 30}, half);
   constexpr int64_t kBatch = 128;
 
   std::ostringstream table;
@@ -102,19 +73,19 @@ TEST_CASE("Timing: CUDA batch-norm passes at ResNet-50's shapes against a copy's
       cuda::batch_norm(x, weight, bias, running_mean, running_var, batches_tracked, /*training=*/true, 0.1, 1e-5, relu,
                        added, {}, y, mean, invstd);
     };
-    const double copy_ms = median_ms(stream, filler_from, filler_to, [&] {
+    const double copy_ms = gpu_timing::median_ms([&] {
       cudaMemcpyAsync(dx.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream.handle());
     });
-    const double relu_forward = median_ms(stream, filler_from, filler_to, [&] { forward(true, {}); });
-    const double relu_backward = median_ms(stream, filler_from, filler_to, [&] {
+    const double relu_forward = gpu_timing::median_ms([&] { forward(true, {}); });
+    const double relu_backward = gpu_timing::median_ms([&] {
       cuda::batch_norm_backward(grad, x, weight, bias, mean, invstd, /*relu=*/true, {}, dx, grad_weight, grad_bias, {});
     });
-    const double add_forward = median_ms(stream, filler_from, filler_to, [&] { forward(true, residual); });
-    const double add_backward = median_ms(stream, filler_from, filler_to, [&] {
+    const double add_forward = gpu_timing::median_ms([&] { forward(true, residual); });
+    const double add_backward = gpu_timing::median_ms([&] {
       cuda::batch_norm_backward(grad, x, weight, bias, mean, invstd, /*relu=*/true, y, dx, grad_weight, grad_bias, dr);
     });
-    const double plain_forward = median_ms(stream, filler_from, filler_to, [&] { forward(false, {}); });
-    const double plain_backward = median_ms(stream, filler_from, filler_to, [&] {
+    const double plain_forward = gpu_timing::median_ms([&] { forward(false, {}); });
+    const double plain_backward = gpu_timing::median_ms([&] {
       cuda::batch_norm_backward(grad, x, weight, bias, mean, invstd, /*relu=*/false, {}, dx, grad_weight, grad_bias, {});
     });
     // Bytes each pass must move, in units of the tensor (see batch_norm.cu's header):
