@@ -36,6 +36,20 @@ struct ConvShape {
   Conv2dOptions options() const { return {.stride = {stride, stride}, .padding = {padding(), padding()}}; }
 };
 
+// ResNet-50's convolutions that read a batch norm + ReLU's output (a Bottleneck's 3x3, also
+// strided, and its 1x1s), at batch 128: what the timing cases time.
+inline const std::vector<ConvShape> kResNet50AfterBatchNormRelu = {
+    {"1x1, 64 -> 64 at 56x56", 128, 64, 64, 56, 1, 1},
+    {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
+    {"1x1, 64 -> 256 at 56x56", 128, 64, 256, 56, 1, 1},
+    {"3x3 stride 2, 128 -> 128 at 56x56", 128, 128, 128, 56, 3, 2},
+    {"1x1, 128 -> 512 at 28x28", 128, 128, 512, 28, 1, 1},
+    {"3x3, 256 -> 256 at 14x14", 128, 256, 256, 14, 3, 1},
+    {"1x1, 256 -> 1024 at 14x14", 128, 256, 1024, 14, 1, 1},
+    {"3x3, 512 -> 512 at 7x7", 128, 512, 512, 7, 3, 1},
+    {"1x1, 512 -> 2048 at 7x7", 128, 512, 2048, 7, 1, 1},
+};
+
 // Standard normal values times `scale` in `dtype` on the GPU, dense in `layout`.
 inline Tensor random_on_gpu(const Shape& sizes, double scale, uint64_t seed, DType dtype,
                             MemoryFormat layout = MemoryFormat::Contiguous) {

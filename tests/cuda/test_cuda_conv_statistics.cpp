@@ -434,21 +434,10 @@ TEST_CASE("fused normalization prologue: time against the plain convolution and 
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
   const FusionSwitch fusion(true);
-  const std::vector<ConvShape> shapes = {
-      {"1x1, 64 -> 64 at 56x56", 128, 64, 64, 56, 1, 1},
-      {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
-      {"1x1, 64 -> 256 at 56x56", 128, 64, 256, 56, 1, 1},
-      {"3x3 stride 2, 128 -> 128 at 56x56", 128, 128, 128, 56, 3, 2},
-      {"1x1, 128 -> 512 at 28x28", 128, 128, 512, 28, 1, 1},
-      {"3x3, 256 -> 256 at 14x14", 128, 256, 256, 14, 3, 1},
-      {"1x1, 256 -> 1024 at 14x14", 128, 256, 1024, 14, 1, 1},
-      {"3x3, 512 -> 512 at 7x7", 128, 512, 512, 7, 3, 1},
-      {"1x1, 512 -> 2048 at 7x7", 128, 512, 2048, 7, 1, 1},
-  };
   std::ostringstream table;
   table << "shape (batch 128, float16 channels_last): prologue + conv + statistics ms | conv ms | "
            "conv + statistics ms\n";
-  for (const ConvShape& shape : shapes) {
+  for (const ConvShape& shape : kResNet50AfterBatchNormRelu) {
     auto [x, w, y, sum, square_sum] = conv_tensors(shape, DType::Float16, 9);
     const Coefficients normalization = coefficients(shape.in_channels, 11);
     bool normalized = true, with_statistics = true;

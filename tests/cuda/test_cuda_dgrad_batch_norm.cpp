@@ -296,21 +296,11 @@ TEST_CASE("fused backward data with batch norm: time against the plain backward 
           "[.][fusion-timing]") {
   NoGradGuard no_grad;
   const BackwardFusionSwitch fusion(true);
-  const std::vector<Case> cases = {
-      {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
-      {"1x1, 64 -> 256 at 56x56", 128, 64, 256, 56, 1, 1},
-      {"3x3 stride 2, 128 -> 128 at 56x56", 128, 128, 128, 56, 3, 2},
-      {"1x1, 128 -> 512 at 28x28", 128, 128, 512, 28, 1, 1},
-      {"3x3, 256 -> 256 at 14x14", 128, 256, 256, 14, 3, 1},
-      {"1x1, 256 -> 1024 at 14x14", 128, 256, 1024, 14, 1, 1},
-      {"3x3, 512 -> 512 at 7x7", 128, 512, 512, 7, 3, 1},
-      {"1x1, 512 -> 2048 at 7x7", 128, 512, 2048, 7, 1, 1},
-  };
   std::ostringstream table;
   table << "shape (batch 128, float16 channels_last): fused ms | backward data ms | batch norm + ReLU backward ms\n";
   const MemoryFormat layout = MemoryFormat::ChannelsLast;
   const TensorOptions half{.dtype = DType::Float16, .device = Device::cuda()};
-  for (const Case& shape : cases) {
+  for (const Case& shape : kResNet50AfterBatchNormRelu) {
     const Tensor z = random_on_gpu(shape.input(), 1.0, 13, DType::Float16, layout);
     const Normalization norm = normalization_of(z, 15);
     const Tensor w = random_on_gpu(shape.weight(), 0.05, 17, DType::Float16, layout);
