@@ -36,8 +36,9 @@ struct ConvShape {
   Conv2dOptions options() const { return {.stride = {stride, stride}, .padding = {padding(), padding()}}; }
 };
 
-// ResNet-50's convolutions that read a batch norm + ReLU's output (a Bottleneck's 3x3, also
-// strided, and its 1x1s), at batch 128: what the timing cases time.
+// ResNet-50's convolutions that follow a ReLU (a Bottleneck's 3x3, also strided, and its
+// 1x1s), at batch 128: what the timing cases time, their input taken as a batch norm +
+// ReLU's output.
 inline const std::vector<ConvShape> kResNet50AfterBatchNormRelu = {
     {"1x1, 64 -> 64 at 56x56", 128, 64, 64, 56, 1, 1},
     {"3x3, 64 -> 64 at 56x56", 128, 64, 64, 56, 3, 1},
