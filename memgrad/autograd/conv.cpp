@@ -22,6 +22,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/relu_batch_norm_node.h"
+#include "memgrad/memory/context.h"
 
 namespace mg {
 
@@ -113,6 +114,8 @@ bool backward_input_with_batch_norm_sums(const autograd::Node& node, const Tenso
   const TensorOptions per_channel{.dtype = DType::Float32, .device = grad_output.device()};
   Tensor coefficients = empty({3, channels}, per_channel);
   Tensor grad_weight = empty({channels}, per_channel), grad_bias = empty({channels}, per_channel);
+  // The Recorder names what the fused kernel borrows (its workspace) apart.
+  memory::OpScope scope("Conv2dBackward[fused with batch norm's sums]");
   if (!kernels(grad_output.device())
            .conv2d_backward_input_relu_batch_norm(grad_output, weight, window, saved.input, saved.mean, saved.invstd,
                                                   saved.weight, saved.bias, grad_input, coefficients, grad_weight,

@@ -37,6 +37,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/relu_batch_norm_node.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/memory/context.h"
 
 namespace mg {
 
@@ -186,7 +187,9 @@ class BatchNormReluNode final : public autograd::ReluBatchNormNode {
                                 invstd, Tensor());
     }
     // The handed gradient is masked already; the sums are float32, as is a 16-bit input's
-    // weight and bias (the only kind the fused kernels take).
+    // weight and bias (the only kind the fused kernels take). The Recorder shows this path
+    // by its op name.
+    memory::OpScope scope("BatchNormReluBackward[from the convolution's sums]");
     Tensor grad_input;
     if (needs_input_grad(0)) {
       const MemoryFormat format = suggest_memory_format(input);

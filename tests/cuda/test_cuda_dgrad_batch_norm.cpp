@@ -6,7 +6,8 @@
 // (batch_norm_relu, then conv2d, differentiated by autograd) gives them; what it refuses it
 // refuses without writing. Through autograd (conv2d's node handing the sums to
 // batch_norm_relu's, autograd/relu_batch_norm_node.h): the same gradients with the fusion
-// on and off, and no fusion where the activation has a second consumer. The one-pass
+// on and off, the Recorder naming the one-pass backward, and no fusion where the
+// activation has a second consumer or a channel has too few values. The one-pass
 // grad_input from the handed coefficients against the CPU kernel. A hidden case
 // ("[fusion-timing]") times the fused call against the plain backward data and batch
 // norm's own backward, the two launches it would replace.
@@ -35,6 +36,7 @@
 #include "memgrad/cuda/cudnn/settings.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/runtime.h"
+#include "memgrad/memory/recorder.h"
 #include "cuda/conv_fusion_checks.h"
 #include "cuda/gpu_timing.h"
 
@@ -232,6 +234,7 @@ namespace {
 struct ChainGradients {
   Tensor z, weight, bias, conv_weight;
   bool fused;  // the fused backward data ran (its plan is cached, with an engine)
+  int64_t one_pass_allocations;  // the Recorder's allocations by batch norm's one-pass backward
 };
 ChainGradients chain_backward(bool fusion, bool shared, int64_t batch = 32) {
   const BackwardFusionSwitch scope(fusion);
@@ -247,16 +250,23 @@ ChainGradients chain_backward(bool fusion, bool shared, int64_t batch = 32) {
   for (const Tensor* leaf : {&input, &weight, &bias, &conv_weight}) leaf->requires_grad_();
   const Tensor activation = batch_norm_relu(input, {}, {}, weight, bias, /*training=*/true, 0.1, kEps);
   const Tensor out = conv2d(activation, conv_weight, {}, shape.options());
+  memory::Recorder recorder({.device = Device::cuda()});
+  recorder.start();
   if (shared) {
     autograd::backward({out, activation}, {grad_output, mul(ones_like(activation), 0.25)});
   } else {
     out.backward(grad_output);
   }
+  recorder.stop();
+  const std::vector<memory::MemoryEvent> events = recorder.timeline().events;
+  const int64_t one_pass_allocations = std::count_if(events.begin(), events.end(), [](const memory::MemoryEvent& event) {
+    return event.kind == memory::EventKind::Allocate && event.op == "BatchNormReluBackward[from the convolution's sums]";
+  });
   bool fused = false;
   for (const cuda::CudnnAlgorithmChoice& choice : cuda::cudnn_algorithm_choices()) {
     fused = fused || (choice.direction == cuda::ConvDirection::BackwardDataReluBatchNorm && choice.engine >= 0);
   }
-  return {input.grad(), weight.grad(), bias.grad(), conv_weight.grad(), fused};
+  return {input.grad(), weight.grad(), bias.grad(), conv_weight.grad(), fused, one_pass_allocations};
 }
 
 }  // namespace
@@ -264,8 +274,10 @@ ChainGradients chain_backward(bool fusion, bool shared, int64_t batch = 32) {
 TEST_CASE("conv2d after batch_norm_relu: the fused backward's gradients are the unfused ones", "[cuda][cudnn][fusion]") {
   const ChainGradients unfused = chain_backward(false, false);
   CHECK_FALSE(unfused.fused);
+  CHECK(unfused.one_pass_allocations == 0);
   const ChainGradients fused = chain_backward(true, false);
   CHECK(fused.fused);  // float16 fused on the H200 (cuDNN 9.14) at every shape tried
+  CHECK(fused.one_pass_allocations >= 1);  // the Recorder names the path: grad_input's buffer
   check_close("grad of batch norm's input", fused.z, unfused.z, 1e-2);
   check_close("grad of batch norm's weight", fused.weight, unfused.weight, 1e-2);
   check_close("grad of batch norm's bias", fused.bias, unfused.bias, 1e-2);
@@ -277,6 +289,7 @@ TEST_CASE("conv2d after batch_norm_relu: a second consumer of the activation kee
   const ChainGradients unfused = chain_backward(false, true);
   const ChainGradients with_fusion_on = chain_backward(true, true);
   CHECK_FALSE(with_fusion_on.fused);  // the sums would miss the other consumer's gradient
+  CHECK(with_fusion_on.one_pass_allocations == 0);
   check_close("grad of batch norm's input", with_fusion_on.z, unfused.z, 1e-6);
   check_close("grad of batch norm's bias", with_fusion_on.bias, unfused.bias, 1e-6);
 }
