@@ -107,6 +107,10 @@ int64_t output_size(const Tensor& input, const Tensor& weight, const Conv2dOptio
 // false, with nothing written, where the node or the device cannot.
 bool backward_input_with_batch_norm_sums(const autograd::Node& node, const Tensor& grad_output,
                                          const Tensor& weight, const Window2d& window, const Tensor& grad_input) {
+  // NOTE: only 16-bit data has a fused kernel (kernel table); checked first so that other
+  // dtypes allocate nothing for it.
+  const DType dtype = grad_output.dtype();
+  if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
   auto* producer = dynamic_cast<autograd::ReluBatchNormNode*>(node.next_edges()[0].function.get());
   if (producer == nullptr || !autograd::is_sole_consumer(node, 0)) return false;
   const autograd::ReluBatchNormNode::Saved saved = producer->saved_for_consumer();
