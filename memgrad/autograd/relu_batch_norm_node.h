@@ -8,7 +8,7 @@
 // gradient (cuda/cudnn/conv.h, conv2d_backward_input_relu_batch_norm). The convolution's
 // node then hands the sums here, and this node's backward is one pass: its input's
 // gradient from the handed coefficients. The gradient the convolution returns for its
-// input is the masked one; the node masks it again, which changes nothing, so the result
+// input is already masked by the ReLU, and the one pass takes it as it is, so the result
 // equals the unfused one but for rounding.
 //
 // A consumer may hand sums over only when its gradient is the only one this node receives
