@@ -114,7 +114,7 @@ RECORDING = " recording"  # config_name's suffix for a run with the memory Recor
 # memgrad's cuDNN fusion switches (key, default, suffix when not the default), which PyTorch
 # has no twin of: such a row is compared with the PyTorch runs of its configuration without
 # the suffix.
-MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", False, " cudnn-fusion"),
+MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", True, " no-cudnn-fusion"),
                          ("cudnn_backward_fusion", True, " no-backward-fusion"))
 
 

@@ -53,7 +53,7 @@ Args parse_args(int argc, char** argv) {
       {"--bench", [&] { args.bench = true; }},
       {"--augment", [&] { args.augment = true; }},
       {"--channels-last", [&] { args.channels_last = true; }},
-      {"--cudnn-fusion", [&] { args.cudnn_fusion = true; }},
+      {"--no-cudnn-fusion", [&] { args.cudnn_fusion = false; }},
       {"--no-cudnn-backward-fusion", [&] { args.cudnn_backward_fusion = false; }},
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
@@ -91,7 +91,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
-                [--channels-last] [--cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
+                [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -121,10 +121,10 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --augment                random crops (pad 4, crop 32) and horizontal flips
   --channels-last          keep the model's weights and the batches in channels-last
                            (NHWC) memory format, which convolution kernels prefer on GPUs
-  --cudnn-fusion           on CUDA, training in fp16/bf16 channels-last: cuDNN generates
-                           batch norm's statistics in the epilogue of the convolution
-                           before it (mg::cuda::set_cudnn_fusion; off by default: on the
-                           H200 it was slower, docs/benchmarks.md)
+  --no-cudnn-fusion        run apart what is fused by default on CUDA, training in
+                           fp16/bf16 channels-last: batch norm's statistics generated in
+                           the epilogue of the convolution before it
+                           (mg::cuda::set_cudnn_fusion)
   --no-cudnn-backward-fusion
                            run apart what is fused by default on CUDA, training in fp16
                            channels-last: the backward data of a convolution after batch

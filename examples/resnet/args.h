@@ -23,7 +23,7 @@ struct Args {
   double lr = 0.1;  // the one-cycle schedule's peak
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format
-  bool cudnn_fusion = false;     // mg::cuda::set_cudnn_fusion (CUDA builds)
+  bool cudnn_fusion = true;      // mg::cuda::set_cudnn_fusion (CUDA builds)
   bool cudnn_backward_fusion = true;  // mg::cuda::set_cudnn_backward_fusion (CUDA builds)
   bool cudnn_benchmark = false;  // mg::cuda::set_cudnn_benchmark (CUDA builds)
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32

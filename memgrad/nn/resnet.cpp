@@ -66,8 +66,8 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::s
 // bn->forward_relu(x) is relu((*bn)(x)) and bn->forward_add_relu(x, shortcut)
 // relu((*bn)(x) + shortcut), each one op (nn/batch_norm.h); each convolution hands the
 // batch norm after it the statistics of its output where it makes them itself (training
-// in 16-bit channels_last on cuDNN with cuda::set_cudnn_fusion on, which is off by default:
-// nn/conv.h's forward_with_statistics), which spares the batch norm's statistics pass.
+// in 16-bit channels_last on cuDNN with cuda::set_cudnn_fusion on, the default: nn/conv.h's
+// forward_with_statistics), which spares the batch norm's statistics pass.
 // NOTE: the shortcut runs first, so that backward (newest node first) takes the residual
 // branch right after the fused op and the downsample last: the other order leaves the
 // gradient of the last convolution's output (the block's output size) waiting through

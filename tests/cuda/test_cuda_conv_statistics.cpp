@@ -186,6 +186,26 @@ TEST_CASE("the fused statistics are refused for what they do not cover, without 
   CHECK(std::isnan(host_doubles(square_sum)[0]));
 }
 
+// The kernel table's policy (cuda/kernels/conv.cu): cuDNN fuses the stem's 3 input channels
+// too (the case above), but only with a runtime-compiled engine 8x slower than the plain
+// convolution on the H200, so autograd's conv2d_with_statistics computes no statistics
+// there, and the batch norm makes its own. With 8 or 64 input channels it fuses.
+TEST_CASE("conv2d_with_statistics fuses only with a multiple of 8 input channels", "[cuda][cudnn][fusion]") {
+  NoGradGuard no_grad;
+  const FusionSwitch fusion(true);
+  const int64_t in_channels = GENERATE(3, 8, 64);
+  INFO(in_channels << " input channels");
+  const ConvShape shape{"7x7 stride 2", 4, in_channels, 64, 32, 7, 2};
+  Tensor x = random_on_gpu(shape.input(), 1.0, 31, DType::Float16, MemoryFormat::ChannelsLast);
+  Tensor w = random_on_gpu(shape.weight(), 0.1, 32, DType::Float16, MemoryFormat::ChannelsLast);
+  const ConvWithStatistics result = conv2d_with_statistics(x, w, shape.options());
+  CHECK(result.statistics.defined() == (in_channels % 8 == 0));
+  check_output(result.output, conv2d(x, w, {}, shape.options()), rounding_tolerance(DType::Float16));
+  if (result.statistics.defined()) {
+    check_statistics(result.statistics.sum, result.statistics.square_sum, result.output, 1e-3, 2e-3);
+  }
+}
+
 TEST_CASE("batch norm on CUDA takes a convolution's statistics: the same output and running statistics",
           "[cuda][cudnn][fusion]") {
   NoGradGuard no_grad;

@@ -428,11 +428,14 @@ struct CountCase {
 // or the one kernel of statistics given by a convolution): k training forwards count k on
 // the GPU as on the CPU, with the running statistics the CPU's, in NCHW, channels-last and
 // (N, C), for each fused variant; evaluation counts nothing. 20 channels: the finish runs
-// in several blocks, of which channel 0's alone may count.
+// in several blocks, of which channel 0's alone may count. With statistics given, the
+// normalising pass finishes them in every thread, and one load per channel stores: the
+// larger shapes give each channel many threads, in both layouts.
 TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, running stats as the CPU", "[cuda]") {
   auto [sizes, format] =
       GENERATE(CountCase{{8, 20, 5, 5}, MemoryFormat::Contiguous}, CountCase{{8, 20, 5, 5}, MemoryFormat::ChannelsLast},
-               CountCase{{64, 20}, MemoryFormat::Contiguous});
+               CountCase{{64, 20}, MemoryFormat::Contiguous}, CountCase{{32, 64, 16, 16}, MemoryFormat::ChannelsLast},
+               CountCase{{32, 64, 16, 16}, MemoryFormat::Contiguous});
   const Fused fused = GENERATE(Fused::None, Fused::Relu, Fused::AddRelu);
   const bool given = GENERATE(false, true);
   INFO("input " << sizes << " in " << format << ", fused " << static_cast<int>(fused)

@@ -22,7 +22,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 // square_sum (K, float32) get the per-channel sum and sum of squares of output over
 // (N, P, Q). Only for 16-bit data with all three tensors dense in channels_last and no
 // bias; false (nothing written) when that does not hold or cuDNN has no engine for the
-// shape, with set_cudnn_fusion off (the default) or set_cudnn_deterministic on, and the
+// shape, with set_cudnn_fusion off (on by default) or set_cudnn_deterministic on, and the
 // caller computes them apart.
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum);
@@ -34,7 +34,7 @@ bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Win
 // sum and square_sum (K) float32 as conv2d_with_statistics writes them. The prologue
 // computes in float32 and the convolution reads its result unrounded. A call breaking that
 // contract throws mg::Error; false (nothing written) when cuDNN has no engine for the shape,
-// with set_cudnn_fusion off (the default) or set_cudnn_deterministic on.
+// with set_cudnn_fusion off (on by default) or set_cudnn_deterministic on.
 bool conv2d_normalized_with_statistics(const Tensor& input, const Tensor& scale, const Tensor& bias,
                                        const Tensor& weight, const Window2d& window, const Tensor& output,
                                        const Tensor& sum, const Tensor& square_sum);

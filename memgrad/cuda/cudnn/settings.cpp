@@ -12,7 +12,7 @@ std::atomic<bool> enabled_flag{true};
 std::atomic<bool> benchmark_flag{false};
 std::atomic<bool> deterministic_flag{false};
 std::atomic<bool> allow_tf32_flag{true};
-std::atomic<bool> fusion_flag{false};
+std::atomic<bool> fusion_flag{true};
 std::atomic<bool> backward_fusion_flag{true};
 std::atomic<size_t> workspace_limit_bytes{size_t{1} << 30};
 

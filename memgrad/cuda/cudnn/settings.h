@@ -46,17 +46,19 @@ bool cudnn_allow_tf32();
 void set_cudnn_deterministic(bool deterministic);
 bool cudnn_deterministic();
 
-// Off (default): convolutions and batch norm's statistics pass run apart. On: where cuDNN
-// can fuse work into a convolution, it does. Today that is batch norm's per-channel
+// On (default): where cuDNN can fuse work into a convolution, and where it pays, it does.
+// Off: convolutions and batch norm's statistics pass run apart. Today that is batch norm's per-channel
 // statistics, generated in the epilogue of the convolution before it (cuda/cudnn/conv.h's
 // conv2d_with_statistics; nn::Bottleneck and nn::BasicBlock ask for it when training in
 // float16 or bfloat16 channels_last), which saves batch norm's statistics pass over the
 // activation; the fused and unfused steps differ by rounding only. Never in deterministic
 // mode: cuDNN does not say in which order the epilogue adds its partial sums.
-// NOTE: off by default because it did not pay on the H200 (2026-12-02, cuDNN 9.14):
-// ResNet-50 b128 fp16 channels_last took 21.8 ms a step with it and 21.1 ms without. Each
-// fused convolution ran 0.01-0.08 ms slower than the plain one (its engine is chosen
-// among fewer), which outweighed the statistics passes it saved (docs/benchmarks.md).
+// On by default since the seventh session of 2026-12-02 (docs/benchmarks.md): it had been
+// off because ResNet-50's step was slower with it, which one convolution explained, the
+// 7x7 stem with 3 input channels, whose only fused engine (runtime-compiled) took 1.71 ms
+// a step against 0.21 ms plain. The kernel table now fuses only convolutions with a
+// multiple of 8 input channels (cuda/kernels/conv.cu), and batch norm's normalising pass
+// finishes the given sums itself, with no launch of its own.
 void set_cudnn_fusion(bool fusion);
 bool cudnn_fusion();
 // On (default): where cuDNN can, and where it pays (cuda/kernels/conv.cu: 16-bit

@@ -302,10 +302,19 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
   finish(result, grad_weight);
 }
 
-// Only cuDNN fuses the statistics into the convolution; the im2col path does not.
+// Only cuDNN fuses the statistics into the convolution; the im2col path does not. And only
+// where it pays: with a multiple of kFusedStatisticsChannelMultiple input channels.
+// NOTE: measured on the H200 (docs/benchmarks.md, 2026-12-02, seventh session): ResNet-50's
+// stem (3 input channels) has no fused engine but a runtime-compiled generic one
+// (convFwd_genStats), 1.71 ms a step against 0.21 ms for its plain convolution's
+// image-first-layer kernel; every other ResNet-50 convolution fuses at about its plain
+// kernel's time, and sparing their statistics passes saves more than the stem costs.
+constexpr int64_t kFusedStatisticsChannelMultiple = 8;
+
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window, const Tensor& output,
                             const Tensor& sum, const Tensor& square_sum) {
 #if MG_WITH_CUDNN
+  if (input.dim() != 4 || input.size(1) % kFusedStatisticsChannelMultiple != 0) return false;
   return cudnn::conv2d_with_statistics(input, weight, window, output, sum, square_sum);
 #else
   return false;
