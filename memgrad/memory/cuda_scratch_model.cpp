@@ -109,9 +109,8 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                 const Tensor& running_var, const Tensor& num_batches_tracked, bool training, double momentum,
                 double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
                 const Tensor& save_mean, const Tensor& save_invstd) {
-  // Given statistics (training) are finished inside the normalising pass: no workspace.
-  if (input.numel() == 0 || (training && statistics.defined())) return;
-  const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training);
+  if (input.numel() == 0) return;
+  const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training && !statistics.defined());
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,

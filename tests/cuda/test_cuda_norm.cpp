@@ -428,9 +428,8 @@ struct CountCase {
 // or the one kernel of statistics given by a convolution): k training forwards count k on
 // the GPU as on the CPU, with the running statistics the CPU's, in NCHW, channels-last and
 // (N, C), for each fused variant; evaluation counts nothing. 20 channels: the finish runs
-// in several blocks, of which channel 0's alone may count. With statistics given, the
-// normalising pass finishes them in every thread, and one load per channel stores: the
-// larger shapes give each channel many threads, in both layouts.
+// in several blocks, of which channel 0's alone may count; the larger shapes give the
+// statistics' reduction many blocks a channel, in both layouts.
 TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, running stats as the CPU", "[cuda]") {
   auto [sizes, format] =
       GENERATE(CountCase{{8, 20, 5, 5}, MemoryFormat::Contiguous}, CountCase{{8, 20, 5, 5}, MemoryFormat::ChannelsLast},

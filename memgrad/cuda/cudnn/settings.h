@@ -57,8 +57,7 @@ bool cudnn_deterministic();
 // off because ResNet-50's step was slower with it, which one convolution explained, the
 // 7x7 stem with 3 input channels, whose only fused engine (runtime-compiled) took 1.71 ms
 // a step against 0.21 ms plain. The kernel table now fuses only convolutions with a
-// multiple of 8 input channels (cuda/kernels/conv.cu), and batch norm's normalising pass
-// finishes the given sums itself, with no launch of its own.
+// multiple of 8 input channels (cuda/kernels/conv.cu).
 void set_cudnn_fusion(bool fusion);
 bool cudnn_fusion();
 // On (default): where cuDNN can, and where it pays (cuda/kernels/conv.cu: 16-bit

@@ -37,10 +37,9 @@
 // saved mean, and the elementwise passes compute (x - mean) * scale rather than
 // x * scale + (bias - mean * scale), for the same reason; the forward's subtracts K and
 // then mean - K, so the mean is not even rounded to the input's magnitude.
-// Statistics given by a convolution's epilogue (kernels.h) are plain sums, K = 0, which the
-// normalising pass finishes itself (GivenStatistics: no reduction, no finishing launch);
-// they lose those bits when |mean| >> std, the price of skipping the pass over the input.
-// A convolution's output feeding a batch norm has |mean| of the order of its std.
+// Statistics given by a convolution's epilogue (kernels.h) are plain sums, K = 0: they
+// lose those bits when |mean| >> std, the price of skipping the pass over the input. A
+// convolution's output feeding a batch norm has |mean| of the order of its std.
 //
 // Per-channel tensors may have another dtype than the input (float32 statistics for a
 // 16-bit input, a float32 weight), so they travel as ChannelValues (pointer + dtype) and are
@@ -240,22 +239,13 @@ struct BackwardTerms {
 // NOTE: with the fused ReLU and no residual, training takes K = the saved mean (so
 // mean - K = 0): the backward rebuilds the mask from the saved statistics and must meet
 // the same numbers. (With a residual the backward reads the mask from the output.)
-inline constexpr int kForwardCoefficients = 4;
-
 template <class A>
-__device__ __forceinline__ void forward_coefficients(A (&k)[kForwardCoefficients], A shift, A shifted_mean, A invstd,
-                                                     A weight, A bias) {
-  k[0] = shift;
-  k[1] = shifted_mean;
-  k[2] = invstd * weight;
-  k[3] = bias;
-}
-
-template <class A>
-__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c,
-                                                           const A (&k)[kForwardCoefficients]) {
-#pragma unroll
-  for (int i = 0; i < kForwardCoefficients; ++i) coefficients[i * channels + c] = k[i];
+__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
+                                                           A shifted_mean, A invstd, A weight, A bias) {
+  coefficients[c] = shift;
+  coefficients[channels + c] = shifted_mean;
+  coefficients[2 * channels + c] = invstd * weight;
+  coefficients[3 * channels + c] = bias;
 }
 
 // Training: the statistics from the shifted sums, saved, folded into the running
@@ -283,22 +273,14 @@ struct FinishStatistics {
             load_channel(running_var, c, 1.0)};
   }
 
-  // Channel c's coefficients k from its sums; with `store`, also its saved and running
-  // statistics (and channel 0's batch count), which must be stored once per channel.
-  __device__ __forceinline__ void finish(int64_t c, const Loaded& loaded, A shifted_sum, A shifted_squares, bool store,
-                                         A (&k)[kForwardCoefficients]) const {
+  __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A shifted_sum,
+                                             A shifted_squares) const {
     A count = static_cast<A>(geometry.per_channel);
     A shift = loaded.shift;
     A shifted_mean = shifted_sum / count;
     A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
     A mean = shift + shifted_mean;
     A invstd = inverse_sqrt(biased_var + static_cast<A>(eps));
-    if (from_saved) {
-      forward_coefficients(k, mean, A(0), invstd, loaded.weight, loaded.bias);
-    } else {
-      forward_coefficients(k, shift, shifted_mean, invstd, loaded.weight, loaded.bias);
-    }
-    if (!store) return;
     store_channel(save_mean, c, mean);
     store_channel(save_invstd, c, invstd);
     // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
@@ -310,47 +292,27 @@ struct FinishStatistics {
     if (running_var.kind != ChannelKind::Absent) {
       store_channel(running_var, c, (1 - momentum) * loaded.running_var + momentum * unbiased_var);
     }
-    // Every channel is stored exactly once (finish_kernel, GivenStatistics), and training has
-    // at least one: channel 0's is the counter's only writer.
+    // Every channel is finished exactly once (finish_kernel, finish_given_statistics_kernel),
+    // and training has at least one: channel 0's thread is the counter's only writer.
     if (c == 0 && batches_tracked != nullptr) *batches_tracked += 1;
-  }
-
-  // channel_reduce.cuh's finishing step: stores the coefficients for the pass after it.
-  __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A shifted_sum,
-                                             A shifted_squares) const {
-    A k[kForwardCoefficients];
-    finish(c, loaded, shifted_sum, shifted_squares, /*store=*/true, k);
-    store_forward_coefficients(coefficients, geometry.channels, c, k);
+    if (from_saved) {
+      store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, loaded.weight, loaded.bias);
+    } else {
+      store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, loaded.weight,
+                                 loaded.bias);
+    }
   }
 };
 
-// Training with the statistics given (a convolution's epilogue made them): the normalising
-// pass finishes the sums itself (a channel_map.cuh Source), each thread for the channels
-// it normalises, and the one load per channel the grid marks `first` stores the saved and
-// running statistics. That spares a launch before the pass (49 a ResNet-50 step) for a few
-// loads and an rsqrt per thread and channel, against the many vectors each thread streams.
+// Training with the statistics given (a convolution's epilogue made them): the finishing
+// step of the sums, one thread per channel, with no pass over the input.
 template <class T, class A>
-struct GivenStatistics {
-  FinishStatistics<T, A> finish;
-  const float* sum;
-  const float* square_sum;
-
-  __device__ __forceinline__ void load_channel_coefficients(A (&k)[kForwardCoefficients], int64_t c,
-                                                            bool first) const {
-    finish.finish(c, finish.load(c), static_cast<A>(sum[c]), static_cast<A>(square_sum[c]), first, k);
+__global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, const float* sum,
+                                               const float* square_sum) {
+  for (int64_t c = global_thread_index(); c < finish.geometry.channels; c += grid_stride()) {
+    finish(c, finish.load(c), static_cast<A>(sum[c]), static_cast<A>(square_sum[c]));
   }
-  template <int kVec, int kLoaded>
-  __device__ __forceinline__ void load_adjacent(A (&k)[kVec][kLoaded], int64_t, int64_t c, bool first) const {
-    static_assert(kLoaded == kForwardCoefficients, "the normalising pass reads the forward's coefficients");
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) load_channel_coefficients(k[j], c + j, first);
-  }
-  template <int kLoaded>
-  __device__ __forceinline__ void load_one(A (&k)[kLoaded], int64_t, int64_t c, bool first) const {
-    static_assert(kLoaded == kForwardCoefficients, "the normalising pass reads the forward's coefficients");
-    load_channel_coefficients(k, c, first);
-  }
-};
+}
 
 // Evaluation: the coefficients from the running statistics.
 template <class A>
@@ -358,10 +320,9 @@ __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running
                                          double eps, ChannelValues weight, ChannelValues bias, A* coefficients) {
   for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
     A invstd = inverse_sqrt(static_cast<A>(load_channel(running_var, c, 1.0)) + static_cast<A>(eps));
-    A k[kForwardCoefficients];
-    forward_coefficients(k, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0), invstd,
-                         static_cast<A>(load_channel(weight, c, 1.0)), static_cast<A>(load_channel(bias, c, 0.0)));
-    store_forward_coefficients(coefficients, channels, c, k);
+    store_forward_coefficients(coefficients, channels, c, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
+                               invstd, static_cast<A>(load_channel(weight, c, 1.0)),
+                               static_cast<A>(load_channel(bias, c, 0.0)));
   }
 }
 
@@ -370,7 +331,7 @@ __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running
 template <class T, class A, bool kRelu, bool kResidual>
 struct NormaliseElement {
   static constexpr bool kReadsSecond = kResidual;
-  static constexpr int kCoefficients = kForwardCoefficients;
+  static constexpr int kCoefficients = 4;
   __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T r) const {
     A y = affine((to_compute<A>(x) - k[0]) - k[1], k[2], k[3]);
     if constexpr (kResidual) y += to_compute<A>(r);
@@ -471,27 +432,12 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     const T* in = static_cast<const T*>(input.raw_data());
     const T* added = residual.defined() ? static_cast<const T*>(residual.raw_data()) : nullptr;
     int64_t channels = geometry.channels;
-    auto normalise = [&]<bool kRelu, bool kResidual>(auto source) {
-      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu, kResidual>{}, geometry, total, source, in, added,
-                               static_cast<T*>(output.raw_data()), device, stream);
-    };
-    auto normalise_from = [&](auto source) {
-      if (added != nullptr) {
-        normalise.template operator()<true, true>(source);
-      } else if (relu) {
-        normalise.template operator()<true, false>(source);
-      } else {
-        normalise.template operator()<false, false>(source);
-      }
-    };
-    // (5, C) coefficients, then (2, chunks, C) partial sums when training; none at all when
-    // the pass finishes given statistics itself. Freed on this stream once the kernels are
-    // queued: the caching allocator orders its reuse.
-    PartialGrid grid = given ? PartialGrid{} : partial_grid(geometry, sizeof(T), {in});
-    Tensor workspace = given ? Tensor()
-                             : empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training)},
-                                     {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
-    A* coefficients = given ? nullptr : static_cast<A*>(workspace.raw_data());
+    PartialGrid grid = partial_grid(geometry, sizeof(T), {in});
+    // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
+    // stream once the kernels are queued: the caching allocator orders its reuse.
+    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training && !given)},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
     if (training) {
       FinishStatistics<T, A> finish{in,
                                     geometry,
@@ -508,12 +454,15 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     coefficients,
                                     num_batches_tracked.defined() ? num_batches_tracked.data_ptr<int64_t>() : nullptr};
       if (given) {
-        normalise_from(GivenStatistics<T, A>{finish, static_cast<const float*>(statistics.sum.raw_data()),
-                                             static_cast<const float*>(statistics.square_sum.raw_data())});
-        return;
+        LaunchConfig config = launch_config(channels);
+        finish_given_statistics_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
+            finish, static_cast<const float*>(statistics.sum.raw_data()),
+            static_cast<const float*>(statistics.square_sum.raw_data()));
+        MG_CUDA_CHECK_LAUNCH();
+      } else {
+        reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
+                           coefficients + kBatchNormCoefficients * channels, stream);
       }
-      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
-                         coefficients + kBatchNormCoefficients * channels, stream);
     } else {
       LaunchConfig config = launch_config(channels);
       eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
@@ -521,7 +470,17 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
           channel_values(bias), coefficients);
       MG_CUDA_CHECK_LAUNCH();
     }
-    normalise_from(channel_map::StoredCoefficients<A>{coefficients});
+    auto normalise = [&]<bool kRelu, bool kResidual>() {
+      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu, kResidual>{}, geometry, total, coefficients, in, added,
+                               static_cast<T*>(output.raw_data()), device, stream);
+    };
+    if (added != nullptr) {
+      normalise.template operator()<true, true>();
+    } else if (relu) {
+      normalise.template operator()<true, false>();
+    } else {
+      normalise.template operator()<false, false>();
+    }
   });
 }
 
@@ -576,8 +535,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
       // With the mask from the output, the gradient comes back masked from grad_residual:
       // one read instead of grad's and the output's.
       constexpr bool kMaskFromInput = kMask == ReluMask::FromInput;
-      launch_channel_map<T, A>(GradInputElement<T, A, kMaskFromInput>{}, geometry, total,
-                               channel_map::StoredCoefficients<A>{coefficients}, in,
+      launch_channel_map<T, A>(GradInputElement<T, A, kMaskFromInput>{}, geometry, total, coefficients, in,
                                kMask == ReluMask::FromOutput ? through : grad,
                                static_cast<T*>(grad_input.raw_data()), device, stream);
     };
@@ -606,7 +564,7 @@ void batch_norm_backward_from_coefficients(const Tensor& grad, const Tensor& inp
     // reads a converted copy.
     const Tensor values = batch_norm_channel_operand(coefficients, dtype_of<A>);
     launch_channel_map<T, A>(GradFromCoefficientsElement<T, A>{}, geometry, total,
-                             channel_map::StoredCoefficients<A>{static_cast<const A*>(values.raw_data())}, static_cast<const T*>(input.raw_data()),
+                             static_cast<const A*>(values.raw_data()), static_cast<const T*>(input.raw_data()),
                              static_cast<const T*>(grad.raw_data()), static_cast<T*>(grad_input.raw_data()), device,
                              stream);
   });

@@ -6,18 +6,9 @@
 // backward); this file is how the coefficients reach the threads and how the grid walks
 // the tensor.
 //
-// An Element has kCoefficients (how many coefficients per channel it reads), kReadsSecond
-// (whether it takes a second tensor s), and operator()(const A (&k)[kCoefficients], T x, T s) -> T.
-// The coefficients come from a Source: StoredCoefficients reads what a finishing step
-// stored as coefficients[i * C + c]; batch_norm.cu's given statistics make them in the
-// pass itself, from sums a convolution's epilogue wrote, which spares a launch. A Source
-// has, for a thread's vector of kVec adjacent channels c.. (the rows layout) or one
-// channel c (planes),
-//   template <int kVec, int kLoaded> load_adjacent(A (&k)[kVec][kLoaded], int64_t channels, int64_t c, bool first)
-//   template <int kLoaded> load_one(A (&k)[kLoaded], int64_t channels, int64_t c, bool first)
-// where `first` is true for exactly one load per channel in the whole grid (the load for
-// the channel's first element of sample 0), where a Source may store what is stored once
-// per channel.
+// An Element has kCoefficients (how many coefficients per channel it reads, stored as
+// coefficients[i * C + c]), kReadsSecond (whether it takes a second tensor s), and
+// operator()(const A (&k)[kCoefficients], T x, T s) -> T.
 #pragma once
 
 #include <algorithm>
@@ -67,40 +58,31 @@ __device__ __forceinline__ void load_adjacent_channels(A (&k)[kVec][kLoaded], co
 // on an H200 (Nsight Compute, 2026-12-02), against 3 TB/s for C = 64. Hence a grid sized
 // to the GPU (launch_channel_map) with many vectors per thread, and 16-byte coefficient
 // loads.
-template <int kVec, bool kFixedChannels, class T, class A, class Element, class Source>
+template <int kVec, bool kFixedChannels, class T, class A, class Element>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    channel_map_kernel(Element element, int64_t total, Geometry geometry, Source source, const T* input,
+    channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
                        const T* second, T* output) {
   int64_t vectors = total / kVec;
   constexpr int kLoaded = Element::kCoefficients;
   A k[kVec][kLoaded];
   int64_t loaded_channel = -1;
   int64_t v = global_thread_index();
-  // The element at `offset` is its channel c's first of sample 0 (rows: in row 0; planes:
-  // the start of plane c of sample 0).
-  auto first_of_channel = [&](int64_t offset, int64_t c) {
-    return geometry.rows ? offset < geometry.channels : offset == c * geometry.inner;
-  };
   if constexpr (kFixedChannels) {
-    if (v < vectors) {
-      const int64_t c = geometry.channel_at(v * kVec);
-      source.template load_adjacent<kVec, kLoaded>(k, geometry.channels, c, first_of_channel(v * kVec, c));
-    }
+    if (v < vectors) load_adjacent_channels(k, coefficients, geometry.channels, geometry.channel_at(v * kVec));
   }
 #pragma unroll 4
   for (; v < vectors; v += grid_stride()) {
     if constexpr (!kFixedChannels) {
       int64_t c = geometry.channel_at(v * kVec);
-      if (c != loaded_channel) {  // a channel's first element of sample 0 is a thread's first visit to it
+      if (c != loaded_channel) {
         if (geometry.rows) {
-          source.template load_adjacent<kVec, kLoaded>(k, geometry.channels, c, first_of_channel(v * kVec, c));
+          load_adjacent_channels(k, coefficients, geometry.channels, c);
         } else {
-          A value[kLoaded];  // planes: one channel for the whole vector
-          source.template load_one<kLoaded>(value, geometry.channels, c, first_of_channel(v * kVec, c));
 #pragma unroll
           for (int i = 0; i < kLoaded; ++i) {
+            A value = coefficients[i * geometry.channels + c];  // planes: one channel for the whole vector
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) k[j][i] = value[i];
+            for (int j = 0; j < kVec; ++j) k[j][i] = value;
           }
         }
         loaded_channel = c;
@@ -130,24 +112,9 @@ int64_t resident_blocks_per_multiprocessor() {
   return blocks;
 }
 
-// The coefficients a finishing step stored, coefficients[i * C + c].
-template <class A>
-struct StoredCoefficients {
-  const A* coefficients;
-  template <int kVec, int kLoaded>
-  __device__ __forceinline__ void load_adjacent(A (&k)[kVec][kLoaded], int64_t channels, int64_t c, bool) const {
-    load_adjacent_channels(k, coefficients, channels, c);
-  }
-  template <int kLoaded>
-  __device__ __forceinline__ void load_one(A (&k)[kLoaded], int64_t channels, int64_t c, bool) const {
-#pragma unroll
-    for (int i = 0; i < kLoaded; ++i) k[i] = coefficients[i * channels + c];
-  }
-};
-
-template <class T, class A, class Element, class Source>
-void launch_channel_map(Element element, const Geometry& geometry, int64_t total, Source source, const T* input,
-                        const T* second, T* output, Device device, cudaStream_t stream) {
+template <class T, class A, class Element>
+void launch_channel_map(Element element, const Geometry& geometry, int64_t total, const A* coefficients,
+                        const T* input, const T* second, T* output, Device device, cudaStream_t stream) {
   constexpr int kVec = vector_width_v<T>;
   int64_t run = geometry.rows ? geometry.channels : geometry.inner;
   bool aligned = is_aligned(input, sizeof(T) * kVec) && is_aligned(output, sizeof(T) * kVec) &&
@@ -160,18 +127,18 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
       // channels; a grid stride (blocks * threads * kWidth elements) that is a multiple of C
       // keeps every thread on them: fewer blocks, by at most C / gcd(C, threads * kWidth) - 1.
       const int64_t wave = multiprocessor_count(device) *
-                           resident_blocks_per_multiprocessor<channel_map_kernel<kWidth, true, T, A, Element, Source>>();
+                           resident_blocks_per_multiprocessor<channel_map_kernel<kWidth, true, T, A, Element>>();
       config.blocks = static_cast<unsigned>(std::min<int64_t>(config.blocks, wave));
       int64_t period = geometry.channels / std::gcd(geometry.channels, int64_t{config.threads} * kWidth);
       if (period <= config.blocks) {
         config.blocks = static_cast<unsigned>(config.blocks / period * period);
-        channel_map_kernel<kWidth, true, T, A><<<config.blocks, config.threads, 0, stream>>>(
-            element, total, geometry, source, input, second, output);
+        channel_map_kernel<kWidth, true><<<config.blocks, config.threads, 0, stream>>>(
+            element, total, geometry, coefficients, input, second, output);
         return;
       }
     }
-    channel_map_kernel<kWidth, false, T, A><<<config.blocks, config.threads, 0, stream>>>(
-        element, total, geometry, source, input, second, output);
+    channel_map_kernel<kWidth, false><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry,
+                                                                                   coefficients, input, second, output);
   };
   if (vector == kVec) {
     launch.template operator()<kVec>();
