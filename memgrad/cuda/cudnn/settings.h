@@ -47,12 +47,12 @@ void set_cudnn_deterministic(bool deterministic);
 bool cudnn_deterministic();
 
 // On (default): where cuDNN can fuse work into a convolution, and where it pays, it does.
-// Off: convolutions and batch norm's statistics pass run apart. Today that is batch norm's per-channel
-// statistics, generated in the epilogue of the convolution before it (cuda/cudnn/conv.h's
-// conv2d_with_statistics; nn::Bottleneck and nn::BasicBlock ask for it when training in
-// float16 or bfloat16 channels_last), which saves batch norm's statistics pass over the
-// activation; the fused and unfused steps differ by rounding only. Never in deterministic
-// mode: cuDNN does not say in which order the epilogue adds its partial sums.
+// Today that is batch norm's per-channel statistics, generated in the epilogue of the
+// convolution before it (cuda/cudnn/conv.h's conv2d_with_statistics; nn::Bottleneck and
+// nn::BasicBlock ask for it when training in float16 or bfloat16 channels_last), which
+// saves batch norm's statistics pass over the activation; the fused and unfused steps
+// differ by rounding only. Off: the two run apart. Never in deterministic mode: cuDNN does
+// not say in which order the epilogue adds its partial sums.
 // On by default since the seventh session of 2026-12-02 (docs/benchmarks.md): it had been
 // off because ResNet-50's step was slower with it, which one convolution explained, the
 // 7x7 stem with 3 input channels, whose only fused engine (runtime-compiled) took 1.71 ms
