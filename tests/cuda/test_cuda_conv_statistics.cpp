@@ -187,7 +187,7 @@ TEST_CASE("the fused statistics are refused for what they do not cover, without 
 }
 
 // The kernel table's policy (cuda/kernels/conv.cu): cuDNN fuses the stem's 3 input channels
-// too (the case above), but only with a runtime-compiled engine 8x slower than the plain
+// too (this file's first case), but only with a runtime-compiled engine 8x slower than the plain
 // convolution on the H200, so autograd's conv2d_with_statistics computes no statistics
 // there, and the batch norm makes its own. With 8 or 64 input channels it fuses.
 TEST_CASE("conv2d_with_statistics fuses only with a multiple of 8 input channels", "[cuda][cudnn][fusion]") {
