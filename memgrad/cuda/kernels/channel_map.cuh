@@ -42,6 +42,13 @@ __device__ __forceinline__ void load_adjacent_channels(A (&k)[kVec][kLoaded], co
   }
 }
 
+// Vectors a thread loads before it stores any. NOTE: the input and output may be the same
+// memory, so the compiler cannot lift one iteration's loads above the last one's store: a
+// loop that loads, computes and stores one vector keeps one load in flight per thread.
+// Two measured 2-4% faster on ResNet-50's shapes on an H200 (3.5 -> 3.6 TB/s forward at
+// 56x56x256, float16); four and eight no faster than two.
+inline constexpr int kVectorsInFlight = 2;
+
 // out[i] = element(coefficients of i's channel, x[i], s[i]) over the input's memory, kVec
 // elements at a time; s is a second tensor of the input's layout (the gradient backward,
 // the residual forward), read only when Element::kReadsSecond. A vector never straddles
@@ -62,7 +69,9 @@ template <int kVec, bool kFixedChannels, class T, class A, class Element>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
                        const T* second, T* output) {
-  int64_t vectors = total / kVec;
+  using Vector = AlignedVector<T, kVec>;
+  const int64_t vectors = total / kVec;
+  const int64_t stride = grid_stride();
   constexpr int kLoaded = Element::kCoefficients;
   A k[kVec][kLoaded];
   int64_t loaded_channel = -1;
@@ -70,33 +79,43 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   if constexpr (kFixedChannels) {
     if (v < vectors) load_adjacent_channels(k, coefficients, geometry.channels, geometry.channel_at(v * kVec));
   }
-#pragma unroll 4
-  for (; v < vectors; v += grid_stride()) {
-    if constexpr (!kFixedChannels) {
-      int64_t c = geometry.channel_at(v * kVec);
-      if (c != loaded_channel) {
-        if (geometry.rows) {
-          load_adjacent_channels(k, coefficients, geometry.channels, c);
-        } else {
+  for (; v < vectors; v += kVectorsInFlight * stride) {
+    Vector x[kVectorsInFlight];
+    Vector s[kVectorsInFlight];  // read only by elements that take a second tensor
 #pragma unroll
-          for (int i = 0; i < kLoaded; ++i) {
-            A value = coefficients[i * geometry.channels + c];  // planes: one channel for the whole vector
+    for (int u = 0; u < kVectorsInFlight; ++u) {
+      const int64_t at = v + u * stride;
+      if (at >= vectors) break;
+      x[u] = reinterpret_cast<const Vector*>(input)[at];
+      if constexpr (Element::kReadsSecond) s[u] = reinterpret_cast<const Vector*>(second)[at];
+    }
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) k[j][i] = value;
+    for (int u = 0; u < kVectorsInFlight; ++u) {
+      const int64_t at = v + u * stride;
+      if (at >= vectors) break;
+      if constexpr (!kFixedChannels) {
+        int64_t c = geometry.channel_at(at * kVec);
+        if (c != loaded_channel) {
+          if (geometry.rows) {
+            load_adjacent_channels(k, coefficients, geometry.channels, c);
+          } else {
+#pragma unroll
+            for (int i = 0; i < kLoaded; ++i) {
+              A value = coefficients[i * geometry.channels + c];  // planes: one channel for the whole vector
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) k[j][i] = value;
+            }
           }
+          loaded_channel = c;
         }
-        loaded_channel = c;
       }
-    }
-    AlignedVector<T, kVec> x = reinterpret_cast<const AlignedVector<T, kVec>*>(input)[v];
-    AlignedVector<T, kVec> s = x;  // read only by elements that take a second tensor
-    if constexpr (Element::kReadsSecond) s = reinterpret_cast<const AlignedVector<T, kVec>*>(second)[v];
-    AlignedVector<T, kVec> y;
+      Vector y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      y.value[j] = element(k[j], x.value[j], s.value[j]);
+      for (int j = 0; j < kVec; ++j) {
+        y.value[j] = element(k[j], x[u].value[j], Element::kReadsSecond ? s[u].value[j] : x[u].value[j]);
+      }
+      reinterpret_cast<Vector*>(output)[at] = y;
     }
-    reinterpret_cast<AlignedVector<T, kVec>*>(output)[v] = y;
   }
 }
 
