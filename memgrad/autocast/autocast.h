@@ -26,7 +26,9 @@
 // Weight-cast cache (autocast/weight_cast_cache.h): within the outermost guard, the 16-bit
 // copy of a float32 leaf that requires grad (a parameter) is kept, so a weight used several
 // times is cast once; its bytes are tagged AUTOCAST_CACHE in memory reports and are freed
-// when the outermost guard exits.
+// when the outermost guard exits. A region that begins with the parameter the last one
+// began with casts that region's parameters in one batch at its first miss (a forward's
+// region; backward's recomputes cast as they go).
 #pragma once
 
 #include <array>

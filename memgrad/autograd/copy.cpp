@@ -4,8 +4,10 @@
 // What each costs in memory is the point of this file: detach allocates nothing (a new
 // TensorImpl over the same storage); clone, contiguous (when it must copy) and to (when
 // something changes) allocate exactly one tensor's bytes; when nothing changes,
-// contiguous and to return the input itself.
+// contiguous and to return the input itself. to_each allocates what to() of each would.
 #include "memgrad/autograd/copy.h"
+
+#include <algorithm>
 
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
@@ -20,22 +22,41 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
 
-// A copy of x converted to dtype and device, in x's memory format (as PyTorch's .to keeps
-// a channels_last tensor channels_last: autocast's casts of channels_last weights and
-// batches must not hand cuDNN row-major copies); the gradient is converted back (waiting
-// for the transfer: the gradient's host side is never pinned). It flows only into a
-// floating dtype: an integer copy's values are not differentiable.
-Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
-  Tensor output = converted_copy(x, dtype, device, non_blocking, suggest_memory_format(x));
-  if (needs_grad(x) && is_floating(dtype)) {
+// Makes `output`, x's values converted, differentiable: the gradient is converted back
+// (waiting for the transfer: the gradient's host side is never pinned). It flows only into
+// a floating dtype: an integer copy's values are not differentiable.
+void record_conversion(const Tensor& x, const Tensor& output) {
+  if (needs_grad(x) && is_floating(output.dtype())) {
     record("ToCopyBackward", output, {x}, saved(),
            [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
              return std::vector<Tensor>{
                  converted_copy(grad, input_dtype, input_device, false, suggest_memory_format(grad))};
            });
   }
+}
+
+// A copy of x converted to dtype and device, in x's memory format (as PyTorch's .to keeps
+// a channels_last tensor channels_last: autocast's casts of channels_last weights and
+// batches must not hand cuDNN row-major copies).
+Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
+  Tensor output = converted_copy(x, dtype, device, non_blocking, suggest_memory_format(x));
+  record_conversion(x, output);
   return output;
 }
+
+// Whether the kernel table's convert_each takes x to dtype: a float32 tensor dense in its
+// layout, to a 16-bit floating dtype.
+bool converts_in_batch(const Tensor& x, DType dtype) {
+  return x.dtype() == DType::Float32 && (dtype == DType::Float16 || dtype == DType::BFloat16) &&
+         is_contiguous_in(x, suggest_memory_format(x));
+}
+
+// The tensors of one device that go through one convert_each call, and their results.
+struct DeviceBatch {
+  Device device;
+  std::vector<Tensor> sources;
+  std::vector<Tensor> destinations;
+};
 
 }  // namespace
 
@@ -65,6 +86,30 @@ Tensor contiguous(const Tensor& x, MemoryFormat format) {
 }
 
 Tensor to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : converted(x, dtype, x.device()); }
+
+std::vector<Tensor> to_each(std::span<const Tensor> tensors, DType dtype) {
+  std::vector<Tensor> outputs(tensors.size());
+  std::vector<DeviceBatch> batches;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& x = tensors[i];
+    if (!converts_in_batch(x, dtype)) {
+      outputs[i] = to(x, dtype);
+      continue;
+    }
+    // Allocated as converted_copy allocates for to(): same bytes, same layout, same category.
+    outputs[i] = empty(x.sizes(), {.dtype = dtype, .device = x.device()}, suggest_memory_format(x));
+    auto batch = std::find_if(batches.begin(), batches.end(),
+                              [&](const DeviceBatch& candidate) { return candidate.device == x.device(); });
+    if (batch == batches.end()) batch = batches.insert(batches.end(), DeviceBatch{x.device(), {}, {}});
+    batch->sources.push_back(x);
+    batch->destinations.push_back(outputs[i]);
+  }
+  for (const DeviceBatch& batch : batches) {
+    kernels(batch.device).convert_each(batch.sources, batch.destinations);
+    for (size_t i = 0; i < batch.sources.size(); ++i) record_conversion(batch.sources[i], batch.destinations[i]);
+  }
+  return outputs;
+}
 
 // NOTE: non_blocking makes a copy from pinned host memory return before the transfer ends;
 // from pageable memory the copy waits regardless (the host bytes could change under it).

@@ -1,6 +1,9 @@
 // autograd/copy.h — copies and conversions: clone (new bytes, gradient flows), detach
-// (same bytes, no history), contiguous, and to(dtype) / to(device).
+// (same bytes, no history), contiguous, and to(dtype) / to(device) (one tensor, or a list).
 #pragma once
+
+#include <span>
+#include <vector>
 
 #include "memgrad/core/memory_format.h"
 #include "memgrad/core/tensor.h"
@@ -14,5 +17,11 @@ Tensor contiguous(const Tensor& x);  // x itself when already contiguous
 Tensor contiguous(const Tensor& x, MemoryFormat format);
 Tensor to(const Tensor& x, DType dtype);     // x itself when already of that dtype
 Tensor to(const Tensor& x, Device device, bool non_blocking = false);
+// to(x, dtype) of each x, each result with its own allocation and gradient node as to()
+// gives, in as few kernel launches as the devices allow: the float32 tensors dense in their
+// layout that go to float16 or bfloat16 take one multi-tensor launch per device (and per
+// 902 tensors), the others one to() each. For autocast's casts of a region's parameters
+// (autograd/autocast_operands.cpp).
+std::vector<Tensor> to_each(std::span<const Tensor> tensors, DType dtype);
 
 }  // namespace mg

@@ -108,6 +108,12 @@ struct AttentionParams {
 struct KernelTable {
   // dst = src elementwise; same sizes, any strides, any dtypes (converting).
   void (*copy)(const Tensor& source, const Tensor& destination);
+  // destinations[i] = sources[i] converted as copy converts, for many tensors in few
+  // launches (autograd/copy.h's to_each: a region's autocast casts of its parameters).
+  // sources float32 on one device; destinations all float16 or all bfloat16, each of its
+  // source's sizes and device, both dense in the source's layout (contiguous or
+  // channels_last); empty tensors allowed.
+  void (*convert_each)(std::span<const Tensor> sources, std::span<const Tensor> destinations);
   void (*fill)(const Tensor& destination, double value);
   void (*unary)(UnaryOp op, const Tensor& input, const Tensor& output);
   // a and b broadcast to output's sizes (views with stride 0 where broadcast).

@@ -26,6 +26,7 @@ constexpr auto ignore = Ignore<std::remove_reference_t<decltype(std::declval<Ker
 KernelTable no_scratch_kernel_table() {
   return KernelTable{
       .copy = ignore<&KernelTable::copy>,
+      .convert_each = ignore<&KernelTable::convert_each>,
       .fill = ignore<&KernelTable::fill>,
       .unary = ignore<&KernelTable::unary>,
       .binary = ignore<&KernelTable::binary>,

@@ -9,6 +9,7 @@ namespace mg::cuda {
 const KernelTable& kernel_table() {
   static const KernelTable table{
       .copy = copy,
+      .convert_each = convert_each,
       .fill = fill,
       .unary = unary,
       .binary = binary,

@@ -1,5 +1,5 @@
-// tests/autograd/test_copy.cpp — clone, detach, contiguous, to(dtype), to(device): what
-// each allocates (exact bytes from the allocator's statistics), values, and gradients.
+// tests/autograd/test_copy.cpp — clone, detach, contiguous, to(dtype), to(device), to_each:
+// what each allocates (exact bytes from the allocator's statistics), values, and gradients.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -181,4 +181,49 @@ TEST_CASE("channels_last: a 1x1 image is both layouts and non-4-D tensors are re
                     Catch::Contains("4-D") && Catch::Contains("[3, 4]"));
   Tensor empty_nhwc = empty({2, 3, 4, 5}, {}, MemoryFormat::ChannelsLast);
   CHECK(is_contiguous_in(empty_nhwc, MemoryFormat::ChannelsLast));
+}
+
+TEST_CASE("to_each gives what to() of each gives: values, layouts, bytes and a gradient node per result", "[copy]") {
+  Generator generator(13);
+  auto parameter = [&](const Shape& sizes) {
+    return randn(sizes, {}, &generator).requires_grad_();
+  };
+  const Tensor nhwc = parameter({2, 3, 4, 5}).detach().contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  const Tensor base = parameter({5, 7});
+  // Batched: dense float32 (row-major, channels_last, empty, without grad); one to() each:
+  // a transposed view, a float64 tensor, a tensor already in the target dtype.
+  const std::vector<Tensor> inputs{parameter({3, 5}),   nhwc,
+                                   parameter({0, 4}),   randn({9}, {}, &generator),
+                                   base.t(),            leaf({2, 2}, 14),
+                                   randn({3}, {.dtype = DType::BFloat16}, &generator)};
+  const int64_t requested_before = stats().requested_bytes.current;
+  const std::vector<Tensor> outputs = to_each(inputs, DType::BFloat16);
+  const int64_t requested = stats().requested_bytes.current - requested_before;
+  REQUIRE(outputs.size() == inputs.size());
+  int64_t expected_bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    INFO("tensor " << i);
+    const Tensor expected = to(inputs[i], DType::BFloat16);
+    CHECK(outputs[i].dtype() == DType::BFloat16);
+    CHECK(outputs[i].sizes() == expected.sizes());
+    CHECK(outputs[i].strides() == expected.strides());
+    CHECK(to(outputs[i], DType::Float32).to_vector<float>() == to(expected, DType::Float32).to_vector<float>());
+    CHECK(outputs[i].requires_grad() == expected.requires_grad());
+    CHECK(static_cast<bool>(outputs[i].grad_fn()) == static_cast<bool>(expected.grad_fn()));
+    if (outputs[i].grad_fn()) CHECK(std::string(outputs[i].grad_fn()->name()) == "ToCopyBackward");
+    if (!inputs[i].is_same(expected)) expected_bytes += expected.nbytes();
+  }
+  CHECK(outputs.back().is_same(inputs.back()));  // nothing to convert
+  CHECK(requested == expected_bytes);
+  // Each result has its own node: a gradient through one reaches its input alone, converted
+  // back to the input's dtype and layout.
+  CHECK(outputs[0].grad_fn() != outputs[1].grad_fn());
+  sum(mul(to(outputs[1], DType::Float32), 3.0)).backward();
+  REQUIRE(nhwc.grad().defined());
+  CHECK(nhwc.grad().dtype() == DType::Float32);
+  CHECK(nhwc.grad().strides() == nhwc.strides());
+  CHECK(nhwc.grad().contiguous().to_vector<float>() == std::vector<float>(120, 3.0f));
+  CHECK_FALSE(inputs[0].grad().defined());
+  sum(to(outputs[4], DType::Float32)).backward();
+  CHECK(base.grad().to_vector<float>() == std::vector<float>(35, 1.0f));
 }

@@ -1,7 +1,8 @@
 // tests/cuda/test_cuda_autocast.cpp — autocast on CUDA in float16: products in float16,
 // softmax and losses in float32, gradients of float32 master weights close to a float32
-// run on the same device, and the weight-cast cache counted as AUTOCAST_CACHE and freed
-// after the guard.
+// run on the same device, the weight-cast cache counted as AUTOCAST_CACHE and freed after
+// the guard, and a region's working set cast in one batch with the gradients of casts made
+// one at a time (the batched kernel itself: test_cuda_convert_each.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 
 #include "memgrad/autocast/autocast.h"
 #include "amp/autocast_checks.h"
+#include "amp/working_set_checks.h"
+#include "cuda/deterministic_convolutions.h"
 #include "memgrad/autograd/conv.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/loss.h"
@@ -100,4 +103,14 @@ TEST_CASE("cuda autocast casts a twice-used weight once and frees the copy after
   }
   CHECK(amp::autocast_cache_size() == 0);
   CHECK(cache_bytes() == before);
+}
+
+TEST_CASE("cuda autocast casts a region's working set in one batch, with the gradients of casts one at a time",
+          "[cuda][autocast][working_set]") {
+  // Both paths must run the same convolution engines to give the same bits.
+  const mg_test::DeterministicConvolutions deterministic;
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype);
+    mg_test::check_working_set_steps(13, Device::cuda(), dtype);
+  }
 }

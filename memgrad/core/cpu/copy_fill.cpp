@@ -1,4 +1,5 @@
-// core/cpu/copy_fill.cpp — CPU copies with dtype conversion, fills, and random fills.
+// core/cpu/copy_fill.cpp — CPU copies with dtype conversion (one tensor or a list), fills,
+// and random fills.
 #include <cmath>
 #include <numbers>
 
@@ -15,6 +16,11 @@ void copy(const Tensor& source, const Tensor& destination) {
       map1<In, Out>(source, destination, [](In value) { return convert_value<Out>(value); });
     });
   });
+}
+
+// The CPU pays no launch per tensor, so one copy each is the whole batch.
+void convert_each(std::span<const Tensor> sources, std::span<const Tensor> destinations) {
+  for (size_t i = 0; i < sources.size(); ++i) copy(sources[i], destinations[i]);
 }
 
 void fill(const Tensor& destination, double value) {

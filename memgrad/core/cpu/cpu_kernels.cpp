@@ -6,6 +6,7 @@ namespace mg::cpu {
 const KernelTable& kernel_table() {
   static const KernelTable table{
       .copy = copy,
+      .convert_each = convert_each,
       .fill = fill,
       .unary = unary,
       .binary = binary,

@@ -9,6 +9,7 @@ namespace mg::cpu {
 
 // copy_fill.cpp
 void copy(const Tensor& source, const Tensor& destination);
+void convert_each(std::span<const Tensor> sources, std::span<const Tensor> destinations);
 void fill(const Tensor& destination, double value);
 void fill_uniform(const Tensor& destination, double low, double high, PhiloxState rng);
 void fill_normal(const Tensor& destination, double mean, double std, PhiloxState rng);

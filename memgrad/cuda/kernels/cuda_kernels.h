@@ -19,6 +19,10 @@ void fill_normal(const Tensor& destination, double mean, double std, PhiloxState
 // random kernels read them (cuda/captured_step.h); by kernel argument, so without waiting.
 void write_philox_base(const Tensor& words, PhiloxState base);
 
+// convert_each.cu
+// Multi-tensor, like the optimizers: float32 to float16 / bfloat16, 902 tensors a launch.
+void convert_each(std::span<const Tensor> sources, std::span<const Tensor> destinations);
+
 // elementwise.cu
 void unary(UnaryOp op, const Tensor& input, const Tensor& output);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& output);
