@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "memgrad/autograd/copy.h"
+#include "memgrad/autograd/engine.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/core/factory.h"
@@ -12,11 +17,76 @@
 
 namespace mg::autograd {
 
+namespace {
+
+// Leaves whose gradients wait, unconverted, for the end of the backward call.
+struct PendingConversions {
+  std::vector<std::pair<Tensor, Tensor>> leaves_and_gradients;
+};
+
+// The batch the running backward call fills; it lives in the call's end-of-backward
+// callback, so a call that fails drops it with its callbacks.
+thread_local std::weak_ptr<PendingConversions> open_batch;
+
+// Each waiting gradient converted to its leaf's dtype, in the leaf's layout (one batched
+// conversion for those already dense in it, autograd/copy.h), becomes the leaf's .grad.
+void convert_pending(const PendingConversions& batch) {
+  std::vector<Tensor> dense;  // gradients laid out as their leaves' .grad will be
+  std::vector<size_t> dense_at;
+  std::vector<Tensor> converted(batch.leaves_and_gradients.size());
+  for (size_t i = 0; i < batch.leaves_and_gradients.size(); ++i) {
+    const auto& [leaf, gradient] = batch.leaves_and_gradients[i];
+    const MemoryFormat layout = suggest_memory_format(leaf);
+    if (leaf.dtype() == DType::Float32 && suggest_memory_format(gradient) == layout &&
+        is_contiguous_in(gradient, layout)) {
+      dense.push_back(gradient);
+      dense_at.push_back(i);
+    } else {
+      converted[i] = converted_copy(gradient, leaf.dtype(), leaf.device(), false, layout);
+    }
+  }
+  std::vector<Tensor> batched = to_each(dense, DType::Float32);
+  for (size_t j = 0; j < batched.size(); ++j) converted[dense_at[j]] = std::move(batched[j]);
+  for (size_t i = 0; i < converted.size(); ++i) {
+    AutogradMeta& meta = batch.leaves_and_gradients[i].first.ensure_autograd_meta();
+    // A nested backward call may have delivered to the same leaf already.
+    if (meta.grad.defined()) {
+      meta.grad.add_(converted[i]);
+      continue;
+    }
+    converted[i].set_memory_category(MemoryCategory::Gradient);
+    meta.grad = std::move(converted[i]);
+  }
+}
+
+void convert_at_backward_end(Tensor leaf, Tensor gradient) {
+  std::shared_ptr<PendingConversions> batch = open_batch.lock();
+  if (!batch) {
+    batch = std::make_shared<PendingConversions>();
+    open_batch = batch;
+    queue_callback([batch] { convert_pending(*batch); });
+  }
+  batch->leaves_and_gradients.emplace_back(std::move(leaf), std::move(gradient));
+}
+
+}  // namespace
+
 AccumulateGrad::AccumulateGrad(Tensor leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) { run_first(); }
+
+bool AccumulateGrad::takes_unconverted_gradient() const {
+  const AutogradMeta* meta = leaf_.autograd_meta();
+  return in_outermost_backward() && !has_output_observers() &&
+         (meta == nullptr || (meta->hooks.empty() && meta->post_accumulate_grad_hooks.empty()));
+}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   if (!grad.defined()) return {};
+  const bool unconverted = grad.dtype() != leaf_.dtype() && grad.device() == leaf_.device();
+  if (unconverted && takes_unconverted_gradient() && !leaf_.grad().defined()) {
+    convert_at_backward_end(leaf_, std::move(grad));
+    return {};
+  }
   accumulate(std::move(grad));
   AutogradMeta& meta = *leaf_.autograd_meta();
   if (meta.post_accumulate_grad_hooks.empty()) return {};
@@ -35,6 +105,7 @@ void AccumulateGrad::accumulate(Tensor grad) {
   MG_ASSERT(grad.sizes() == leaf_.sizes(), "gradient of shape ", grad.sizes(),
             " for a leaf of shape ", leaf_.sizes());
   if (meta.grad.defined()) {
+    if (grad.dtype() != meta.grad.dtype()) grad = converted_copy(grad, meta.grad.dtype(), meta.grad.device());
     meta.grad.add_(grad);  // in place: accumulation costs no new memory
     return;
   }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "memgrad/autograd/accumulate_grad.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/core/memory_format.h"
@@ -22,13 +23,22 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::saved;
 
+// Whether the conversion's gradient may go to its input unconverted: a leaf on the same
+// device that converts it itself, batched with others at backward's end (autocast's
+// parameters, autograd/accumulate_grad.h).
+bool leaf_converts_later(const Node& conversion, Device input_device, const Tensor& grad) {
+  const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(conversion.next_edges()[0].function.get());
+  return leaf != nullptr && grad.device() == input_device && leaf->takes_unconverted_gradient();
+}
+
 // Makes `output`, x's values converted, differentiable: the gradient is converted back
 // (waiting for the transfer: the gradient's host side is never pinned). It flows only into
 // a floating dtype: an integer copy's values are not differentiable.
 void record_conversion(const Tensor& x, const Tensor& output) {
   if (needs_grad(x) && is_floating(output.dtype())) {
     record("ToCopyBackward", output, {x}, saved(),
-           [input_dtype = x.dtype(), input_device = x.device()](const Node&, const Tensor& grad) {
+           [input_dtype = x.dtype(), input_device = x.device()](const Node& node, const Tensor& grad) {
+             if (leaf_converts_later(node, input_device, grad)) return std::vector<Tensor>{grad};
              return std::vector<Tensor>{
                  converted_copy(grad, input_dtype, input_device, false, suggest_memory_format(grad))};
            });
@@ -44,11 +54,12 @@ Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking 
   return output;
 }
 
-// Whether the kernel table's convert_each takes x to dtype: a float32 tensor dense in its
-// layout, to a 16-bit floating dtype.
+// Whether the kernel table's convert_each takes x to dtype: a tensor dense in its layout,
+// float32 to a 16-bit floating dtype or back.
 bool converts_in_batch(const Tensor& x, DType dtype) {
-  return x.dtype() == DType::Float32 && (dtype == DType::Float16 || dtype == DType::BFloat16) &&
-         is_contiguous_in(x, suggest_memory_format(x));
+  auto is_16_bit = [](DType d) { return d == DType::Float16 || d == DType::BFloat16; };
+  const bool pair = (x.dtype() == DType::Float32 && is_16_bit(dtype)) || (is_16_bit(x.dtype()) && dtype == DType::Float32);
+  return pair && is_contiguous_in(x, suggest_memory_format(x));
 }
 
 // The tensors of one device that go through one convert_each call, and their results.

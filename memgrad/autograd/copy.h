@@ -18,10 +18,11 @@ Tensor contiguous(const Tensor& x, MemoryFormat format);
 Tensor to(const Tensor& x, DType dtype);     // x itself when already of that dtype
 Tensor to(const Tensor& x, Device device, bool non_blocking = false);
 // to(x, dtype) of each x, each result with its own allocation and gradient node as to()
-// gives, in as few kernel launches as the devices allow: the float32 tensors dense in their
-// layout that go to float16 or bfloat16 take one multi-tensor launch per device (and per
-// 902 tensors), the others one to() each. For autocast's casts of a region's parameters
-// (autograd/autocast_operands.cpp).
+// gives, in as few kernel launches as the devices allow: the tensors dense in their layout
+// that go from float32 to float16 or bfloat16, or back, take one multi-tensor launch per
+// device (and per 902 tensors), the others one to() each. For autocast's casts of a
+// region's parameters (autograd/autocast_operands.cpp) and their gradients' conversion
+// back at backward's end (autograd/accumulate_grad.cpp).
 std::vector<Tensor> to_each(std::span<const Tensor> tensors, DType dtype);
 
 }  // namespace mg

@@ -177,6 +177,8 @@ void queue_callback(std::function<void()> callback) {
 
 bool in_backward() { return backward_calls.depth > 0; }
 
+bool in_outermost_backward() { return backward_calls.depth == 1; }
+
 Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& sizes, MemoryFormat format, DType dtype,
                                Device device) {
   if (backward_calls.pending == nullptr || index >= node.next_edges().size()) return Tensor();

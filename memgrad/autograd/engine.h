@@ -39,6 +39,9 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots = {}, bo
 void queue_callback(std::function<void()> callback);
 // True while a backward runs on this thread (inside its nodes and hooks).
 bool in_backward();
+// True while a backward runs on this thread that no other backward's node started (not
+// checkpoint's recomputation, whose caller reads the gradients it leaves right away).
+bool in_outermost_backward();
 
 // Called by a node inside its apply(): the gradient that other consumers of the node's
 // input `index` have already delivered, handed over so that the node adds its own into it

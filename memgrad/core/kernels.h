@@ -109,10 +109,11 @@ struct KernelTable {
   // dst = src elementwise; same sizes, any strides, any dtypes (converting).
   void (*copy)(const Tensor& source, const Tensor& destination);
   // destinations[i] = sources[i] converted as copy converts, for many tensors in few
-  // launches (autograd/copy.h's to_each: a region's autocast casts of its parameters).
-  // sources float32 on one device; destinations all float16 or all bfloat16, each of its
-  // source's sizes and device, both dense in the source's layout (contiguous or
-  // channels_last); empty tensors allowed.
+  // launches (autograd/copy.h's to_each: a region's autocast casts of its parameters;
+  // autograd/accumulate_grad.cpp: their 16-bit gradients into float32 .grad). Sources all
+  // float32 and destinations all float16 or all bfloat16, or the other way round, on one
+  // device, each destination of its source's sizes, both dense in the source's layout
+  // (contiguous or channels_last); empty tensors allowed.
   void (*convert_each)(std::span<const Tensor> sources, std::span<const Tensor> destinations);
   void (*fill)(const Tensor& destination, double value);
   void (*unary)(UnaryOp op, const Tensor& input, const Tensor& output);

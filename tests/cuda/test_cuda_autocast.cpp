@@ -1,8 +1,9 @@
 // tests/cuda/test_cuda_autocast.cpp — autocast on CUDA in float16: products in float16,
 // softmax and losses in float32, gradients of float32 master weights close to a float32
 // run on the same device, the weight-cast cache counted as AUTOCAST_CACHE and freed after
-// the guard, and a region's working set cast in one batch with the gradients of casts made
-// one at a time (the batched kernel itself: test_cuda_convert_each.cpp).
+// the guard, a region's working set cast in one batch with the gradients of casts made
+// one at a time, and the parameters' gradients converted back in one batch at backward's
+// end as they are at once (the batched kernel itself: test_cuda_convert_each.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "memgrad/autocast/autocast.h"
 #include "amp/autocast_checks.h"
+#include "amp/late_conversion_checks.h"
 #include "amp/working_set_checks.h"
 #include "cuda/deterministic_convolutions.h"
 #include "memgrad/autograd/conv.h"
@@ -112,5 +114,14 @@ TEST_CASE("cuda autocast casts a region's working set in one batch, with the gra
   for (DType dtype : {DType::Float16, DType::BFloat16}) {
     INFO(dtype);
     mg_test::check_working_set_steps(13, Device::cuda(), dtype);
+  }
+}
+
+TEST_CASE("cuda autocast's parameters convert their gradients at backward's end, as at once",
+          "[cuda][autocast][late_conversion]") {
+  const mg_test::DeterministicConvolutions deterministic;
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype);
+    mg_test::check_late_conversion(17, Device::cuda(), dtype);
   }
 }

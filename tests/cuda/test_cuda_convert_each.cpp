@@ -1,5 +1,5 @@
 // tests/cuda/test_cuda_convert_each.cpp — the batched float32 -> float16 / bfloat16 cast
-// (cuda/kernels/convert_each.cu) against the CPU's conversion, bit for bit: sizes around the
+// and its way back (cuda/kernels/convert_each.cu) against the CPU's conversion, bit for bit: sizes around the
 // vector width and the chunk, empty tensors, views at odd offsets (the scalar path, whose
 // neighbours must stay untouched), channels_last tensors, more tensors than one launch
 // holds, and values beyond float16's range; and its refusals.
@@ -22,6 +22,16 @@ namespace {
 Pair scaled_pair(const Shape& sizes, uint64_t seed, Layout layout, double scale) {
   Pair pair = random_pair(sizes, DType::Float32, seed, layout);
   pair.cpu_base.mul_(scale);
+  pair.cuda_base = pair.cpu_base.to(kCuda);
+  pair.cuda = view_of(pair.cuda_base, sizes, layout);
+  return pair;
+}
+
+// scaled_pair's values in `dtype`, the same bits on both devices.
+Pair scaled_pair_in(DType dtype, const Shape& sizes, uint64_t seed, Layout layout, double scale) {
+  Pair pair = scaled_pair(sizes, seed, layout, scale);
+  pair.cpu_base = pair.cpu_base.to(dtype);
+  pair.cpu = view_of(pair.cpu_base, sizes, layout);
   pair.cuda_base = pair.cpu_base.to(kCuda);
   pair.cuda = view_of(pair.cuda_base, sizes, layout);
   return pair;
@@ -86,6 +96,30 @@ TEST_CASE("CUDA convert_each casts many float32 tensors as the CPU converts each
   }
 }
 
+TEST_CASE("CUDA convert_each converts many float16 / bfloat16 tensors back to float32 as the CPU does",
+          "[cuda][convert_each]") {
+  // The way back: autocast's parameters' 16-bit gradients into their float32 .grad.
+  const std::vector<int64_t> sizes{0, 1, 3, 4, 5, 7, 8, 255, 4095, 4096, 4097, 12289, 65537};
+  for (DType from : kHalfTypes) {
+    INFO(from);
+    for (Layout layout : {Layout::Contiguous, Layout::Offset}) {
+      INFO(layout_name(layout));
+      std::vector<Pair> sources;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        sources.push_back(scaled_pair_in(from, {sizes[i]}, 500 + i, layout, i % 3 == 0 ? 30000.0 : 1.0));
+      }
+      if (layout == Layout::Contiguous) {
+        Pair weight = scaled_pair_in(from, {8, 3, 5, 7}, 600, layout, 1.0);
+        weight.cpu = weight.cpu.contiguous(MemoryFormat::ChannelsLast);
+        weight.cuda = weight.cuda.contiguous(MemoryFormat::ChannelsLast);
+        sources.push_back(weight);
+      }
+      check_convert_each(sources, DType::Float32, Layout::Contiguous);
+      check_convert_each(sources, DType::Float32, Layout::Offset);
+    }
+  }
+}
+
 TEST_CASE("CUDA convert_each takes more tensors than one launch holds", "[cuda][convert_each]") {
   // 2,000 tensors of 0 to 5,000 elements: three launches of up to 902.
   std::vector<Pair> sources;
@@ -107,9 +141,15 @@ TEST_CASE("CUDA convert_each refuses what it cannot walk as flat arrays, naming 
   };
   CHECK_THROWS_WITH(convert(source.t(), empty({6, 4}, {.dtype = DType::Float16, .device = kCuda})),
                     Catch::Contains("pair 0") && Catch::Contains("dense"));
-  CHECK_THROWS_WITH(convert(source.to(DType::Float64), destination), Catch::Contains("got a float64 source"));
+  CHECK_THROWS_WITH(convert(source.to(DType::Float64), destination), Catch::Contains("got float64 to float16"));
   CHECK_THROWS_WITH(convert(source, empty({4, 6}, {.dtype = DType::Float64, .device = kCuda})),
-                    Catch::Contains("float16 or bfloat16"));
+                    Catch::Contains("float16 or bfloat16 or back"));
+  CHECK_THROWS_WITH(convert(destination, empty({4, 6}, {.dtype = DType::BFloat16, .device = kCuda})),
+                    Catch::Contains("got float16 to bfloat16"));
+  // A pair unlike the first: float32 first, then a float16 source.
+  CHECK_THROWS_WITH(gpu_kernels().convert_each(std::vector<Tensor>{source, destination},
+                                               std::vector<Tensor>{destination, source}),
+                    Catch::Contains("pair 1 must be a float32 source"));
   CHECK_THROWS_WITH(convert(source, empty({6, 4}, {.dtype = DType::Float16, .device = kCuda})),
                     Catch::Contains("float16 destination of shape [6, 4]"));
   CHECK_THROWS_WITH(gpu_kernels().convert_each(std::vector<Tensor>{source, source}, std::vector<Tensor>{destination}),

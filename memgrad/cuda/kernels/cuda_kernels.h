@@ -20,7 +20,7 @@ void fill_normal(const Tensor& destination, double mean, double std, PhiloxState
 void write_philox_base(const Tensor& words, PhiloxState base);
 
 // convert_each.cu
-// Multi-tensor, like the optimizers: float32 to float16 / bfloat16, 902 tensors a launch.
+// Multi-tensor, like the optimizers: float32 to float16 / bfloat16 or back, 902 tensors a launch.
 void convert_each(std::span<const Tensor> sources, std::span<const Tensor> destinations);
 
 // elementwise.cu
