@@ -7,6 +7,9 @@ PyTorch with the same step count to see which kernels make the difference:
   python3 bench/kernel_profile.py --label memgrad -- build-gpu/resnet --bench --warmup 1 --steps 1 ...
   python3 bench/kernel_profile.py --label pytorch -- python3 bench/torch_reference.py --warmup 1 --steps 1 ...
 
+With --sequence FILE, every kernel is also written to FILE in launch order (its grid, block
+and duration), to find which op launched a kernel from its neighbours.
+
 NOTE: ncu serialises kernels and replays nothing for this one metric, but it still adds
 tens of milliseconds per kernel: keep the step count small. The clocks are left alone
 (--clock-control none), as the GPU machine's rules ask. Durations are the kernels' own
@@ -78,6 +81,7 @@ def main(argv):
     parser.add_argument("--label", default="program")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--ncu", default="ncu")
+    parser.add_argument("--sequence", help="write every kernel, in launch order, to this file")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -96,12 +100,19 @@ def main(argv):
         sys.stderr.write("no kernel rows in ncu's output\n" + run.stdout[-2000:] + run.stderr[-2000:])
         return 1
     total_ns, count = collections.Counter(), collections.Counter()
+    sequence = []
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         name = short_name(row["Kernel Name"])
-        total_ns[name] += float(row["Metric Value"].replace(",", ""))
+        ns = float(row["Metric Value"].replace(",", ""))
+        total_ns[name] += ns
         count[name] += 1
+        sequence.append(f"{len(sequence)}\t{ns / 1e3:.1f} us\tgrid {row.get('Grid Size', '?')}\t"
+                        f"block {row.get('Block Size', '?')}\t{name}")
+    if args.sequence:
+        with open(args.sequence, "w") as out:
+            out.write("\n".join(sequence) + "\n")
     overall = sum(total_ns.values())
     print(f"{args.label}: {sum(count.values())} kernels, {overall / 1e6:.3f} ms of kernel time")
     by_category = collections.Counter()

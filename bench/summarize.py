@@ -111,11 +111,12 @@ def config_name(result):
 
 
 RECORDING = " recording"  # config_name's suffix for a run with the memory Recorder on
-# memgrad's cuDNN fusion switches (key, default, suffix when not the default), which PyTorch
-# has no twin of: such a row is compared with the PyTorch runs of its configuration without
-# the suffix.
+# memgrad's cuDNN fusion and launch switches (key, default, suffix when not the default),
+# which PyTorch has no twin of: such a row is compared with the PyTorch runs of its
+# configuration without the suffix.
 MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", True, " no-cudnn-fusion"),
-                         ("cudnn_backward_fusion", True, " no-backward-fusion"))
+                         ("cudnn_backward_fusion", True, " no-backward-fusion"),
+                         ("dependent_launch", True, " no-dependent-launch"))
 
 
 def recorder_overhead_rows(results):

@@ -10,7 +10,7 @@
 #include "memgrad/core/random.h"
 #include "memgrad/core/tensor.h"
 
-// cuda: is there a GPU (in every build), waiting for it, TF32, steps captured as CUDA graphs
+// cuda: is there a GPU (in every build), waiting for it, TF32, early launches, steps captured as CUDA graphs
 #include "memgrad/cuda/captured_step.h"
 #include "memgrad/cuda/cuda.h"
 

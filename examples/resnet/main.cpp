@@ -27,6 +27,7 @@
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/memory_format.h>
 #include <memgrad/core/random.h>
+#include <memgrad/cuda/cuda.h>
 #ifdef MG_WITH_CUDA
 #include <memgrad/cuda/cudnn/settings.h>
 #endif
@@ -413,6 +414,7 @@ int main(int argc, char** argv) {
         mg::cuda::set_cudnn_backward_fusion(args.cudnn_backward_fusion);
         mg::cuda::set_cudnn_benchmark(args.cudnn_benchmark);
 #endif
+        mg::cuda::set_dependent_launch(args.dependent_launch);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);

@@ -1,5 +1,5 @@
 // cuda/cuda.h — what any program may ask about the GPU, in every build of memgrad: whether
-// CUDA can be used, how many devices there are, waiting for them, and the TF32 switch.
+// CUDA can be used, how many devices there are, waiting for them, the TF32 switch and the dependent-launch switch.
 //
 //   mg::Device device = mg::cuda::is_available() ? mg::Device::cuda() : mg::Device::cpu();
 //
@@ -27,5 +27,15 @@ void synchronize(Device device = Device::cuda());
 // effect, in a build without CUDA.)
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+// Whether memgrad's own kernels that only follow others (batch norm's passes and
+// reductions, pooling) are launched before the kernel ahead of them on the stream has
+// finished, on GPUs that can (compute capability 9.0 and up: programmatic dependent
+// launch). Each such kernel waits, before touching memory, until the one ahead has
+// finished and its writes are visible, so results are the same either way; what it saves
+// is the launch's latency between the two, a few microseconds a kernel. On by default;
+// process-wide. (Kept, and without effect, in a build without CUDA.)
+void set_dependent_launch(bool allow);
+bool dependent_launch();
 
 }  // namespace mg::cuda

@@ -1,5 +1,5 @@
-// cuda/runtime.cpp — devices, DeviceGuard, Stream, Event, the per-thread current stream
-// and the TF32 switch.
+// cuda/runtime.cpp — devices, DeviceGuard, Stream, Event, the per-thread current stream,
+// the TF32 switch and the dependent-launch switch.
 //
 // NOTE: destructors (Stream, Event, the guards) cannot throw, so they ignore the status of
 // the CUDA call that releases or restores; at process exit the runtime may already be shut
@@ -39,6 +39,7 @@ int checked_index(Device device) {
 thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
 
 std::atomic<bool> allow_tf32_flag{false};
+std::atomic<bool> dependent_launch_flag{true};
 
 }  // namespace
 
@@ -228,5 +229,21 @@ StreamGuard::~StreamGuard() { current_streams[index_] = previous_; }
 
 void set_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }
+
+// ---- dependent launch ----
+
+void set_dependent_launch(bool allow) { dependent_launch_flag.store(allow, std::memory_order_relaxed); }
+bool dependent_launch() { return dependent_launch_flag.load(std::memory_order_relaxed); }
+
+bool launches_dependent(Device device) {
+  static std::array<std::atomic<int>, kMaxDevices> majors{};  // 0: not asked yet
+  const int index = checked_index(device);
+  int major = majors[index].load(std::memory_order_relaxed);
+  if (major == 0) {
+    MG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+    majors[index].store(major, std::memory_order_relaxed);
+  }
+  return major >= 9 && dependent_launch();
+}
 
 }  // namespace mg::cuda

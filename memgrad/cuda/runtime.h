@@ -25,6 +25,11 @@ inline constexpr int kMaxDevices = 64;
 // that size their grid to the GPU, rather than to the work, divide among.
 int multiprocessor_count(Device device);
 
+// Whether a kernel that follows another on `device`'s streams is launched early
+// (cuda/kernels/dependent_launch.cuh): set_dependent_launch is on and the device has
+// compute capability 9.0 or more (asked once per device).
+bool launches_dependent(Device device);
+
 // Makes `device` the calling thread's current CUDA device for a scope, then restores the
 // one before.
 class DeviceGuard {

@@ -13,6 +13,7 @@ namespace mg::cuda {
 
 namespace {
 std::atomic<bool> allow_tf32_flag{false};
+std::atomic<bool> dependent_launch_flag{true};
 }  // namespace
 
 int device_count() { return 0; }
@@ -27,6 +28,10 @@ void synchronize(Device device) {
 void set_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 
 bool allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }
+
+void set_dependent_launch(bool allow) { dependent_launch_flag.store(allow, std::memory_order_relaxed); }
+
+bool dependent_launch() { return dependent_launch_flag.load(std::memory_order_relaxed); }
 
 // Never made in this build: the constructor throws, so the other members cannot be reached.
 struct CapturedStep::Graph {};

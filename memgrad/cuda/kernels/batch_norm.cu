@@ -309,6 +309,7 @@ struct FinishStatistics {
 template <class T, class A>
 __global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, const float* sum,
                                                const float* square_sum) {
+  wait_for_previous_kernel();
   for (int64_t c = global_thread_index(); c < finish.geometry.channels; c += grid_stride()) {
     finish(c, finish.load(c), static_cast<A>(sum[c]), static_cast<A>(square_sum[c]));
   }
@@ -455,13 +456,12 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     num_batches_tracked.defined() ? num_batches_tracked.data_ptr<int64_t>() : nullptr};
       if (given) {
         LaunchConfig config = launch_config(channels);
-        finish_given_statistics_kernel<T, A><<<config.blocks, config.threads, 0, stream>>>(
-            finish, static_cast<const float*>(statistics.sum.raw_data()),
-            static_cast<const float*>(statistics.square_sum.raw_data()));
-        MG_CUDA_CHECK_LAUNCH();
+        launch_dependent(finish_given_statistics_kernel<T, A>, config.blocks, config.threads, 0, stream, device,
+                         finish, static_cast<const float*>(statistics.sum.raw_data()),
+                         static_cast<const float*>(statistics.square_sum.raw_data()));
       } else {
         reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
-                           coefficients + kBatchNormCoefficients * channels, stream);
+                           coefficients + kBatchNormCoefficients * channels, device, stream);
       }
     } else {
       LaunchConfig config = launch_config(channels);
@@ -530,7 +530,8 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                              coefficients, grad_input.defined()};
     auto run = [&]<ReluMask kMask>() {
       BackwardTerms<T, A, kMask> terms{in, grad, out, through, per_channel};
-      reduce_channels<A>(geometry, grid, terms, finish, coefficients + kBatchNormCoefficients * channels, stream);
+      reduce_channels<A>(geometry, grid, terms, finish, coefficients + kBatchNormCoefficients * channels, device,
+                         stream);
       if (!grad_input.defined()) return;
       // With the mask from the output, the gradient comes back masked from grad_residual:
       // one read instead of grad's and the output's.

@@ -16,6 +16,7 @@
 
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/kernels/channel_reduce.cuh"
+#include "memgrad/cuda/kernels/dependent_launch.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
 #include "memgrad/cuda/runtime.h"
 
@@ -69,6 +70,7 @@ template <int kVec, bool kFixedChannels, class T, class A, class Element>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
                        const T* second, T* output) {
+  wait_for_previous_kernel();
   using Vector = AlignedVector<T, kVec>;
   const int64_t vectors = total / kVec;
   const int64_t stride = grid_stride();
@@ -151,20 +153,19 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
       int64_t period = geometry.channels / std::gcd(geometry.channels, int64_t{config.threads} * kWidth);
       if (period <= config.blocks) {
         config.blocks = static_cast<unsigned>(config.blocks / period * period);
-        channel_map_kernel<kWidth, true><<<config.blocks, config.threads, 0, stream>>>(
-            element, total, geometry, coefficients, input, second, output);
+        launch_dependent(channel_map_kernel<kWidth, true, T, A, Element>, config.blocks, config.threads, 0, stream,
+                         device, element, total, geometry, coefficients, input, second, output);
         return;
       }
     }
-    channel_map_kernel<kWidth, false><<<config.blocks, config.threads, 0, stream>>>(element, total, geometry,
-                                                                                   coefficients, input, second, output);
+    launch_dependent(channel_map_kernel<kWidth, false, T, A, Element>, config.blocks, config.threads, 0, stream, device,
+                     element, total, geometry, coefficients, input, second, output);
   };
   if (vector == kVec) {
     launch.template operator()<kVec>();
   } else {
     launch.template operator()<1>();
   }
-  MG_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace mg::cuda::channel_map

@@ -39,6 +39,7 @@
 
 #include "memgrad/core/tensor.h"
 #include "memgrad/cuda/check.h"
+#include "memgrad/cuda/kernels/dependent_launch.cuh"
 #include "memgrad/cuda/kernels/row_reduce.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
 #include "memgrad/cuda/plan/channel_reduce_plan.h"
@@ -141,6 +142,7 @@ __device__ __forceinline__ void store_vector(T* data, int64_t at, const AlignedV
 template <class A, class Terms>
 __global__ void __launch_bounds__(kPlaneThreads)
     partial_sums_planes_kernel(Terms terms, Geometry geometry, int64_t chunk_size, A* partials) {
+  wait_for_previous_kernel();
   int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
@@ -175,6 +177,7 @@ __global__ void __launch_bounds__(kTileChannels * kTileRows)
   constexpr int kTileChannelCount = kRowLanes * kVec;
   __shared__ A shared_first[kTileRows][kSlots];
   __shared__ A shared_second[kTileRows][kSlots];
+  wait_for_previous_kernel();
   int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk_size;
   int64_t end = min(begin + chunk_size, geometry.per_channel);
   int64_t chunks = gridDim.x;
@@ -243,6 +246,7 @@ __global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
     finish_kernel(const A* partials, int64_t chunks, int64_t channels, Finish finish) {
   __shared__ A shared_first[kFinishLanes][kFinishChannels];
   __shared__ A shared_second[kFinishLanes][kFinishChannels];
+  wait_for_previous_kernel();
   const int lane = threadIdx.y;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kFinishChannels + threadIdx.x;
   const bool finishes = lane == 0 && c < channels;
@@ -269,16 +273,16 @@ __global__ void __launch_bounds__(kFinishChannels * kFinishLanes)
   if (finishes) finish(c, loaded, shared_first[0][threadIdx.x], shared_second[0][threadIdx.x]);
 }
 
-// Launches the partial sums of `terms` and finish_kernel over them; `workspace` holds
-// at least 2 * chunks * C values of A.
+// Launches the partial sums of `terms` and finish_kernel over them, each early
+// (dependent_launch.cuh); `workspace` holds at least 2 * chunks * C values of A.
 template <class A, class Terms, class Finish>
 void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms terms, Finish finish, A* workspace,
-                     cudaStream_t stream) {
+                     Device device, cudaStream_t stream) {
   if (geometry.rows) {
     constexpr int kWidest = vector_width_v<typename Terms::Element>;
     auto launch = [&]<int kVec, int kRowsPerWarp>() {
-      partial_sums_rows_kernel<kVec, kRowsPerWarp, A>
-          <<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
+      launch_dependent(partial_sums_rows_kernel<kVec, kRowsPerWarp, A, Terms>, grid.blocks, grid.threads, 0, stream,
+                       device, terms, geometry, grid.chunk_size, workspace);
     };
     // Warps share rows with the widest vector only (cuda/plan/channel_reduce_plan.cpp).
     auto launch_widest = [&] {
@@ -301,13 +305,13 @@ void reduce_channels(const Geometry& geometry, const PartialGrid& grid, Terms te
       }
     }
   } else {
-    partial_sums_planes_kernel<A><<<grid.blocks, grid.threads, 0, stream>>>(terms, geometry, grid.chunk_size, workspace);
+    launch_dependent(partial_sums_planes_kernel<A, Terms>, grid.blocks, grid.threads, 0, stream, device, terms,
+                     geometry, grid.chunk_size, workspace);
   }
-  MG_CUDA_CHECK_LAUNCH();
   dim3 finish_threads(kFinishChannels, finish_lanes(grid.chunks));
   auto finish_blocks = static_cast<unsigned>(ceil_div(geometry.channels, kFinishChannels));
-  finish_kernel<A><<<finish_blocks, finish_threads, 0, stream>>>(workspace, grid.chunks, geometry.channels, finish);
-  MG_CUDA_CHECK_LAUNCH();
+  launch_dependent(finish_kernel<A, Finish>, finish_blocks, finish_threads, 0, stream, device,
+                   static_cast<const A*>(workspace), grid.chunks, geometry.channels, finish);
 }
 
 }  // namespace mg::cuda::channel_reduce

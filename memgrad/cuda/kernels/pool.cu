@@ -26,12 +26,18 @@
 // bits). Each lane follows the scalar rules exactly (same takeover test, same summation order), so
 // results do not depend on V; V = 1 is the plain path (NCHW, C not a multiple of 2).
 //
+// Max pooling's 2x2 and 3x3 windows (with stride 2, backward) are fixed at compile time, so
+// a thread issues every load of its window (its candidate outputs) before the first
+// comparison (sum); other windows are walked at run time, each load after the last one's use.
+// Every kernel here is launched early (cuda/kernels/dependent_launch.cuh).
+//
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
 #include <algorithm>
 #include <type_traits>
 
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
+#include "memgrad/cuda/kernels/dependent_launch.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
 #include "memgrad/cuda/runtime.h"
 
@@ -203,53 +209,91 @@ __device__ __forceinline__ void store_lanes(T* at, const AlignedVector<T, V>& la
   *reinterpret_cast<AlignedVector<T, V>*>(at) = lanes;
 }
 
-// One thread per V adjacent channels of one output pixel (V > 1: channel stride 1 in every
-// tensor); each lane keeps its own maximum.
+// V running maxima of one output pixel: the value at `position` of its window takes over
+// where it is larger or NaN, as on the CPU; the first in-bounds element is always taken.
 template <class T, class C, int V>
-__global__ void max_pool2d_kernel(const T* input, Strides4<> in_strides, MaxWindow window, ElementOrder out_order,
-                                  Strides4<> out_strides, int64_t total, T* output, uint8_t* window_indices) {
-  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
-    Coordinates at = out_order(i);  // (n, c / V, oh, ow)
-    int64_t channel = at.c * V;
-    const T* plane = input + at.n * in_strides.n + channel * in_strides.c;
-    int h_start = static_cast<int>(at.h) * window.stride_h - window.pad_h;
-    int w_start = static_cast<int>(at.w) * window.stride_w - window.pad_w;
-    C best[V];
-    int best_position[V];
+struct LaneMaxima {
+  C best[V];
+  int best_position[V];
+  bool found = false;  // an in-bounds element was seen (by every lane alike)
+
+  __device__ __forceinline__ LaneMaxima() {
 #pragma unroll
     for (int lane = 0; lane < V; ++lane) {
       best[lane] = -static_cast<C>(INFINITY);
       best_position[lane] = -1;
     }
-    bool found = false;  // an in-bounds element was seen (by every lane alike)
-    for (int r = 0; r < window.kernel_h; ++r) {
-      int h = h_start + r * window.dilation_h;
-      if (h < 0 || h >= window.height) continue;
-      for (int s = 0; s < window.kernel_w; ++s) {
-        int w = w_start + s * window.dilation_w;
-        if (w < 0 || w >= window.width) continue;
-        AlignedVector<T, V> values = load_lanes<V>(plane + h * in_strides.h + w * in_strides.w);
+  }
+
+  __device__ __forceinline__ void take(const AlignedVector<T, V>& values, int position) {
 #pragma unroll
-        for (int lane = 0; lane < V; ++lane) {
-          C value = to_compute<C>(values.value[lane]);
-          // As the CPU: larger or NaN takes over; the first in-bounds element is always taken.
-          if (!found || value > best[lane] || is_nan(value)) {
-            best[lane] = value;
-            best_position[lane] = r * window.kernel_w + s;
-          }
-        }
-        found = true;
+    for (int lane = 0; lane < V; ++lane) {
+      C value = to_compute<C>(values.value[lane]);
+      if (!found || value > best[lane] || is_nan(value)) {
+        best[lane] = value;
+        best_position[lane] = position;
       }
     }
-    AlignedVector<T, V> maxima;
+    found = true;
+  }
+};
+
+// One thread per V adjacent channels of one output pixel (V > 1: channel stride 1 in every
+// tensor); each lane keeps its own maximum. kSide > 0: the window is kSide x kSide with
+// dilation 1, fixed at compile time, and every load of it is issued before the first
+// comparison. NOTE: with the window's size known only at run time, each load waits for
+// the comparisons before it; ResNet-50's stem pooling (3x3, fp16 channels-last, 128 x 64 x
+// 112 x 112) took 131 us on an H200 that way and 106 us with its nine loads in flight (a
+// standalone probe, 2026-12-03). Index: int32_t when the input and output have < 2^31
+// elements.
+template <class T, class C, int V, int kSide, class Index>
+__global__ void max_pool2d_kernel(const T* input, Strides4<Index> in_strides, MaxWindow window,
+                                  ElementOrder out_order, Strides4<Index> out_strides, int64_t total, T* output,
+                                  uint8_t* window_indices) {
+  wait_for_previous_kernel();
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
+    Coordinates<Index> at = out_order(static_cast<Index>(i));  // (n, c / V, oh, ow)
+    Index channel = at.c * V;
+    const T* plane = input + at.n * in_strides.n + channel * in_strides.c;
+    int h_start = static_cast<int>(at.h) * window.stride_h - window.pad_h;
+    int w_start = static_cast<int>(at.w) * window.stride_w - window.pad_w;
+    auto inside = [&](int h, int w) { return h >= 0 && h < window.height && w >= 0 && w < window.width; };
+    auto load_at = [&](int h, int w) { return load_lanes<V>(plane + h * in_strides.h + w * in_strides.w); };
+    LaneMaxima<T, C, V> maxima;
+    if constexpr (kSide > 0) {
+      AlignedVector<T, V> values[kSide][kSide];
+#pragma unroll
+      for (int r = 0; r < kSide; ++r) {
+#pragma unroll
+        for (int s = 0; s < kSide; ++s) {
+          if (inside(h_start + r, w_start + s)) values[r][s] = load_at(h_start + r, w_start + s);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kSide; ++r) {
+#pragma unroll
+        for (int s = 0; s < kSide; ++s) {
+          if (inside(h_start + r, w_start + s)) maxima.take(values[r][s], r * kSide + s);
+        }
+      }
+    } else {
+      for (int r = 0; r < window.kernel_h; ++r) {
+        int h = h_start + r * window.dilation_h;
+        for (int s = 0; s < window.kernel_w; ++s) {
+          int w = w_start + s * window.dilation_w;
+          if (inside(h, w)) maxima.take(load_at(h, w), r * window.kernel_w + s);
+        }
+      }
+    }
+    AlignedVector<T, V> largest;
     AlignedVector<uint8_t, V> positions;
 #pragma unroll
     for (int lane = 0; lane < V; ++lane) {
-      maxima.value[lane] = from_compute<T>(best[lane]);
-      positions.value[lane] = static_cast<uint8_t>(best_position[lane] < 0 ? 0 : best_position[lane]);
+      largest.value[lane] = from_compute<T>(maxima.best[lane]);
+      positions.value[lane] = static_cast<uint8_t>(maxima.best_position[lane] < 0 ? 0 : maxima.best_position[lane]);
     }
-    int64_t out_at = out_strides.at(at.n, channel, at.h, at.w);
-    store_lanes(output + out_at, maxima);
+    Index out_at = out_strides.at(at.n, channel, at.h, at.w);
+    store_lanes(output + out_at, largest);
     store_lanes(window_indices + out_at, positions);
   }
 }
@@ -267,11 +311,20 @@ constexpr int kTileColumns = 2;
 // kTileColumns adjacent pixels of one row; each lane of each pixel sums its own gradient.
 // Index: int32_t when both tensors have < 2^31 elements (ElementOrder is then narrow),
 // else int64_t. kDilated = false (dilation 1, the common case) drops the divisions by the
-// dilation per candidate output.
-template <class T, class C, int V, bool kDilated, class Index>
+// dilation per candidate output. kSide > 0: the window is kSide x kSide with stride
+// kStride both ways and dilation 1, so a thread has at most kRows x kColumns candidate
+// outputs, and it issues all their loads before the first sum, as the forward does
+// (ResNet-50's stem pooling backward, 3x3 stride 2: 112 us on an H200 with the loads one
+// after another, 2026-12-03).
+template <class T, class C, int V, bool kDilated, int kSide, int kStride, class Index>
 __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* window_indices,
                                            Strides4<Index> out_strides, MaxWindow window, ElementOrder tile_order,
                                            Strides4<Index> in_strides, int64_t total, T* grad_input) {
+  static_assert(kSide == 0 || !kDilated, "a fixed window is undilated");
+  wait_for_previous_kernel();
+  const int stride_h = kSide > 0 ? kStride : window.stride_h;
+  const int stride_w = kSide > 0 ? kStride : window.stride_w;
+  const int kernel_w = kSide > 0 ? kSide : window.kernel_w;
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates<Index> at = tile_order(static_cast<Index>(i));  // (n, c / V, h, w / kTileColumns)
     Index channel = at.c * V;
@@ -282,41 +335,67 @@ __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* 
     int oh_last = last_covering(h, window.stride_h_divider, window.pad_h, window.out_height);
     int ow_first = first_covering(w_first, window.kernel_w, window.stride_w_divider, window.pad_w, window.dilation_w);
     int ow_last = last_covering(w_first + columns - 1, window.stride_w_divider, window.pad_w, window.out_width);
-    int column_span = (window.kernel_w - 1) * window.dilation_w;  // of a window's column offsets
+    int column_span = (kernel_w - 1) * window.dilation_w;  // of a window's column offsets
     Index out_plane = at.n * out_strides.n + channel * out_strides.c;
+    auto out_at = [&](int oh, int ow) { return out_plane + oh * out_strides.h + ow * out_strides.w; };
     C accumulated[kTileColumns][V];
 #pragma unroll
     for (int t = 0; t < kTileColumns; ++t) {
 #pragma unroll
       for (int lane = 0; lane < V; ++lane) accumulated[t][lane] = 0;
     }
+    // Output (oh, ow)'s gradient to the tile's pixels whose window position it recorded.
+    // Loaded even where no lane takes it: a test per candidate costs more than the load
+    // (from L2, mostly: neighbouring tiles read the same outputs).
+    auto gather = [&](int oh, int ow, const AlignedVector<uint8_t, V>& positions, const AlignedVector<T, V>& grads) {
+      int row_offset = h + window.pad_h - oh * stride_h;  // r * dilation_h
+      if (kDilated && row_offset % window.dilation_h != 0) return;
+      int row_position = (kDilated ? row_offset / window.dilation_h : row_offset) * kernel_w;
+      C values[V];
+#pragma unroll
+      for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(grads.value[lane]);
+#pragma unroll
+      for (int t = 0; t < kTileColumns; ++t) {
+        int column_offset = w_first + t + window.pad_w - ow * stride_w;  // s * dilation_w if covered
+        bool covered = t < columns && column_offset >= 0 && column_offset <= column_span &&
+                       (!kDilated || column_offset % window.dilation_w == 0);
+        if (!covered) continue;
+        int position = row_position + (kDilated ? column_offset / window.dilation_w : column_offset);
+#pragma unroll
+        for (int lane = 0; lane < V; ++lane) {
+          if (positions.value[lane] == position) accumulated[t][lane] += values[lane];
+        }
+      }
+    };
     // Outputs in ascending (oh, ow) order: the CPU's scatter order, so each pixel's sums
     // match it exactly.
-    for (int oh = oh_first; oh <= oh_last; ++oh) {
-      int row_offset = h + window.pad_h - oh * window.stride_h;  // r * dilation_h
-      if (kDilated && row_offset % window.dilation_h != 0) continue;
-      int row_position = (kDilated ? row_offset / window.dilation_h : row_offset) * window.kernel_w;
-      Index out_row = out_plane + oh * out_strides.h;
-      for (int ow = ow_first; ow <= ow_last; ++ow) {
-        // Loaded even where no lane takes them: a test per candidate costs more than the
-        // load (from L2, mostly: neighbouring tiles read the same outputs).
-        Index out_at = out_row + ow * out_strides.w;
-        AlignedVector<uint8_t, V> positions = load_lanes<V>(window_indices + out_at);
-        AlignedVector<T, V> grads = load_lanes<V>(grad_output + out_at);
-        C values[V];
+    if constexpr (kSide > 0) {
+      constexpr int kRows = (kSide + kStride - 1) / kStride;                      // outputs covering a row
+      constexpr int kColumns = (kSide + kTileColumns - 1 + kStride - 1) / kStride;  // ... a tile's columns
+      AlignedVector<uint8_t, V> positions[kRows][kColumns];
+      AlignedVector<T, V> grads[kRows][kColumns];
 #pragma unroll
-        for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(grads.value[lane]);
+      for (int a = 0; a < kRows; ++a) {
 #pragma unroll
-        for (int t = 0; t < kTileColumns; ++t) {
-          int column_offset = w_first + t + window.pad_w - ow * window.stride_w;  // s * dilation_w if covered
-          bool covered = t < columns && column_offset >= 0 && column_offset <= column_span &&
-                         (!kDilated || column_offset % window.dilation_w == 0);
-          if (!covered) continue;
-          int position = row_position + (kDilated ? column_offset / window.dilation_w : column_offset);
+        for (int b = 0; b < kColumns; ++b) {
+          if (oh_first + a > oh_last || ow_first + b > ow_last) continue;
+          positions[a][b] = load_lanes<V>(window_indices + out_at(oh_first + a, ow_first + b));
+          grads[a][b] = load_lanes<V>(grad_output + out_at(oh_first + a, ow_first + b));
+        }
+      }
 #pragma unroll
-          for (int lane = 0; lane < V; ++lane) {
-            if (positions.value[lane] == position) accumulated[t][lane] += values[lane];
+      for (int a = 0; a < kRows; ++a) {
+#pragma unroll
+        for (int b = 0; b < kColumns; ++b) {
+          if (oh_first + a <= oh_last && ow_first + b <= ow_last) {
+            gather(oh_first + a, ow_first + b, positions[a][b], grads[a][b]);
           }
+        }
+      }
+    } else {
+      for (int oh = oh_first; oh <= oh_last; ++oh) {
+        for (int ow = ow_first; ow <= ow_last; ++ow) {
+          gather(oh, ow, load_lanes<V>(window_indices + out_at(oh, ow)), load_lanes<V>(grad_output + out_at(oh, ow)));
         }
       }
     }
@@ -335,6 +414,7 @@ __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* 
 template <class T, class C>
 __global__ void avg_pool2d_kernel(const T* input, Strides4<> in_strides, PlaneSizes sizes, Window2d window,
                                   ElementOrder out_order, Strides4<> out_strides, int64_t total, T* output) {
+  wait_for_previous_kernel();
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates at = out_order(i);  // (n, c, oh, ow)
     AvgWindow box = avg_window(window, sizes.height, sizes.width, at.h, at.w);
@@ -352,6 +432,7 @@ template <class T, class C, int V>
 __global__ void avg_pool2d_backward_kernel(const T* grad_output, Strides4<> out_strides, PlaneSizes sizes,
                                            Window2d window, ElementOrder in_order, Strides4<> in_strides,
                                            int64_t total, T* grad_input) {
+  wait_for_previous_kernel();
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates at = in_order(i);  // (n, c / V, h, w)
     int64_t channel = at.c * V;
@@ -432,19 +513,36 @@ void max_pool2d(const Tensor& input, const Window2d& window, const Tensor& outpu
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
   PlaneSizes sizes = plane_sizes(input, output);
+  bool narrow = input.numel() <= INT32_MAX && output.numel() <= INT32_MAX;
+  bool undilated = window.dilation_h == 1 && window.dilation_w == 1;
+  // The windows of ResNet's stem (3x3) and of LeNet-style halving (2x2), fixed at compile time.
+  int side = narrow && undilated && window.kernel_h == window.kernel_w && (window.kernel_h == 2 || window.kernel_h == 3)
+                 ? static_cast<int>(window.kernel_h)
+                 : 0;
   dispatch_floating(input.dtype(), "max_pool2d", [&]<class Element>() {
     using T = device_t<Element>;
+    using C = pool_compute_t<Element>;
     constexpr int kMaxWidth = vector_width_v<T>;
     int width = channel_vector_width(kMaxWidth, input, output, window_indices);
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
       int64_t items = output.numel() / V;
       LaunchConfig launch = launch_config(items);
-      max_pool2d_kernel<T, pool_compute_t<Element>, V><<<launch.blocks, launch.threads, 0, stream>>>(
-          static_cast<const T*>(input.raw_data()), strides_of(input), max_window(window, sizes),
-          element_order(output, V), strides_of(output), items, static_cast<T*>(output.raw_data()),
-          static_cast<uint8_t*>(window_indices.raw_data()));
+      auto run = [&]<int kSide, class Index>() {
+        launch_dependent(max_pool2d_kernel<T, C, V, kSide, Index>, launch.blocks, launch.threads, 0, stream, device,
+                         static_cast<const T*>(input.raw_data()), strides_of<Index>(input), max_window(window, sizes),
+                         element_order(output, V), strides_of<Index>(output), items,
+                         static_cast<T*>(output.raw_data()), static_cast<uint8_t*>(window_indices.raw_data()));
+      };
+      if (side == 3) {
+        run.template operator()<3, int32_t>();
+      } else if (side == 2) {
+        run.template operator()<2, int32_t>();
+      } else if (narrow) {
+        run.template operator()<0, int32_t>();
+      } else {
+        run.template operator()<0, int64_t>();
+      }
     });
-    MG_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -457,27 +555,40 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
   PlaneSizes sizes = plane_sizes(grad_input, grad_output);
   bool dilated = window.dilation_h != 1 || window.dilation_w != 1;
   bool narrow = grad_input.numel() <= INT32_MAX && grad_output.numel() <= INT32_MAX;
+  // The windows the forward fixes (max_pool2d), with the stride that halves the input.
+  bool fixed = narrow && !dilated && window.kernel_h == window.kernel_w && window.stride_h == 2 &&
+               window.stride_w == 2 && (window.kernel_h == 2 || window.kernel_h == 3);
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
+    using C = pool_compute_t<Element>;
     constexpr int kMaxWidth = vector_width_v<T>;
     int width = channel_vector_width(kMaxWidth, grad_output, window_indices, grad_input);
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
       ElementOrder tile_order = element_order(grad_input, V, kTileColumns);
       int64_t items = grad_input.sizes()[0] * tile_order.channels * tile_order.rows * tile_order.columns;
       LaunchConfig shape = launch_config(items);
+      auto run = [&]<bool kDilated, int kSide, class Index>() {
+        constexpr int kStride = kSide > 0 ? 2 : 0;
+        launch_dependent(max_pool2d_backward_kernel<T, C, V, kDilated, kSide, kStride, Index>, shape.blocks,
+                         shape.threads, 0, stream, device, static_cast<const T*>(grad_output.raw_data()),
+                         static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
+                         max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
+                         static_cast<T*>(grad_input.raw_data()));
+      };
+      if (fixed) {
+        if (window.kernel_h == 3) {
+          run.template operator()<false, 3, int32_t>();
+        } else {
+          run.template operator()<false, 2, int32_t>();
+        }
+        return;
+      }
       with_flag(dilated, [&]<bool kDilated>() {
         with_flag(narrow, [&]<bool kNarrow>() {
-          using Index = std::conditional_t<kNarrow, int32_t, int64_t>;
-          max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated, Index>
-              <<<shape.blocks, shape.threads, 0, stream>>>(
-                  static_cast<const T*>(grad_output.raw_data()),
-                  static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
-                  max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
-                  static_cast<T*>(grad_input.raw_data()));
+          run.template operator()<kDilated, 0, std::conditional_t<kNarrow, int32_t, int64_t>>();
         });
       });
     });
-    MG_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -490,10 +601,9 @@ void avg_pool2d(const Tensor& input, const Window2d& window, const Tensor& outpu
   LaunchConfig launch = launch_config(output.numel());
   dispatch_floating(input.dtype(), "avg_pool2d", [&]<class Element>() {
     using T = device_t<Element>;
-    avg_pool2d_kernel<T, pool_compute_t<Element>><<<launch.blocks, launch.threads, 0, stream>>>(
-        static_cast<const T*>(input.raw_data()), strides_of(input), sizes, window, element_order(output),
-        strides_of(output), output.numel(), static_cast<T*>(output.raw_data()));
-    MG_CUDA_CHECK_LAUNCH();
+    launch_dependent(avg_pool2d_kernel<T, pool_compute_t<Element>>, launch.blocks, launch.threads, 0, stream, device,
+                     static_cast<const T*>(input.raw_data()), strides_of(input), sizes, window, element_order(output),
+                     strides_of(output), output.numel(), static_cast<T*>(output.raw_data()));
   });
 }
 
@@ -510,11 +620,11 @@ void avg_pool2d_backward(const Tensor& grad_output, const Window2d& window, cons
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
       int64_t items = grad_input.numel() / V;
       LaunchConfig launch = launch_config(items);
-      avg_pool2d_backward_kernel<T, pool_compute_t<Element>, V><<<launch.blocks, launch.threads, 0, stream>>>(
-          static_cast<const T*>(grad_output.raw_data()), strides_of(grad_output), sizes, window,
-          element_order(grad_input, V), strides_of(grad_input), items, static_cast<T*>(grad_input.raw_data()));
+      launch_dependent(avg_pool2d_backward_kernel<T, pool_compute_t<Element>, V>, launch.blocks, launch.threads, 0,
+                       stream, device, static_cast<const T*>(grad_output.raw_data()), strides_of(grad_output), sizes,
+                       window, element_order(grad_input, V), strides_of(grad_input), items,
+                       static_cast<T*>(grad_input.raw_data()));
     });
-    MG_CUDA_CHECK_LAUNCH();
   });
 }
 
