@@ -56,7 +56,7 @@ Args parse_args(int argc, char** argv) {
       {"--no-cudnn-fusion", [&] { args.cudnn_fusion = false; }},
       {"--no-cudnn-backward-fusion", [&] { args.cudnn_backward_fusion = false; }},
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
-      {"--no-dependent-launch", [&] { args.dependent_launch = false; }},
+      {"--dependent-launch", [&] { args.dependent_launch = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
@@ -93,7 +93,7 @@ std::string usage(const std::string& program) {
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
-                [--no-dependent-launch]
+                [--dependent-launch]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -137,10 +137,11 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            torch.backends.cudnn.benchmark (mg::cuda::set_cudnn_benchmark;
                            the first step of each shape is slower; default: cuDNN's
                            heuristic's first engine)
-  --no-dependent-launch    on CUDA, launch batch norm's passes and reductions and pooling
-                           once the kernel ahead has finished, rather than early on GPUs
-                           that can (compute capability 9.0 and up), where they wait on
-                           the device for it (mg::cuda::set_dependent_launch)
+  --dependent-launch       on CUDA GPUs of compute capability 9.0 and up, launch batch
+                           norm's passes and reductions and pooling before the kernel
+                           ahead has finished, to wait for it on the device
+                           (mg::cuda::set_dependent_launch; faster for ResNet-18, not for
+                           ResNet-50)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
   --threads N              CPU threads (default: all cores)

@@ -26,7 +26,7 @@ struct Args {
   bool cudnn_fusion = true;      // mg::cuda::set_cudnn_fusion (CUDA builds)
   bool cudnn_backward_fusion = true;  // mg::cuda::set_cudnn_backward_fusion (CUDA builds)
   bool cudnn_benchmark = false;  // mg::cuda::set_cudnn_benchmark (CUDA builds)
-  bool dependent_launch = true;  // mg::cuda::set_dependent_launch
+  bool dependent_launch = false;  // mg::cuda::set_dependent_launch
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();

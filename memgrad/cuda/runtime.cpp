@@ -39,7 +39,7 @@ int checked_index(Device device) {
 thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
 
 std::atomic<bool> allow_tf32_flag{false};
-std::atomic<bool> dependent_launch_flag{true};
+std::atomic<bool> dependent_launch_flag{false};
 
 }  // namespace
 

@@ -13,7 +13,7 @@ namespace mg::cuda {
 
 namespace {
 std::atomic<bool> allow_tf32_flag{false};
-std::atomic<bool> dependent_launch_flag{true};
+std::atomic<bool> dependent_launch_flag{false};
 }  // namespace
 
 int device_count() { return 0; }

@@ -113,7 +113,8 @@ TEST_CASE("CUDA kernels launched early give ordinary launches' results: ResNet-1
 
 TEST_CASE("CUDA kernels launched early give ordinary launches' results: a chain of batch norms and poolings",
           "[cuda]") {
+  const bool before = cuda::dependent_launch();
   const std::vector<Tensor> in_order = batch_norm_chain(false, 12);
   check_same(batch_norm_chain(true, 12), in_order, "launched early against in order");
-  CHECK(cuda::dependent_launch());  // the scopes restored the default
+  CHECK(cuda::dependent_launch() == before);  // each run's scope restored the setting
 }

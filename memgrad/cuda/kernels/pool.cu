@@ -26,10 +26,11 @@
 // bits). Each lane follows the scalar rules exactly (same takeover test, same summation order), so
 // results do not depend on V; V = 1 is the plain path (NCHW, C not a multiple of 2).
 //
-// Max pooling's 2x2 and 3x3 windows (with stride 2, backward) are fixed at compile time, so
-// a thread issues every load of its window (its candidate outputs) before the first
-// comparison (sum); other windows are walked at run time, each load after the last one's use.
-// Every kernel here is launched early (cuda/kernels/dependent_launch.cuh).
+// Max pooling's forward fixes 2x2 and 3x3 windows at compile time, so that a thread issues
+// every load of its window before the first comparison; other windows are walked at run
+// time, each load after the last one's comparison. (The same for the backward's candidate
+// outputs was slower: ResNet-50's stem, 112 -> 168 us on an H200, 2026-12-03.) Every kernel
+// here may be launched early (cuda/kernels/dependent_launch.cuh).
 //
 // 16-bit types are read as __half / __nv_bfloat16 and computed in float; float64 in double.
 #include <algorithm>
@@ -311,20 +312,12 @@ constexpr int kTileColumns = 2;
 // kTileColumns adjacent pixels of one row; each lane of each pixel sums its own gradient.
 // Index: int32_t when both tensors have < 2^31 elements (ElementOrder is then narrow),
 // else int64_t. kDilated = false (dilation 1, the common case) drops the divisions by the
-// dilation per candidate output. kSide > 0: the window is kSide x kSide with stride
-// kStride both ways and dilation 1, so a thread has at most kRows x kColumns candidate
-// outputs, and it issues all their loads before the first sum, as the forward does
-// (ResNet-50's stem pooling backward, 3x3 stride 2: 112 us on an H200 with the loads one
-// after another, 2026-12-03).
-template <class T, class C, int V, bool kDilated, int kSide, int kStride, class Index>
+// dilation per candidate output.
+template <class T, class C, int V, bool kDilated, class Index>
 __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* window_indices,
                                            Strides4<Index> out_strides, MaxWindow window, ElementOrder tile_order,
                                            Strides4<Index> in_strides, int64_t total, T* grad_input) {
-  static_assert(kSide == 0 || !kDilated, "a fixed window is undilated");
   wait_for_previous_kernel();
-  const int stride_h = kSide > 0 ? kStride : window.stride_h;
-  const int stride_w = kSide > 0 ? kStride : window.stride_w;
-  const int kernel_w = kSide > 0 ? kSide : window.kernel_w;
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     Coordinates<Index> at = tile_order(static_cast<Index>(i));  // (n, c / V, h, w / kTileColumns)
     Index channel = at.c * V;
@@ -335,67 +328,41 @@ __global__ void max_pool2d_backward_kernel(const T* grad_output, const uint8_t* 
     int oh_last = last_covering(h, window.stride_h_divider, window.pad_h, window.out_height);
     int ow_first = first_covering(w_first, window.kernel_w, window.stride_w_divider, window.pad_w, window.dilation_w);
     int ow_last = last_covering(w_first + columns - 1, window.stride_w_divider, window.pad_w, window.out_width);
-    int column_span = (kernel_w - 1) * window.dilation_w;  // of a window's column offsets
+    int column_span = (window.kernel_w - 1) * window.dilation_w;  // of a window's column offsets
     Index out_plane = at.n * out_strides.n + channel * out_strides.c;
-    auto out_at = [&](int oh, int ow) { return out_plane + oh * out_strides.h + ow * out_strides.w; };
     C accumulated[kTileColumns][V];
 #pragma unroll
     for (int t = 0; t < kTileColumns; ++t) {
 #pragma unroll
       for (int lane = 0; lane < V; ++lane) accumulated[t][lane] = 0;
     }
-    // Output (oh, ow)'s gradient to the tile's pixels whose window position it recorded.
-    // Loaded even where no lane takes it: a test per candidate costs more than the load
-    // (from L2, mostly: neighbouring tiles read the same outputs).
-    auto gather = [&](int oh, int ow, const AlignedVector<uint8_t, V>& positions, const AlignedVector<T, V>& grads) {
-      int row_offset = h + window.pad_h - oh * stride_h;  // r * dilation_h
-      if (kDilated && row_offset % window.dilation_h != 0) return;
-      int row_position = (kDilated ? row_offset / window.dilation_h : row_offset) * kernel_w;
-      C values[V];
-#pragma unroll
-      for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(grads.value[lane]);
-#pragma unroll
-      for (int t = 0; t < kTileColumns; ++t) {
-        int column_offset = w_first + t + window.pad_w - ow * stride_w;  // s * dilation_w if covered
-        bool covered = t < columns && column_offset >= 0 && column_offset <= column_span &&
-                       (!kDilated || column_offset % window.dilation_w == 0);
-        if (!covered) continue;
-        int position = row_position + (kDilated ? column_offset / window.dilation_w : column_offset);
-#pragma unroll
-        for (int lane = 0; lane < V; ++lane) {
-          if (positions.value[lane] == position) accumulated[t][lane] += values[lane];
-        }
-      }
-    };
     // Outputs in ascending (oh, ow) order: the CPU's scatter order, so each pixel's sums
     // match it exactly.
-    if constexpr (kSide > 0) {
-      constexpr int kRows = (kSide + kStride - 1) / kStride;                      // outputs covering a row
-      constexpr int kColumns = (kSide + kTileColumns - 1 + kStride - 1) / kStride;  // ... a tile's columns
-      AlignedVector<uint8_t, V> positions[kRows][kColumns];
-      AlignedVector<T, V> grads[kRows][kColumns];
+    for (int oh = oh_first; oh <= oh_last; ++oh) {
+      int row_offset = h + window.pad_h - oh * window.stride_h;  // r * dilation_h
+      if (kDilated && row_offset % window.dilation_h != 0) continue;
+      int row_position = (kDilated ? row_offset / window.dilation_h : row_offset) * window.kernel_w;
+      Index out_row = out_plane + oh * out_strides.h;
+      for (int ow = ow_first; ow <= ow_last; ++ow) {
+        // Loaded even where no lane takes them: a test per candidate costs more than the
+        // load (from L2, mostly: neighbouring tiles read the same outputs).
+        Index out_at = out_row + ow * out_strides.w;
+        AlignedVector<uint8_t, V> positions = load_lanes<V>(window_indices + out_at);
+        AlignedVector<T, V> grads = load_lanes<V>(grad_output + out_at);
+        C values[V];
 #pragma unroll
-      for (int a = 0; a < kRows; ++a) {
+        for (int lane = 0; lane < V; ++lane) values[lane] = to_compute<C>(grads.value[lane]);
 #pragma unroll
-        for (int b = 0; b < kColumns; ++b) {
-          if (oh_first + a > oh_last || ow_first + b > ow_last) continue;
-          positions[a][b] = load_lanes<V>(window_indices + out_at(oh_first + a, ow_first + b));
-          grads[a][b] = load_lanes<V>(grad_output + out_at(oh_first + a, ow_first + b));
-        }
-      }
+        for (int t = 0; t < kTileColumns; ++t) {
+          int column_offset = w_first + t + window.pad_w - ow * window.stride_w;  // s * dilation_w if covered
+          bool covered = t < columns && column_offset >= 0 && column_offset <= column_span &&
+                         (!kDilated || column_offset % window.dilation_w == 0);
+          if (!covered) continue;
+          int position = row_position + (kDilated ? column_offset / window.dilation_w : column_offset);
 #pragma unroll
-      for (int a = 0; a < kRows; ++a) {
-#pragma unroll
-        for (int b = 0; b < kColumns; ++b) {
-          if (oh_first + a <= oh_last && ow_first + b <= ow_last) {
-            gather(oh_first + a, ow_first + b, positions[a][b], grads[a][b]);
+          for (int lane = 0; lane < V; ++lane) {
+            if (positions.value[lane] == position) accumulated[t][lane] += values[lane];
           }
-        }
-      }
-    } else {
-      for (int oh = oh_first; oh <= oh_last; ++oh) {
-        for (int ow = ow_first; ow <= ow_last; ++ow) {
-          gather(oh, ow, load_lanes<V>(window_indices + out_at(oh, ow)), load_lanes<V>(grad_output + out_at(oh, ow)));
         }
       }
     }
@@ -555,37 +522,22 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& window_indices
   PlaneSizes sizes = plane_sizes(grad_input, grad_output);
   bool dilated = window.dilation_h != 1 || window.dilation_w != 1;
   bool narrow = grad_input.numel() <= INT32_MAX && grad_output.numel() <= INT32_MAX;
-  // The windows the forward fixes (max_pool2d), with the stride that halves the input.
-  bool fixed = narrow && !dilated && window.kernel_h == window.kernel_w && window.stride_h == 2 &&
-               window.stride_w == 2 && (window.kernel_h == 2 || window.kernel_h == 3);
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&]<class Element>() {
     using T = device_t<Element>;
-    using C = pool_compute_t<Element>;
     constexpr int kMaxWidth = vector_width_v<T>;
     int width = channel_vector_width(kMaxWidth, grad_output, window_indices, grad_input);
     with_vector_width<kMaxWidth>(width, [&]<int V>() {
       ElementOrder tile_order = element_order(grad_input, V, kTileColumns);
       int64_t items = grad_input.sizes()[0] * tile_order.channels * tile_order.rows * tile_order.columns;
       LaunchConfig shape = launch_config(items);
-      auto run = [&]<bool kDilated, int kSide, class Index>() {
-        constexpr int kStride = kSide > 0 ? 2 : 0;
-        launch_dependent(max_pool2d_backward_kernel<T, C, V, kDilated, kSide, kStride, Index>, shape.blocks,
-                         shape.threads, 0, stream, device, static_cast<const T*>(grad_output.raw_data()),
-                         static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
-                         max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
-                         static_cast<T*>(grad_input.raw_data()));
-      };
-      if (fixed) {
-        if (window.kernel_h == 3) {
-          run.template operator()<false, 3, int32_t>();
-        } else {
-          run.template operator()<false, 2, int32_t>();
-        }
-        return;
-      }
       with_flag(dilated, [&]<bool kDilated>() {
         with_flag(narrow, [&]<bool kNarrow>() {
-          run.template operator()<kDilated, 0, std::conditional_t<kNarrow, int32_t, int64_t>>();
+          using Index = std::conditional_t<kNarrow, int32_t, int64_t>;
+          launch_dependent(max_pool2d_backward_kernel<T, pool_compute_t<Element>, V, kDilated, Index>, shape.blocks,
+                           shape.threads, 0, stream, device, static_cast<const T*>(grad_output.raw_data()),
+                           static_cast<const uint8_t*>(window_indices.raw_data()), strides_of<Index>(grad_output),
+                           max_window(window, sizes), tile_order, strides_of<Index>(grad_input), items,
+                           static_cast<T*>(grad_input.raw_data()));
         });
       });
     });
