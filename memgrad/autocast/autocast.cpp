@@ -50,7 +50,7 @@ AutocastGuard::AutocastGuard(DType dtype, DeviceType device_type, bool enabled)
     : device_type_(device_type),
       previous_enabled_(is_autocast_enabled(device_type)),
       previous_dtype_(autocast_dtypes[static_cast<int>(device_type)]) {
-  MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, "AutocastGuard: autocast computes in a 16-bit "
+  MG_CHECK(is_16_bit_float(dtype), "AutocastGuard: autocast computes in a 16-bit "
            "floating dtype, float16 or bfloat16, got ", dtype, " for device type ", Device{device_type}.str(),
            ". Hint: float32 is what runs without a guard; to switch autocast off in a region, pass enabled = false.");
   autocast_dtypes[static_cast<int>(device_type)] = dtype;

@@ -30,7 +30,7 @@ enum class CastPolicy {
 
 // The dtypes autocast casts from and to; float64 and integer tensors are left alone.
 inline bool is_autocast_eligible(DType dtype) {
-  return dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16;
+  return dtype == DType::Float32 || is_16_bit_float(dtype);
 }
 
 // The dtype autocast casts an operand x of an op under `policy` to; nullopt when autocast

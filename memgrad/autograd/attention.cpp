@@ -116,7 +116,7 @@ std::string fused_rule_broken(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   // CUDA's kernels: float16 / bfloat16 on tensor cores (rows of 8 elements), float32 on the
   // FP32 FMA units (any head_dim); both keep a query tile's head dims in shared memory.
-  const bool sixteen_bit = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const bool sixteen_bit = is_16_bit_float(dtype);
   const bool cuda_takes = head_dim >= 1 && head_dim <= 128 &&
                           ((sixteen_bit && head_dim % 8 == 0) || dtype == DType::Float32);
   if (runs_as_cuda(q.device()) && !cuda_takes) {

@@ -110,7 +110,7 @@ bool backward_input_with_batch_norm_sums(const autograd::Node& node, const Tenso
   // NOTE: only 16-bit data has a fused kernel (kernel table); checked first so that other
   // dtypes allocate nothing for it.
   const DType dtype = grad_output.dtype();
-  if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  if (!is_16_bit_float(dtype)) return false;
   auto* producer = dynamic_cast<autograd::ReluBatchNormNode*>(node.next_edges()[0].function.get());
   if (producer == nullptr || !autograd::is_sole_consumer(node, 0)) return false;
   const autograd::ReluBatchNormNode::Saved saved = producer->saved_for_consumer();

@@ -57,8 +57,8 @@ Tensor converted(const Tensor& x, DType dtype, Device device, bool non_blocking 
 // Whether the kernel table's convert_each takes x to dtype: a tensor dense in its layout,
 // float32 to a 16-bit floating dtype or back.
 bool converts_in_batch(const Tensor& x, DType dtype) {
-  auto is_16_bit = [](DType d) { return d == DType::Float16 || d == DType::BFloat16; };
-  const bool pair = (x.dtype() == DType::Float32 && is_16_bit(dtype)) || (is_16_bit(x.dtype()) && dtype == DType::Float32);
+  const bool pair = (x.dtype() == DType::Float32 && is_16_bit_float(dtype)) ||
+                    (is_16_bit_float(x.dtype()) && dtype == DType::Float32);
   return pair && is_contiguous_in(x, suggest_memory_format(x));
 }
 

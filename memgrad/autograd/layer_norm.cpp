@@ -19,8 +19,6 @@ namespace mg {
 
 namespace {
 
-bool is_16_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
-
 // weight or bias: normalized_shape's sizes, on the input's device, of the input's dtype
 // (or float32 with a 16-bit input, as mixed-precision models keep their parameters).
 void check_affine(const char* what, const Tensor& values, const Tensor& x, const Shape& normalized_shape) {
@@ -28,9 +26,9 @@ void check_affine(const char* what, const Tensor& values, const Tensor& x, const
   MG_CHECK(values.sizes() == normalized_shape, "layer_norm: expected ", what, " of shape ", normalized_shape,
            " (normalized_shape), got shape ", values.sizes(), ". Hint: size it as the normalised trailing dims.");
   autograd::check_same_device("layer_norm", x, values);
-  MG_CHECK(values.dtype() == x.dtype() || (values.dtype() == DType::Float32 && is_16_bit(x.dtype())),
+  MG_CHECK(values.dtype() == x.dtype() || (values.dtype() == DType::Float32 && is_16_bit_float(x.dtype())),
            "layer_norm: expected ", what, " of the input's dtype ", x.dtype(),
-           is_16_bit(x.dtype()) ? " (or float32)" : "", ", got ", values.dtype(), ". Hint: convert it with .to(",
+           is_16_bit_float(x.dtype()) ? " (or float32)" : "", ", got ", values.dtype(), ". Hint: convert it with .to(",
            x.dtype(), "), or run the model under an AutocastGuard.");
 }
 

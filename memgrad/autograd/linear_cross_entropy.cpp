@@ -78,7 +78,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   // loss in float32, as linear and cross_entropy do.
   const Tensor hidden = amp::cast_to_autocast_dtype(hidden_in), weight = amp::cast_to_autocast_dtype(weight_in);
   const DType dtype = hidden.dtype();
-  const bool sixteen_bit = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const bool sixteen_bit = is_16_bit_float(dtype);
   const DType loss_dtype = sixteen_bit && amp::is_autocast_on_for(hidden_in) ? DType::Float32 : dtype;
   const DType sum_dtype = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
 

@@ -176,7 +176,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   // Under autocast the loss is float32, as in PyTorch. NOTE: 16-bit logits are not cast up
   // first: a float32 copy (N x 50304 for GPT-2) would cost twice their bytes, saved for the
   // backward, and two more passes over them; the kernels compute in float32 anyway.
-  const bool sixteen_bit = logits.dtype() == DType::Float16 || logits.dtype() == DType::BFloat16;
+  const bool sixteen_bit = is_16_bit_float(logits.dtype());
   const bool float32_loss = sixteen_bit && amp::is_autocast_on_for(logits);
   return cross_entropy_checked(logits, target, options, float32_loss ? DType::Float32 : logits.dtype());
 }

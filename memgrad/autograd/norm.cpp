@@ -83,8 +83,6 @@ void check_counter(const char* op, const Tensor& num_batches_tracked, const Tens
            input.device(), "), as Module::to does with the layer's buffers.");
 }
 
-bool is_16_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
-
 // (C) -> (1, C) or (1, C, 1, 1): broadcastable against the input.
 Tensor per_channel_view(const Tensor& values, int rank) {
   Shape sizes = rank == 2 ? Shape{1, values.numel()} : Shape{1, values.numel(), 1, 1};
@@ -260,7 +258,7 @@ Tensor normalise(const char* op, const Tensor& x, const Tensor& running_mean, co
   Tensor input = autograd::dense_layout(x);
   Tensor out = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()}, suggest_memory_format(input));
   // 16-bit inputs keep their statistics in float32, as PyTorch does.
-  DType stats_dtype = is_16_bit(x.dtype()) ? DType::Float32 : x.dtype();
+  DType stats_dtype = is_16_bit_float(x.dtype()) ? DType::Float32 : x.dtype();
   Tensor save_mean, save_invstd;
   if (training) {
     save_mean = autograd::new_output({channels}, stats_dtype, x);

@@ -32,6 +32,8 @@ bool is_floating(DType dtype) {
          dtype == DType::BFloat16;
 }
 
+bool is_16_bit_float(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
+
 namespace {
 // Rank within a kind: larger wins.
 int rank(DType dtype) {
@@ -50,8 +52,7 @@ int rank(DType dtype) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
-    return DType::Float32;
+  if (is_16_bit_float(a) && is_16_bit_float(b)) return DType::Float32;  // float16 with bfloat16
   return rank(a) >= rank(b) ? a : b;
 }
 

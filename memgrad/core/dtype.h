@@ -20,6 +20,7 @@ inline constexpr int kNumDTypes = 8;
 size_t element_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", as PyTorch spells it
 bool is_floating(DType dtype);
+bool is_16_bit_float(DType dtype);  // float16 or bfloat16: stored in 2 bytes, computed in float32
 // The dtype of a binary op's result, following PyTorch: floating beats integral beats bool,
 // and within a kind the wider type wins (float16 with bfloat16 gives float32).
 DType promote_types(DType a, DType b);

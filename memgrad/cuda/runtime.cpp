@@ -35,6 +35,21 @@ int checked_index(Device device) {
   return device.index;
 }
 
+// `kAttribute` of `device`, asked of the runtime once per device and kept (one cache per
+// attribute). NOTE: 0 marks "not asked yet", so only for attributes that are never 0;
+// threads racing on the first call each ask and store the same value, which is harmless.
+template <cudaDeviceAttr kAttribute>
+int cached_device_attribute(Device device) {
+  static std::array<std::atomic<int>, kMaxDevices> values{};
+  const int index = checked_index(device);
+  int value = values[index].load(std::memory_order_relaxed);
+  if (value == 0) {
+    MG_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttribute, index));
+    values[index].store(value, std::memory_order_relaxed);
+  }
+  return value;
+}
+
 // Each thread's current stream per device; nullptr is the legacy default stream.
 thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
 
@@ -57,16 +72,7 @@ int device_count() {
 
 bool is_available() { return device_count() > 0; }
 
-int multiprocessor_count(Device device) {
-  static std::array<std::atomic<int>, kMaxDevices> counts{};  // 0: not asked yet
-  const int index = checked_index(device);
-  int count = counts[index].load(std::memory_order_relaxed);
-  if (count == 0) {
-    MG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index));
-    counts[index].store(count, std::memory_order_relaxed);
-  }
-  return count;
-}
+int multiprocessor_count(Device device) { return cached_device_attribute<cudaDevAttrMultiProcessorCount>(device); }
 
 void synchronize(Device device) {
   refuse_during_graph_capture("cuda::synchronize", "wait for the device after replay(), outside the captured step.");
@@ -236,14 +242,7 @@ void set_dependent_launch(bool allow) { dependent_launch_flag.store(allow, std::
 bool dependent_launch() { return dependent_launch_flag.load(std::memory_order_relaxed); }
 
 bool launches_dependent(Device device) {
-  static std::array<std::atomic<int>, kMaxDevices> majors{};  // 0: not asked yet
-  const int index = checked_index(device);
-  int major = majors[index].load(std::memory_order_relaxed);
-  if (major == 0) {
-    MG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
-    majors[index].store(major, std::memory_order_relaxed);
-  }
-  return major >= 9 && dependent_launch();
+  return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9 && dependent_launch();
 }
 
 }  // namespace mg::cuda

@@ -64,7 +64,7 @@ MPI_Datatype carrier_type(DType dtype) {
 // The MPI type that MPI_SUM can add for `tensor`'s dtype; refuses the others.
 MPI_Datatype summable_type(const Tensor& tensor, const char* collective) {
   const DType dtype = tensor.dtype();
-  MG_CHECK(dtype != DType::Float16 && dtype != DType::BFloat16 && dtype != DType::Bool, collective,
+  MG_CHECK(!is_16_bit_float(dtype) && dtype != DType::Bool, collective,
            ": the MPI backend cannot reduce ", describe_tensor(tensor), " (MPI has no ",
            dtype_name(dtype), " arithmetic). Hint: reduce a float32 copy (t.to(mg::DType::Float32)) "
            "and convert back.");

@@ -66,7 +66,7 @@ void SimulatedProcessGroup::check_on_device(const Tensor& tensor, const char* co
 
 void SimulatedProcessGroup::check_reducible(const Tensor& tensor, const char* collective) const {
   const DType dtype = tensor.dtype();
-  const bool mpi_lacks = mirrored_ == Backend::Mpi && (dtype == DType::Float16 || dtype == DType::BFloat16);
+  const bool mpi_lacks = mirrored_ == Backend::Mpi && is_16_bit_float(dtype);
   MG_CHECK(dtype != DType::Bool && !mpi_lacks, collective, ": the ", distributed::backend_name(mirrored_),
            " backend this simulated group stands in for cannot reduce ", describe_tensor(tensor),
            ". Hint: reduce a float32 (or int32) copy and convert back.");

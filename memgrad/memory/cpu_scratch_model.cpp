@@ -85,7 +85,7 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
 
 // matmul.cpp's in_compute_precision: 16-bit products on float32 copies.
 void in_compute_precision(const Tensor& output, std::initializer_list<Tensor> operands) {
-  if (output.dtype() != DType::Float16 && output.dtype() != DType::BFloat16) return;
+  if (!is_16_bit_float(output.dtype())) return;
   std::vector<Tensor> converted;
   for (const Tensor& operand : operands) converted.push_back(converted_copy(operand, DType::Float32, operand.device()));
   const Tensor result = empty(output.sizes(), {.device = output.device()});

@@ -4,7 +4,8 @@
 // autocast in channels_last (batch norm's passes after cuDNN's convolutions and after each
 // other, pooling, the caching allocator handing freed blocks to the next kernel), and a
 // chain of batch norms and poolings on one large tensor, where a kernel that read its
-// input early would read the previous kernel's unfinished output.
+// input early would read the previous kernel's unfinished output. Below compute capability
+// 9.0 both runs are ordinary launches, so each run also checks which kind it got.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -18,7 +19,9 @@
 #include "memgrad/autograd/pool.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
+#include "memgrad/cuda/check.h"
 #include "memgrad/cuda/cuda.h"
+#include "memgrad/cuda/runtime.h"
 #include "memgrad/nn/nn.h"
 #include "memgrad/optim/optim.h"
 #include "cuda/deterministic_convolutions.h"
@@ -29,10 +32,22 @@ using namespace cuda_checks;
 
 namespace {
 
-// Sets cuda::set_dependent_launch for a scope.
+// Whether the test's GPU launches early when allowed: compute capability 9.0 or more.
+bool launches_early_when_allowed() {
+  int major = 0;
+  MG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, kCuda.index));
+  return major >= 9;
+}
+
+// Sets cuda::set_dependent_launch for a scope, and checks that kernels on the test's GPU
+// are launched early exactly when allowed on a GPU that can (an H200 run thus proves the
+// early path ran, not two runs of ordinary launches).
 class DependentLaunch {
  public:
-  explicit DependentLaunch(bool allow) : before_(cuda::dependent_launch()) { cuda::set_dependent_launch(allow); }
+  explicit DependentLaunch(bool allow) : before_(cuda::dependent_launch()) {
+    cuda::set_dependent_launch(allow);
+    CHECK(cuda::launches_dependent(kCuda) == (allow && launches_early_when_allowed()));
+  }
   ~DependentLaunch() { cuda::set_dependent_launch(before_); }
   DependentLaunch(const DependentLaunch&) = delete;
   DependentLaunch& operator=(const DependentLaunch&) = delete;

@@ -40,11 +40,9 @@ Tensor dense_workspace_like(const Tensor& tensor) {
   return empty(tensor.sizes(), {.dtype = tensor.dtype(), .device = tensor.device(), .category = MemoryCategory::Workspace});
 }
 
-bool sixteen_bit(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
-
 // The user-facing checks shared by forward and backward (dtype, head dim, strides, sizes).
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  MG_CHECK(sixteen_bit(q.dtype()) || q.dtype() == DType::Float32, op,
+  MG_CHECK(is_16_bit_float(q.dtype()) || q.dtype() == DType::Float32, op,
            ": the fused CUDA kernels take float16, bfloat16 or float32, got ", dtype_name(q.dtype()),
            ". Hint: use the math backend.");
   MG_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": q, k and v must share a dtype, got ",
@@ -52,7 +50,7 @@ void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, 
   MG_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected (B, H, T, D) tensors, got q ", q.sizes(),
            ", k ", k.sizes(), ", v ", v.sizes());
   const int64_t head_dim = q.sizes()[3];
-  if (sixteen_bit(q.dtype())) {
+  if (is_16_bit_float(q.dtype())) {
     MG_CHECK(head_dim % 8 == 0 && head_dim >= 8 && head_dim <= 128, op, ": the fused CUDA kernels need a head dim "
              "that is a multiple of 8 in [8, 128] for ", dtype_name(q.dtype()), ", got ", head_dim,
              ". Hint: use the math backend.");

@@ -46,8 +46,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock) convert_each_kernel(TensorLi
   for (int64_t i = vectors * kVec + threadIdx.x; i < count; i += kThreadsPerBlock) out[i] = convert<Out>(in[i]);
 }
 
-bool is_16_bit_float(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
-
 template <class Out>
 void launch_convert(std::span<const Tensor> sources, std::span<const Tensor> destinations, cudaStream_t stream) {
   launch_multi_tensor<2>("convert_each", {sources, destinations}, /*steps=*/{}, stream,
