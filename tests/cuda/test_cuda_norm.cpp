@@ -201,7 +201,7 @@ TEST_CASE("CUDA batch_norm_relu matches the CPU and the unfused ops (forward, ru
   const bool parameters_in_input_dtype = GENERATE(false, true);
   INFO("input " << sizes << " " << dtype << " in " << format
                 << (parameters_in_input_dtype ? ", parameters in the input's dtype" : ""));
-  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const bool half = is_16_bit_float(dtype);
   const DType stats = half && !parameters_in_input_dtype ? DType::Float32 : dtype;
   // 16-bit: a few ulps of the output (float16 2^-11, bfloat16 2^-8) of values up to ~4.
   const double relative = dtype == DType::Float64 ? 1e-12
@@ -297,7 +297,7 @@ TEST_CASE("CUDA batch_norm_add_relu matches the CPU and the unfused ops (forward
   auto format = GENERATE(MemoryFormat::Contiguous, MemoryFormat::ChannelsLast);
   if (sizes.size() == 2 && format == MemoryFormat::ChannelsLast) return;  // (N, C) has one layout
   INFO("input " << sizes << " " << dtype << " in " << format << ", offset " << offset);
-  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const bool half = is_16_bit_float(dtype);
   const DType stats = half ? DType::Float32 : dtype;
   // As batch_norm_relu's test; at an offset of 100 a float32 mean is known to ~1e-5.
   const double relative = dtype == DType::Float64 ? 1e-12

@@ -120,7 +120,7 @@ void check_fused_convolution(const char* op, const char* unfused, const Tensor& 
                              const Window2d& window, const Tensor& output) {
   const DType dtype = input.dtype();
   const Device device = output.device();
-  MG_CHECK(dtype == DType::Float16 || dtype == DType::BFloat16, op, ": input is ", dtype,
+  MG_CHECK(is_16_bit_float(dtype), op, ": input is ", dtype,
            "; the fusion takes float16 or bfloat16. Hint: run ", unfused, " apart.");
   for (const auto& [name, tensor] : {std::pair{"input", &input}, {"weight", &weight}, {"output", &output}}) {
     MG_CHECK(tensor->dim() == 4 && tensor->dtype() == dtype && tensor->device() == device &&
@@ -227,7 +227,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Window2d& window,
                             const Tensor& output, const Tensor& sum, const Tensor& square_sum) {
   const DType dtype = output.dtype();
-  if (!cudnn_fusion() || cudnn_deterministic() || (dtype != DType::Float16 && dtype != DType::BFloat16) || !conv_usable(input, weight, output)) {
+  if (!cudnn_fusion() || cudnn_deterministic() || !is_16_bit_float(dtype) || !conv_usable(input, weight, output)) {
     return false;
   }
   for (const Tensor* tensor : {&input, &weight, &output}) {

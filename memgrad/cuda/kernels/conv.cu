@@ -340,7 +340,7 @@ bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tens
                                            const Tensor& grad_bn_bias) {
 #if MG_WITH_CUDNN
   const DType dtype = grad_input.dtype();
-  if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  if (!is_16_bit_float(dtype)) return false;
   if (bn_input.dim() != 4 || bn_input.numel() / std::max<int64_t>(bn_input.size(1), 1) < kFusedBackwardMinValues) {
     return false;
   }
