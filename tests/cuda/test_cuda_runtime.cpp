@@ -17,6 +17,7 @@
 #include "memgrad/core/memory_format.h"
 #include "memgrad/core/tensor.h"
 #include "memgrad/cuda/check.h"
+#include "memgrad/cuda/hold_stream.h"
 #include "memgrad/cuda/runtime.h"
 #include "cuda/stream_hold.h"
 #include "memgrad/cuda/transfer.h"
@@ -158,6 +159,27 @@ TEST_CASE("events mark, wait for and time a stream's work", "[cuda]") {
     default_done.synchronize();
     CHECK(default_done.query());
   }
+}
+
+TEST_CASE("hold_stream keeps a stream busy on the device for the time asked, the host going on", "[cuda]") {
+  // What cuDNN's benchmark mode times its engines behind (cuda/cudnn/conv_engines.cpp).
+  mg::cuda::Stream stream;
+  mg::cuda::Event before(/*enable_timing=*/true), after(/*enable_timing=*/true);
+  before.record(stream);
+  mg::cuda::hold_stream(stream, 20'000);
+  after.record(stream);
+  CHECK_FALSE(after.query());  // the host is back while the device still spins
+  after.synchronize();
+  const float held_ms = mg::cuda::Event::elapsed_ms(before, after);
+  CHECK(held_ms >= 19.9f);
+  CHECK(held_ms < 200.0f);
+
+  // A short hold, as the benchmark uses it.
+  before.record(stream);
+  mg::cuda::hold_stream(stream, 200);
+  after.record(stream);
+  after.synchronize();
+  CHECK(mg::cuda::Event::elapsed_ms(before, after) >= 0.19f);
 }
 
 TEST_CASE("allow_tf32 is off by default and switches", "[cuda]") {

@@ -16,6 +16,7 @@
 #include "memgrad/cuda/cudnn/check.h"
 #include "memgrad/cuda/cudnn/descriptors.h"
 #include "memgrad/cuda/cudnn/settings.h"
+#include "memgrad/cuda/hold_stream.h"
 #include "memgrad/cuda/runtime.h"
 
 namespace mg::cuda::cudnn {
@@ -379,7 +380,7 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
         }
         break;
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
-        if (problem.dtype != DType::Float16 && problem.dtype != DType::BFloat16) allowed = false;
+        if (!is_16_bit_float(problem.dtype)) allowed = false;
         break;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
         if (problem.dtype == DType::Float32 && !problem.allow_tf32) allowed = false;
@@ -396,6 +397,8 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
 // Every configuration of heuristics mode A, then of the fallback list, that is allowed,
 // finalizes into a plan for this graph, and needs at most `limit` workspace bytes — in the
 // heuristics' order. `first_only` stops at the first.
+// NOTE: heuristics mode B offered no configuration mode A had not (every ResNet-50 shape
+// on an H200, cuDNN 9.14), so benchmark mode times mode A's.
 std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, const ConvProblem& problem,
                                                       DType coefficients, size_t limit, bool first_only) {
   const std::shared_ptr<const std::vector<BackendDescriptor>> graph_parts =
@@ -478,8 +481,13 @@ cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOper
   return cudnnBackendExecute(handle, plan.execution_plan.get(), variant_pack.get());
 }
 
-// Median milliseconds of a few runs of `plan` on the device (after one untimed run, which
-// pays for any lazy kernel loading); infinity when cuDNN refuses to run it after all.
+// Milliseconds a run of `plan` takes on the device: the median of kRounds, each the mean
+// of kRepeats runs queued behind a held stream (cuda/hold_stream.h), after one untimed
+// run, which pays for any lazy kernel loading; infinity when cuDNN refuses to run it.
+// NOTE: one run timed from an idle stream also measured the host's issue of it (a
+// variant pack and a launch or more, against kernels of 10-300 us), which a training step
+// hides, its host running ahead of the device: so timed, the chosen plans of a ResNet-50
+// step summed to 4.55 ms, and 3.72 ms timed so (H200; docs/benchmarks.md).
 float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const ConvOperands& data) {
   Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
   void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
@@ -488,18 +496,20 @@ float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const
     detail::forget_cudnn_error();
     return std::numeric_limits<float>::infinity();
   }
-  constexpr int kRuns = 3;
-  std::array<float, kRuns> times{};
+  constexpr int kRounds = 3, kRepeats = 4;
+  constexpr int kHoldMicroseconds = 200;  // the host queues kRepeats runs meanwhile
+  std::array<float, kRounds> times{};
   for (float& time : times) {
     Event start(/*enable_timing=*/true), end(/*enable_timing=*/true);
+    hold_stream(stream, kHoldMicroseconds);
     start.record(stream);
-    MG_CUDNN_CHECK(execute(handle, plan, data, scratch));
+    for (int i = 0; i < kRepeats; ++i) MG_CUDNN_CHECK(execute(handle, plan, data, scratch));
     end.record(stream);
     end.synchronize();
-    time = Event::elapsed_ms(start, end);
+    time = Event::elapsed_ms(start, end) / kRepeats;
   }
   std::sort(times.begin(), times.end());
-  return times[kRuns / 2];
+  return times[kRounds / 2];
 }
 
 // The answer "no engine runs this" (ConvPlan::runnable() false), cached like a plan.
