@@ -102,6 +102,8 @@ def config_name(result):
         name += " checkpoint"
     if result.get("cuda_graph"):
         name += " cuda-graph"
+    if result.get("cudnn_benchmark"):
+        name += " cudnn-benchmark"
     for switch, default, suffix in MEMGRAD_ONLY_SWITCHES:
         if result.get(switch, default) != default:
             name += suffix
