@@ -14,12 +14,6 @@
 namespace mg::distributed {
 namespace {
 
-std::vector<Tensor> tensors_of(const nn::NamedTensors& named) {
-  std::vector<Tensor> tensors;
-  for (const auto& [name, tensor] : named) tensors.push_back(tensor);
-  return tensors;
-}
-
 nn::NamedTensors trained_parameters(const nn::Module& module) {
   nn::NamedTensors trained;
   for (const auto& [name, parameter] : module.named_parameters()) {

@@ -30,7 +30,7 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& param
     bucket.bytes += static_cast<int64_t>(parameter.nbytes());
     if (bucket.bytes >= (bucket.first ? caps.first_bucket_bytes : caps.bucket_bytes)) {
       buckets.push_back(std::move(bucket.members));
-      bucket = OpenBucket{.first = false};
+      bucket = OpenBucket{.members = {}, .bytes = 0, .first = false};
     }
   }
   for (auto& [key, bucket] : open) {

@@ -53,7 +53,7 @@
 
 namespace mg {
 
-struct Block;  // defined in caching_allocator.cpp; opaque to everyone else
+struct Block;  // defined in block_pools.h (the allocator room's own); opaque to everyone else
 
 // Names a pool of free blocks: kDefaultPool for the shared pools, or a private pool made by
 // CachingAllocator::create_private_pool (ids are unique per allocator, never reused).
@@ -151,7 +151,7 @@ class CachingAllocator {
   static size_t segment_size_for(size_t rounded_bytes);
 
  private:
-  struct Pools;  // the default and the private pools; defined in caching_allocator.cpp
+  struct Pools;  // the default and the private pools; defined in block_pools.h
 
   // Records the events of the blocks freed during a routing, then finishes the free of
   // every held-back block whose events are done (all of them, after waiting, when `wait`).
