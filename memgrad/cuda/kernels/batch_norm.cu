@@ -253,21 +253,19 @@ __device__ __forceinline__ void store_forward_coefficients(A* coefficients, int6
 
 // A channel's statistics from its sums shifted by K (see the NOTE): what its finish stores
 // and its forward coefficients are made of. One function for FinishStatistics and
-// GivenStatistics, so that both round alike. 1 / count and eps come rounded to A from the
-// host: GivenStatistics' pass runs this in every thread for each of its channels, where
-// two divisions and the conversions made its prologue a few microseconds of arithmetic
-// before the first load (the whole grid at once; measured on an H200, 2026-12-03).
+// GivenStatistics, so that both round alike.
 template <class A>
 struct ChannelStatistics {
   A shifted_mean, mean, biased_var, invstd;
 };
 
 template <class A>
-__device__ __forceinline__ ChannelStatistics<A> channel_statistics(A shifted_sum, A shifted_squares, A inverse_count,
-                                                                   A shift, A epsilon) {
-  A shifted_mean = shifted_sum * inverse_count;
-  A biased_var = max(shifted_squares * inverse_count - shifted_mean * shifted_mean, A(0));
-  return {shifted_mean, shift + shifted_mean, biased_var, inverse_sqrt(biased_var + epsilon)};
+__device__ __forceinline__ ChannelStatistics<A> channel_statistics(A shifted_sum, A shifted_squares, int64_t count,
+                                                                   A shift, double eps) {
+  A values = static_cast<A>(count);
+  A shifted_mean = shifted_sum / values;
+  A biased_var = max(shifted_squares / values - shifted_mean * shifted_mean, A(0));
+  return {shifted_mean, shift + shifted_mean, biased_var, inverse_sqrt(biased_var + static_cast<A>(eps))};
 }
 
 // Training: the statistics from the shifted sums, saved, folded into the running
@@ -277,8 +275,7 @@ template <class T, class A>
 struct FinishStatistics {
   const T* input;
   Geometry geometry;
-  double momentum;
-  A inverse_count, epsilon;  // 1 / (N * H * W), and eps, rounded to A (channel_statistics)
+  double momentum, eps;
   bool from_saved;  // normalise with the statistics as saved: K = the saved mean
   bool given;       // the sums are the caller's plain ones (kernels.h's statistics): K = 0
   ChannelValues save_mean, save_invstd, running_mean, running_var, weight, bias;
@@ -329,7 +326,7 @@ struct FinishStatistics {
   __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A shifted_sum,
                                              A shifted_squares) const {
     const ChannelStatistics<A> statistics =
-        channel_statistics(shifted_sum, shifted_squares, inverse_count, loaded.shift, epsilon);
+        channel_statistics(shifted_sum, shifted_squares, geometry.per_channel, loaded.shift, eps);
     store_statistics(c, statistics, loaded.running_mean, loaded.running_var);
     A k[kForwardCoefficients];
     forward_coefficients(statistics, loaded.shift, loaded.weight, loaded.bias, k);
@@ -370,7 +367,7 @@ struct GivenStatistics {
   const A* bias;    // or null: 0
 
   __device__ __forceinline__ ChannelStatistics<A> statistics(A channel_sum, A channel_squares) const {
-    return channel_statistics(channel_sum, channel_squares, finish.inverse_count, A(0), finish.epsilon);
+    return channel_statistics(channel_sum, channel_squares, finish.geometry.per_channel, A(0), finish.eps);
   }
 
   template <int kVec, int kLoaded>
@@ -544,8 +541,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
       return FinishStatistics<T, A>{in,
                                     geometry,
                                     momentum,
-                                    static_cast<A>(1.0 / static_cast<double>(geometry.per_channel)),
-                                    static_cast<A>(eps),
+                                    eps,
                                     /*from_saved=*/relu && added == nullptr,
                                     given,
                                     channel_values(save_mean),
