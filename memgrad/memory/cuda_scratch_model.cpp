@@ -11,10 +11,8 @@
 //   batch norm         per call, (5 + 2 x chunks) x C float32 (float64 for float64)
 //                      coefficients and partial sums as WORKSPACE
 //                      (cuda/plan/batch_norm_workspace.h; the chunks of
-//                      cuda/plan/channel_reduce_plan.h), none for a training forward
-//                      given a convolution's statistics in the rows layout; copies of
-//                      per-channel tensors not in that dtype (e.g. a float16 weight) for
-//                      the backward and that forward
+//                      cuda/plan/channel_reduce_plan.h); the backward's copies of
+//                      per-channel tensors not in that dtype (e.g. a float16 weight)
 //   cuDNN convolution  per call: copies of operands not dense in the call's layout (mixed
 //                      layouts only; cuda/plan/conv_layout.h), then the chosen algorithm's
 //                      workspace, both WORKSPACE (cuda/cudnn/conv.cpp). With benchmark mode
@@ -112,18 +110,7 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                 double eps, bool relu, const Tensor& residual, const ChannelSums& statistics, const Tensor& output,
                 const Tensor& save_mean, const Tensor& save_invstd) {
   if (input.numel() == 0) return;
-  const bool given = training && statistics.defined();
-  if (given && cuda::batch_norm_finishes_given_in_pass(cuda::channel_reduce::channel_extent(input))) {
-    // The normalising pass finishes the sums itself: only copies of what is not already a
-    // plain array of the accumulate dtype.
-    const DType accumulate = cuda::batch_norm_accumulate_dtype(input.dtype());
-    const Tensor operands[] = {cuda::batch_norm_channel_operand(statistics.sum, accumulate),
-                               cuda::batch_norm_channel_operand(statistics.square_sum, accumulate),
-                               cuda::batch_norm_channel_operand(weight, accumulate),
-                               cuda::batch_norm_channel_operand(bias, accumulate)};
-    return;
-  }
-  const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training && !given);
+  const Tensor workspace = batch_norm_workspace(input, /*with_partials=*/training && !statistics.defined());
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -9,10 +9,7 @@
 // counter, gradients of weight and bias, and the per-channel coefficients of the
 // elementwise pass. Nothing waits for the host. The elementwise pass (normalise + affine,
 // or grad_input) is one fused kernel, cuda/kernels/channel_map.cuh's, with 16-byte vector
-// accesses when a vector never straddles two channels. Statistics a convolution gave need
-// no reduction: in the rows layout the normalising pass finishes them itself
-// (GivenStatistics), so such a forward is one launch; in the planes layout a small kernel
-// finishes them first. Memory traffic: forward 2 reads +
+// accesses when a vector never straddles two channels. Memory traffic: forward 2 reads +
 // 1 write of the input's size, backward 2 reads of (x, grad) + 1 read of each for
 // grad_input + 1 write.
 //
@@ -242,30 +239,13 @@ struct BackwardTerms {
 // NOTE: with the fused ReLU and no residual, training takes K = the saved mean (so
 // mean - K = 0): the backward rebuilds the mask from the saved statistics and must meet
 // the same numbers. (With a residual the backward reads the mask from the output.)
-inline constexpr int kForwardCoefficients = 4;
-
 template <class A>
-__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c,
-                                                           const A (&k)[kForwardCoefficients]) {
-#pragma unroll
-  for (int i = 0; i < kForwardCoefficients; ++i) coefficients[i * channels + c] = k[i];
-}
-
-// A channel's statistics from its sums shifted by K (see the NOTE): what its finish stores
-// and its forward coefficients are made of. One function for FinishStatistics and
-// GivenStatistics, so that both round alike.
-template <class A>
-struct ChannelStatistics {
-  A shifted_mean, mean, biased_var, invstd;
-};
-
-template <class A>
-__device__ __forceinline__ ChannelStatistics<A> channel_statistics(A shifted_sum, A shifted_squares, int64_t count,
-                                                                   A shift, double eps) {
-  A values = static_cast<A>(count);
-  A shifted_mean = shifted_sum / values;
-  A biased_var = max(shifted_squares / values - shifted_mean * shifted_mean, A(0));
-  return {shifted_mean, shift + shifted_mean, biased_var, inverse_sqrt(biased_var + static_cast<A>(eps))};
+__device__ __forceinline__ void store_forward_coefficients(A* coefficients, int64_t channels, int64_t c, A shift,
+                                                           A shifted_mean, A invstd, A weight, A bias) {
+  coefficients[c] = shift;
+  coefficients[channels + c] = shifted_mean;
+  coefficients[2 * channels + c] = invstd * weight;
+  coefficients[3 * channels + c] = bias;
 }
 
 // Training: the statistics from the shifted sums, saved, folded into the running
@@ -293,50 +273,39 @@ struct FinishStatistics {
             load_channel(running_var, c, 1.0)};
   }
 
-  // Channel c's saved statistics, its running statistics, and (channel 0) the batch count:
-  // stored exactly once per channel by whoever finishes it (finish_kernel,
-  // finish_given_statistics_kernel, or the owner of GivenStatistics), and training has at
-  // least one channel, so channel 0's is the counter's only writer.
-  __device__ __forceinline__ void store_statistics(int64_t c, const ChannelStatistics<A>& statistics,
-                                                   double old_running_mean, double old_running_var) const {
-    store_channel(save_mean, c, statistics.mean);
-    store_channel(save_invstd, c, statistics.invstd);
-    // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
-    double n = static_cast<double>(geometry.per_channel);
-    double biased_var = static_cast<double>(statistics.biased_var);
-    double unbiased_var = n > 1 ? biased_var * n / (n - 1) : biased_var;
-    if (running_mean.kind != ChannelKind::Absent) {
-      store_channel(running_mean, c, (1 - momentum) * old_running_mean + momentum * statistics.mean);
-    }
-    if (running_var.kind != ChannelKind::Absent) {
-      store_channel(running_var, c, (1 - momentum) * old_running_var + momentum * unbiased_var);
-    }
-    if (c == 0 && batches_tracked != nullptr) *batches_tracked += 1;
-  }
-
-  // The normalising pass's coefficients (see store_forward_coefficients).
-  __device__ __forceinline__ void forward_coefficients(const ChannelStatistics<A>& statistics, A shift, A weight,
-                                                       A bias, A (&k)[kForwardCoefficients]) const {
-    k[0] = from_saved ? statistics.mean : shift;
-    k[1] = from_saved ? A(0) : statistics.shifted_mean;
-    k[2] = statistics.invstd * weight;
-    k[3] = bias;
-  }
-
   __device__ __forceinline__ void operator()(int64_t c, const Loaded& loaded, A shifted_sum,
                                              A shifted_squares) const {
-    const ChannelStatistics<A> statistics =
-        channel_statistics(shifted_sum, shifted_squares, geometry.per_channel, loaded.shift, eps);
-    store_statistics(c, statistics, loaded.running_mean, loaded.running_var);
-    A k[kForwardCoefficients];
-    forward_coefficients(statistics, loaded.shift, loaded.weight, loaded.bias, k);
-    store_forward_coefficients(coefficients, geometry.channels, c, k);
+    A count = static_cast<A>(geometry.per_channel);
+    A shift = loaded.shift;
+    A shifted_mean = shifted_sum / count;
+    A biased_var = max(shifted_squares / count - shifted_mean * shifted_mean, A(0));
+    A mean = shift + shifted_mean;
+    A invstd = inverse_sqrt(biased_var + static_cast<A>(eps));
+    store_channel(save_mean, c, mean);
+    store_channel(save_invstd, c, invstd);
+    // The running variance estimates the population's, hence n / (n - 1) as in PyTorch.
+    double n = static_cast<double>(geometry.per_channel);
+    double unbiased_var = n > 1 ? static_cast<double>(biased_var) * n / (n - 1) : static_cast<double>(biased_var);
+    if (running_mean.kind != ChannelKind::Absent) {
+      store_channel(running_mean, c, (1 - momentum) * loaded.running_mean + momentum * mean);
+    }
+    if (running_var.kind != ChannelKind::Absent) {
+      store_channel(running_var, c, (1 - momentum) * loaded.running_var + momentum * unbiased_var);
+    }
+    // Every channel is finished exactly once (finish_kernel, finish_given_statistics_kernel),
+    // and training has at least one: channel 0's thread is the counter's only writer.
+    if (c == 0 && batches_tracked != nullptr) *batches_tracked += 1;
+    if (from_saved) {
+      store_forward_coefficients(coefficients, geometry.channels, c, mean, A(0), invstd, loaded.weight, loaded.bias);
+    } else {
+      store_forward_coefficients(coefficients, geometry.channels, c, shift, shifted_mean, invstd, loaded.weight,
+                                 loaded.bias);
+    }
   }
 };
 
-// Training with the statistics given (a convolution's epilogue made them) where the
-// convolution's output has no runs to walk (the planes layout): the finishing step of the
-// sums, one thread per channel, with no pass over the input.
+// Training with the statistics given (a convolution's epilogue made them): the finishing
+// step of the sums, one thread per channel, with no pass over the input.
 template <class T, class A>
 __global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, const float* sum,
                                                const float* square_sum) {
@@ -346,75 +315,15 @@ __global__ void finish_given_statistics_kernel(FinishStatistics<T, A> finish, co
   }
 }
 
-// Training with the statistics given, in the rows layout: the normalising pass finishes the
-// sums itself (a channel_map.cuh computing Source), each thread for the kVec channels it
-// normalises, from plain arrays of A loaded as the stored coefficients would be, and the
-// owner of each channel stores its statistics once the pass is done. That spares the
-// finishing launch before the pass (49 a ResNet-50 step) and the coefficients' round trip
-// through memory.
-// NOTE: an earlier try (8f74ff5) read the per-channel tensors through ChannelValues'
-// dtype switches in every thread and stored from the pass's prologue: the pass ran 14%
-// slower on an H200. Here a thread loads four arrays of A, as many loads as the stored
-// coefficients, and the stores and their double arithmetic come after the streaming loop,
-// where they hold no register the loop needs.
-template <class T, class A>
-struct GivenStatistics {
-  static constexpr bool kComputed = true;
-  FinishStatistics<T, A> finish;
-  const A* sum;
-  const A* square_sum;
-  const A* weight;  // or null: 1
-  const A* bias;    // or null: 0
-
-  __device__ __forceinline__ ChannelStatistics<A> statistics(A channel_sum, A channel_squares) const {
-    return channel_statistics(channel_sum, channel_squares, finish.geometry.per_channel, A(0), finish.eps);
-  }
-
-  template <int kVec, int kLoaded>
-  __device__ __forceinline__ void load_adjacent(A (&k)[kVec][kLoaded], int64_t, int64_t c) const {
-    static_assert(kLoaded == kForwardCoefficients, "the normalising pass reads the forward's coefficients");
-    A sums[kVec], squares[kVec], weights[kVec], biases[kVec];
-    channel_map::load_channel_run(sums, sum, c);
-    channel_map::load_channel_run(squares, square_sum, c);
-    load_or(weights, weight, c, A(1));
-    load_or(biases, bias, c, A(0));
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      finish.forward_coefficients(statistics(sums[j], squares[j]), A(0), weights[j], biases[j], k[j]);
-    }
-  }
-
-  // By the owner of channels c .. c + kVec - 1, after its pass.
-  template <int kVec>
-  __device__ __forceinline__ void store_owned(int64_t c) const {
-    for (int j = 0; j < kVec; ++j) {
-      finish.store_statistics(c + j, statistics(sum[c + j], square_sum[c + j]),
-                              load_channel(finish.running_mean, c + j, 0.0),
-                              load_channel(finish.running_var, c + j, 1.0));
-    }
-  }
-
-  template <int kVec>
-  __device__ __forceinline__ static void load_or(A (&out)[kVec], const A* values, int64_t c, A absent) {
-    if (values != nullptr) {
-      channel_map::load_channel_run(out, values, c);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) out[j] = absent;
-    }
-  }
-};
-
 // Evaluation: the coefficients from the running statistics.
 template <class A>
 __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running_mean, ChannelValues running_var,
                                          double eps, ChannelValues weight, ChannelValues bias, A* coefficients) {
   for (int64_t c = global_thread_index(); c < channels; c += grid_stride()) {
     A invstd = inverse_sqrt(static_cast<A>(load_channel(running_var, c, 1.0)) + static_cast<A>(eps));
-    const A k[kForwardCoefficients] = {static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
-                                       invstd * static_cast<A>(load_channel(weight, c, 1.0)),
-                                       static_cast<A>(load_channel(bias, c, 0.0))};
-    store_forward_coefficients(coefficients, channels, c, k);
+    store_forward_coefficients(coefficients, channels, c, static_cast<A>(load_channel(running_mean, c, 0.0)), A(0),
+                               invstd, static_cast<A>(load_channel(weight, c, 1.0)),
+                               static_cast<A>(load_channel(bias, c, 0.0)));
   }
 }
 
@@ -423,7 +332,7 @@ __global__ void eval_coefficients_kernel(int64_t channels, ChannelValues running
 template <class T, class A, bool kRelu, bool kResidual>
 struct NormaliseElement {
   static constexpr bool kReadsSecond = kResidual;
-  static constexpr int kCoefficients = kForwardCoefficients;
+  static constexpr int kCoefficients = 4;
   __device__ __forceinline__ T operator()(const A (&k)[kCoefficients], T x, T r) const {
     A y = affine((to_compute<A>(x) - k[0]) - k[1], k[2], k[3]);
     if constexpr (kResidual) y += to_compute<A>(r);
@@ -524,21 +433,14 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
     const T* in = static_cast<const T*>(input.raw_data());
     const T* added = residual.defined() ? static_cast<const T*>(residual.raw_data()) : nullptr;
     int64_t channels = geometry.channels;
-    auto normalise = [&]<bool kRelu, bool kResidual>(auto source) {
-      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu, kResidual>{}, geometry, total, source, in, added,
-                               static_cast<T*>(output.raw_data()), device, stream);
-    };
-    auto normalise_from = [&](auto source) {
-      if (added != nullptr) {
-        normalise.template operator()<true, true>(source);
-      } else if (relu) {
-        normalise.template operator()<true, false>(source);
-      } else {
-        normalise.template operator()<false, false>(source);
-      }
-    };
-    auto finish = [&](A* coefficients) {
-      return FinishStatistics<T, A>{in,
+    PartialGrid grid = partial_grid(geometry, sizeof(T), {in});
+    // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
+    // stream once the kernels are queued: the caching allocator orders its reuse.
+    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training && !given)},
+                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
+    A* coefficients = static_cast<A*>(workspace.raw_data());
+    if (training) {
+      FinishStatistics<T, A> finish{in,
                                     geometry,
                                     momentum,
                                     eps,
@@ -552,34 +454,15 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
                                     channel_values(bias),
                                     coefficients,
                                     num_batches_tracked.defined() ? num_batches_tracked.data_ptr<int64_t>() : nullptr};
-    };
-    if (given && batch_norm_finishes_given_in_pass(geometry)) {
-      const DType accumulate = dtype_of<A>;
-      const Tensor sum = batch_norm_channel_operand(statistics.sum, accumulate);
-      const Tensor square_sum = batch_norm_channel_operand(statistics.square_sum, accumulate);
-      const Tensor weight_values = batch_norm_channel_operand(weight, accumulate);
-      const Tensor bias_values = batch_norm_channel_operand(bias, accumulate);
-      auto array_of = [](const Tensor& values) {
-        return values.defined() ? static_cast<const A*>(values.raw_data()) : nullptr;
-      };
-      normalise_from(GivenStatistics<T, A>{finish(nullptr), array_of(sum), array_of(square_sum),
-                                           array_of(weight_values), array_of(bias_values)});
-      return;
-    }
-    PartialGrid grid = partial_grid(geometry, sizeof(T), {in});
-    // (5, C) coefficients, then (2, chunks, C) partial sums when training. Freed on this
-    // stream once the kernels are queued: the caching allocator orders its reuse.
-    Tensor workspace = empty({batch_norm_workspace_elements(channels, grid.chunks, /*with_partials=*/training && !given)},
-                             {.dtype = dtype_of<A>, .device = device, .category = MemoryCategory::Workspace});
-    A* coefficients = static_cast<A*>(workspace.raw_data());
-    if (given) {
-      LaunchConfig config = launch_config(channels);
-      launch_dependent(finish_given_statistics_kernel<T, A>, config.blocks, config.threads, 0, stream, device,
-                       finish(coefficients), static_cast<const float*>(statistics.sum.raw_data()),
-                       static_cast<const float*>(statistics.square_sum.raw_data()));
-    } else if (training) {
-      reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish(coefficients),
-                         coefficients + kBatchNormCoefficients * channels, device, stream);
+      if (given) {
+        LaunchConfig config = launch_config(channels);
+        launch_dependent(finish_given_statistics_kernel<T, A>, config.blocks, config.threads, 0, stream, device,
+                         finish, static_cast<const float*>(statistics.sum.raw_data()),
+                         static_cast<const float*>(statistics.square_sum.raw_data()));
+      } else {
+        reduce_channels<A>(geometry, grid, StatisticsTerms<T, A>{in}, finish,
+                           coefficients + kBatchNormCoefficients * channels, device, stream);
+      }
     } else {
       LaunchConfig config = launch_config(channels);
       eval_coefficients_kernel<A><<<config.blocks, config.threads, 0, stream>>>(
@@ -587,7 +470,17 @@ void batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, c
           channel_values(bias), coefficients);
       MG_CUDA_CHECK_LAUNCH();
     }
-    normalise_from(channel_map::StoredCoefficients<A>{coefficients});
+    auto normalise = [&]<bool kRelu, bool kResidual>() {
+      launch_channel_map<T, A>(NormaliseElement<T, A, kRelu, kResidual>{}, geometry, total, coefficients, in, added,
+                               static_cast<T*>(output.raw_data()), device, stream);
+    };
+    if (added != nullptr) {
+      normalise.template operator()<true, true>();
+    } else if (relu) {
+      normalise.template operator()<true, false>();
+    } else {
+      normalise.template operator()<false, false>();
+    }
   });
 }
 
@@ -643,8 +536,7 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
       // With the mask from the output, the gradient comes back masked from grad_residual:
       // one read instead of grad's and the output's.
       constexpr bool kMaskFromInput = kMask == ReluMask::FromInput;
-      launch_channel_map<T, A>(GradInputElement<T, A, kMaskFromInput>{}, geometry, total,
-                               channel_map::StoredCoefficients<A>{coefficients}, in,
+      launch_channel_map<T, A>(GradInputElement<T, A, kMaskFromInput>{}, geometry, total, coefficients, in,
                                kMask == ReluMask::FromOutput ? through : grad,
                                static_cast<T*>(grad_input.raw_data()), device, stream);
     };
@@ -673,7 +565,7 @@ void batch_norm_backward_from_coefficients(const Tensor& grad, const Tensor& inp
     // reads a converted copy.
     const Tensor values = batch_norm_channel_operand(coefficients, dtype_of<A>);
     launch_channel_map<T, A>(GradFromCoefficientsElement<T, A>{}, geometry, total,
-                             channel_map::StoredCoefficients<A>{static_cast<const A*>(values.raw_data())}, static_cast<const T*>(input.raw_data()),
+                             static_cast<const A*>(values.raw_data()), static_cast<const T*>(input.raw_data()),
                              static_cast<const T*>(grad.raw_data()), static_cast<T*>(grad_input.raw_data()), device,
                              stream);
   });

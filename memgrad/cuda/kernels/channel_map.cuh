@@ -6,16 +6,9 @@
 // backward); this file is how the coefficients reach the threads and how the grid walks
 // the tensor.
 //
-// An Element has kCoefficients (how many coefficients per channel it reads), kReadsSecond
-// (whether it takes a second tensor s), and operator()(const A (&k)[kCoefficients], T x, T s) -> T.
-//
-// Where the coefficients come from is a Source: StoredCoefficients, an array a finishing
-// step left (coefficients[i * C + c]), or a source that computes them from per-channel
-// values (batch_norm.cu's GivenStatistics, which finishes a convolution's sums in the pass:
-// one launch a batch norm fewer). A computing source has kComputed, and is taken only by
-// the rows layout's fixed-channel grid, where each thread computes its channels'
-// coefficients once; after its loop, the thread that owns channels c .. c + kVec - 1 (visits
-// them in the first row) calls store_owned<kVec>(c), for what must be stored once a channel.
+// An Element has kCoefficients (how many coefficients per channel it reads, stored as
+// coefficients[i * C + c]), kReadsSecond (whether it takes a second tensor s), and
+// operator()(const A (&k)[kCoefficients], T x, T s) -> T.
 #pragma once
 
 #include <algorithm>
@@ -32,56 +25,23 @@ namespace mg::cuda::channel_map {
 using channel_reduce::Geometry;
 using channel_reduce::load_vector;
 
-// values[c .. c + kVec) (kVec adjacent channels of the rows layout) in loads of up to 16
-// bytes where values + c is aligned to them, as it is for an array of C values with
-// C % kVec == 0 and c % kVec == 0 at an allocation's start; one value at a time otherwise
-// (a view at an odd offset).
-template <int kVec, class A>
-__device__ __forceinline__ void load_channel_run(A (&out)[kVec], const A* values, int64_t c) {
+// Coefficients i = 0 .. kLoaded - 1 of kVec adjacent channels c, c + 1, ... (the rows
+// layout) into k[j][i], in 16-byte loads: the kVec values of one coefficient lie side by
+// side (coefficients[i][c + j]), aligned since C % kVec == 0 and c % kVec == 0.
+template <int kVec, int kLoaded, class A>
+__device__ __forceinline__ void load_adjacent_channels(A (&k)[kVec][kLoaded], const A* coefficients,
+                                                       int64_t channels, int64_t c) {
   constexpr int kPiece = kVec * sizeof(A) > 16 ? static_cast<int>(16 / sizeof(A)) : kVec;
-  if (reinterpret_cast<uintptr_t>(values + c) % (kPiece * sizeof(A)) != 0) {
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) out[j] = values[c + j];
-    return;
-  }
+  for (int i = 0; i < kLoaded; ++i) {
 #pragma unroll
-  for (int piece = 0; piece < kVec; piece += kPiece) {
-    AlignedVector<A, kPiece> loaded = load_vector<kPiece>(values, c + piece);
+    for (int piece = 0; piece < kVec; piece += kPiece) {
+      AlignedVector<A, kPiece> values = load_vector<kPiece>(coefficients, i * channels + c + piece);
 #pragma unroll
-    for (int j = 0; j < kPiece; ++j) out[piece + j] = loaded.value[j];
+      for (int j = 0; j < kPiece; ++j) k[piece + j][i] = values.value[j];
+    }
   }
 }
-
-// Coefficients a finishing step stored, coefficients[i * C + c].
-template <class A>
-struct StoredCoefficients {
-  static constexpr bool kComputed = false;
-  const A* coefficients;
-
-  // Coefficients i = 0 .. kLoaded - 1 of kVec adjacent channels c, c + 1, ... (the rows
-  // layout) into k[j][i].
-  template <int kVec, int kLoaded>
-  __device__ __forceinline__ void load_adjacent(A (&k)[kVec][kLoaded], int64_t channels, int64_t c) const {
-#pragma unroll
-    for (int i = 0; i < kLoaded; ++i) {
-      A run[kVec];
-      load_channel_run(run, coefficients + i * channels, c);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) k[j][i] = run[j];
-    }
-  }
-
-  // ... of channel c alone, for every value of a vector (the planes layout).
-  template <int kVec, int kLoaded>
-  __device__ __forceinline__ void load_broadcast(A (&k)[kVec][kLoaded], int64_t channels, int64_t c) const {
-#pragma unroll
-    for (int i = 0; i < kLoaded; ++i) {
-      A value = coefficients[i * channels + c];
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) k[j][i] = value;
-    }
-  }
-};
 
 // Vectors a thread loads before it stores any. NOTE: the input and output may be the same
 // memory, so the compiler cannot lift one iteration's loads above the last one's store: a
@@ -97,28 +57,19 @@ inline constexpr int kVectorsInFlight = 2;
 // channel), in the rows layout C % kVec == 0 (its elements are kVec consecutive channels
 // of one row).
 // kFixedChannels (rows layout, a grid stride that is a multiple of C): every vector a
-// thread visits holds the same kVec channels, so their coefficients are loaded (or
-// computed) once, before a loop that only streams. Otherwise they are reloaded when a
-// thread's channel changes (planes: a warp's threads share a channel, and the load is a
-// broadcast).
+// thread visits holds the same kVec channels, so their coefficients are loaded once,
+// before a loop that only streams. Otherwise they are reloaded when a thread's channel
+// changes (planes: a warp's threads share a channel, and the load is a broadcast).
 // NOTE: in the rows layout a warp's coefficients are 32 x kVec different channels, so
 // loading them costs more L1 traffic than the vectors they serve: with one or two vectors
 // per thread (a grid sized to the work) the pass ran at 1.4 TB/s for float16 C = 256..2048
 // on an H200 (Nsight Compute, 2026-12-02), against 3 TB/s for C = 64. Hence a grid sized
 // to the GPU (launch_channel_map) with many vectors per thread, and 16-byte coefficient
 // loads.
-// NOTE: a computing source's prologue holds its operands beside the coefficients, and its
-// epilogue's addresses live across the loop: 69 registers for float16 with a residual on
-// sm_90, 3 blocks an SM where the stored coefficients' 63 keep 4. The bound keeps 4 (a
-// few values spilled; 0 leaves the other kernels unbounded).
-template <class Source>
-inline constexpr int kMinBlocksPerMultiprocessor = Source::kComputed ? 4 : 0;
-
-template <int kVec, bool kFixedChannels, class T, class A, class Element, class Source>
-__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerMultiprocessor<Source>)
-    channel_map_kernel(Element element, int64_t total, Geometry geometry, Source source, const T* input,
+template <int kVec, bool kFixedChannels, class T, class A, class Element>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    channel_map_kernel(Element element, int64_t total, Geometry geometry, const A* coefficients, const T* input,
                        const T* second, T* output) {
-  static_assert(kFixedChannels || !Source::kComputed, "computed coefficients need the fixed-channel grid");
   wait_for_previous_kernel();
   using Vector = AlignedVector<T, kVec>;
   const int64_t vectors = total / kVec;
@@ -128,7 +79,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerMultiprocessor<
   int64_t loaded_channel = -1;
   int64_t v = global_thread_index();
   if constexpr (kFixedChannels) {
-    if (v < vectors) source.load_adjacent(k, geometry.channels, geometry.channel_at(v * kVec));
+    if (v < vectors) load_adjacent_channels(k, coefficients, geometry.channels, geometry.channel_at(v * kVec));
   }
   for (; v < vectors; v += kVectorsInFlight * stride) {
     Vector x[kVectorsInFlight];
@@ -148,9 +99,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerMultiprocessor<
         int64_t c = geometry.channel_at(at * kVec);
         if (c != loaded_channel) {
           if (geometry.rows) {
-            source.load_adjacent(k, geometry.channels, c);
+            load_adjacent_channels(k, coefficients, geometry.channels, c);
           } else {
-            source.load_broadcast(k, geometry.channels, c);  // planes: one channel for the whole vector
+#pragma unroll
+            for (int i = 0; i < kLoaded; ++i) {
+              A value = coefficients[i * geometry.channels + c];  // planes: one channel for the whole vector
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) k[j][i] = value;
+            }
           }
           loaded_channel = c;
         }
@@ -162,10 +118,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerMultiprocessor<
       }
       reinterpret_cast<Vector*>(output)[at] = y;
     }
-  }
-  if constexpr (Source::kComputed) {
-    const int64_t owned = global_thread_index() * kVec;
-    if (owned < geometry.channels) source.template store_owned<kVec>(owned);
   }
 }
 
@@ -181,10 +133,9 @@ int64_t resident_blocks_per_multiprocessor() {
   return blocks;
 }
 
-template <class T, class A, class Element, class Source>
-void launch_channel_map(Element element, const Geometry& geometry, int64_t total, Source source, const T* input,
-                        const T* second, T* output, Device device, cudaStream_t stream) {
-  MG_ASSERT(!Source::kComputed || geometry.rows, "channel_map: computed coefficients need the rows layout");
+template <class T, class A, class Element>
+void launch_channel_map(Element element, const Geometry& geometry, int64_t total, const A* coefficients,
+                        const T* input, const T* second, T* output, Device device, cudaStream_t stream) {
   constexpr int kVec = vector_width_v<T>;
   int64_t run = geometry.rows ? geometry.channels : geometry.inner;
   bool aligned = is_aligned(input, sizeof(T) * kVec) && is_aligned(output, sizeof(T) * kVec) &&
@@ -196,23 +147,19 @@ void launch_channel_map(Element element, const Geometry& geometry, int64_t total
       // One wave of resident blocks, each thread looping over many vectors of the same
       // channels; a grid stride (blocks * threads * kWidth elements) that is a multiple of C
       // keeps every thread on them: fewer blocks, by at most C / gcd(C, threads * kWidth) - 1.
-      // A computing source needs that stride even where it takes more than the tensor's
-      // vectors or a wave (C of many odd factors): the spare threads only own no channel.
-      constexpr auto kFixed = channel_map_kernel<kWidth, true, T, A, Element, Source>;
-      const int64_t wave = multiprocessor_count(device) * resident_blocks_per_multiprocessor<kFixed>();
+      const int64_t wave = multiprocessor_count(device) *
+                           resident_blocks_per_multiprocessor<channel_map_kernel<kWidth, true, T, A, Element>>();
       config.blocks = static_cast<unsigned>(std::min<int64_t>(config.blocks, wave));
       int64_t period = geometry.channels / std::gcd(geometry.channels, int64_t{config.threads} * kWidth);
-      if (period <= config.blocks || Source::kComputed) {
-        config.blocks = static_cast<unsigned>(std::max<int64_t>(config.blocks / period, 1) * period);
-        launch_dependent(kFixed, config.blocks, config.threads, 0, stream, device, element, total, geometry, source,
-                         input, second, output);
+      if (period <= config.blocks) {
+        config.blocks = static_cast<unsigned>(config.blocks / period * period);
+        launch_dependent(channel_map_kernel<kWidth, true, T, A, Element>, config.blocks, config.threads, 0, stream,
+                         device, element, total, geometry, coefficients, input, second, output);
         return;
       }
     }
-    if constexpr (!Source::kComputed) {
-      launch_dependent(channel_map_kernel<kWidth, false, T, A, Element, Source>, config.blocks, config.threads, 0,
-                       stream, device, element, total, geometry, source, input, second, output);
-    }
+    launch_dependent(channel_map_kernel<kWidth, false, T, A, Element>, config.blocks, config.threads, 0, stream, device,
+                     element, total, geometry, coefficients, input, second, output);
   };
   if (vector == kVec) {
     launch.template operator()<kVec>();

@@ -12,7 +12,6 @@
 
 #include "memgrad/core/dtype.h"
 #include "memgrad/core/tensor.h"
-#include "memgrad/cuda/plan/channel_reduce_plan.h"
 
 namespace mg::cuda {
 
@@ -23,14 +22,6 @@ inline constexpr int64_t kBatchNormCoefficients = 5;
 constexpr DType batch_norm_accumulate_dtype(DType input) {
   return input == DType::Float64 ? DType::Float64 : DType::Float32;
 }
-
-// Whether a training forward given its statistics (a convolution's epilogue) finishes them
-// inside its normalising pass, borrowing no workspace: in the rows layout (channels-last,
-// (N, C)), where each thread of the pass keeps its channels (batch_norm.cu's
-// GivenStatistics). It reads the sums, the weight and the bias as plain arrays of the
-// accumulate dtype (batch_norm_channel_operand). Elsewhere a finishing launch stores the
-// coefficients in the workspace.
-inline bool batch_norm_finishes_given_in_pass(const channel_reduce::ChannelExtent& extent) { return extent.rows; }
 
 // Elements of the workspace: the coefficients, and the partial sums of `chunks` chunks per
 // channel when `with_partials`.
