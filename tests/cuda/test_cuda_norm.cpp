@@ -484,3 +484,63 @@ TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, runni
                     Catch::Contains("expected num_batches_tracked on the input's device cuda"));
   CHECK(cuda_counter.item<int64_t>() == kSteps);
 }
+
+// Statistics a convolution hands over (ChannelSums) against the same batch norm computing
+// its own, in float16 channels-last as under autocast: 2048 channels (a pass's thread takes
+// 8), 7 (one a thread), every fused variant, and sums handed over as views at an odd
+// offset. The backward reads the saved statistics the given sums' finish stored.
+TEST_CASE("CUDA batch_norm given a convolution's statistics matches its own statistics, forward and backward",
+          "[cuda]") {
+  const Shape sizes = GENERATE(Shape{8, 2048, 3, 3}, Shape{16, 7, 5, 5}, Shape{32, 64, 8, 8});
+  const Fused fused = GENERATE(Fused::None, Fused::Relu, Fused::AddRelu);
+  const bool sums_at_odd_offset = GENERATE(false, true);
+  INFO("input " << sizes << ", fused " << static_cast<int>(fused) << (sums_at_odd_offset ? ", sums at offset 1" : ""));
+  const int64_t channels = sizes[1];
+  Tensor x = random_normal(sizes, DType::Float16, 130, 2.0, 0.5);
+  Tensor residual = random_normal(sizes, DType::Float16, 131);
+  Tensor grad_output = laid_out(on_cuda(random_normal(sizes, DType::Float16, 132)), MemoryFormat::ChannelsLast);
+  ChannelSums sums = channel_sums_of(x, Device::cuda());
+  if (sums_at_odd_offset) {
+    auto shifted = [&](const Tensor& values) {
+      Tensor buffer = zeros({channels + 1}, {.device = Device::cuda()});
+      buffer.narrow(0, 1, channels).copy_(values);
+      return buffer.narrow(0, 1, channels);
+    };
+    sums = {shifted(sums.sum), shifted(sums.square_sum)};
+  }
+  struct Run {
+    Tensor out, grad_x, grad_weight, grad_bias, running_mean, running_var, counter;
+  };
+  auto run = [&](const ChannelSums& given) {
+    Tensor cuda_x = laid_out(on_cuda(x), MemoryFormat::ChannelsLast).requires_grad_();
+    Tensor cuda_residual = laid_out(on_cuda(residual), MemoryFormat::ChannelsLast);
+    Tensor weight = on_cuda(random_normal({channels}, DType::Float32, 133)).requires_grad_();
+    Tensor bias = on_cuda(random_normal({channels}, DType::Float32, 134)).requires_grad_();
+    Tensor running_mean = on_cuda(random_normal({channels}, DType::Float32, 135));
+    Tensor running_var = on_cuda(ones({channels}));
+    Tensor counter = on_cuda(zeros(Shape{}, {.dtype = DType::Int64}));
+    Tensor out;
+    switch (fused) {
+      case Fused::None:
+        out = batch_norm(cuda_x, running_mean, running_var, weight, bias, true, 0.1, 1e-5, given, counter);
+        break;
+      case Fused::Relu:
+        out = batch_norm_relu(cuda_x, running_mean, running_var, weight, bias, true, 0.1, 1e-5, given, counter);
+        break;
+      default:
+        out = batch_norm_add_relu(cuda_x, cuda_residual, running_mean, running_var, weight, bias, true, 0.1, 1e-5,
+                                  given, counter);
+    }
+    sum(mul(out, grad_output)).backward();
+    return Run{out, cuda_x.grad(), weight.grad(), bias.grad(), running_mean, running_var, counter};
+  };
+  const Run given = run(sums), own = run({});
+  CHECK(is_contiguous_in(given.out, MemoryFormat::ChannelsLast));
+  check_within_scale(given.out, own.out, 4e-3);  // a few float16 ulps: the sums round apart
+  check_within_scale(given.running_mean, own.running_mean, 1e-4);
+  check_within_scale(given.running_var, own.running_var, 1e-4);
+  CHECK(given.counter.item<int64_t>() == 1);
+  check_within_scale(given.grad_x, own.grad_x, 1e-2);
+  check_within_scale(given.grad_weight, own.grad_weight, 1e-2);
+  check_within_scale(given.grad_bias, own.grad_bias, 1e-2);
+}
