@@ -417,6 +417,18 @@ ChannelSums channel_sums_of(const Tensor& x, Device device) {
 
 enum class Fused { None, Relu, AddRelu };
 
+// Training or evaluation forward of the batch norm variant `fused` (the residual is read
+// by AddRelu only), with the momentum and eps of nn::BatchNorm2d.
+Tensor fused_batch_norm(Fused fused, const Tensor& x, const Tensor& residual, const Tensor& mean, const Tensor& var,
+                        const Tensor& w, const Tensor& b, bool training, const ChannelSums& statistics,
+                        const Tensor& counter) {
+  switch (fused) {
+    case Fused::None: return batch_norm(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+    case Fused::Relu: return batch_norm_relu(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+    default: return batch_norm_add_relu(x, residual, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
+  }
+}
+
 struct CountCase {
   Shape sizes;
   MemoryFormat format;
@@ -449,11 +461,7 @@ TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, runni
   Tensor cpu_counter = zeros(Shape{}, {.dtype = DType::Int64}), cuda_counter = on_cuda(cpu_counter);
   auto forward = [&](const Tensor& x, const Tensor& residual, const Tensor& mean, const Tensor& var, const Tensor& w,
                      const Tensor& b, bool training, const ChannelSums& statistics, const Tensor& counter) {
-    switch (fused) {
-      case Fused::None: return batch_norm(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
-      case Fused::Relu: return batch_norm_relu(x, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
-      default: return batch_norm_add_relu(x, residual, mean, var, w, b, training, 0.1, 1e-5, statistics, counter);
-    }
+    return fused_batch_norm(fused, x, residual, mean, var, w, b, training, statistics, counter);
   };
 
   constexpr int64_t kSteps = 3;
@@ -519,18 +527,8 @@ TEST_CASE("CUDA batch_norm given a convolution's statistics matches its own stat
     Tensor running_mean = on_cuda(random_normal({channels}, DType::Float32, 135));
     Tensor running_var = on_cuda(ones({channels}));
     Tensor counter = on_cuda(zeros(Shape{}, {.dtype = DType::Int64}));
-    Tensor out;
-    switch (fused) {
-      case Fused::None:
-        out = batch_norm(cuda_x, running_mean, running_var, weight, bias, true, 0.1, 1e-5, given, counter);
-        break;
-      case Fused::Relu:
-        out = batch_norm_relu(cuda_x, running_mean, running_var, weight, bias, true, 0.1, 1e-5, given, counter);
-        break;
-      default:
-        out = batch_norm_add_relu(cuda_x, cuda_residual, running_mean, running_var, weight, bias, true, 0.1, 1e-5,
-                                  given, counter);
-    }
+    Tensor out =
+        fused_batch_norm(fused, cuda_x, cuda_residual, running_mean, running_var, weight, bias, true, given, counter);
     sum(mul(out, grad_output)).backward();
     return Run{out, cuda_x.grad(), weight.grad(), bias.grad(), running_mean, running_var, counter};
   };
