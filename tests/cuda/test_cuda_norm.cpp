@@ -459,20 +459,16 @@ TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, runni
   Tensor cuda_mean = on_cuda(cpu_mean), cuda_var = on_cuda(cpu_var);
   Tensor cuda_weight = on_cuda(weight), cuda_bias = on_cuda(bias);
   Tensor cpu_counter = zeros(Shape{}, {.dtype = DType::Int64}), cuda_counter = on_cuda(cpu_counter);
-  auto forward = [&](const Tensor& x, const Tensor& residual, const Tensor& mean, const Tensor& var, const Tensor& w,
-                     const Tensor& b, bool training, const ChannelSums& statistics, const Tensor& counter) {
-    return fused_batch_norm(fused, x, residual, mean, var, w, b, training, statistics, counter);
-  };
-
   constexpr int64_t kSteps = 3;
   for (int64_t step = 0; step < kSteps; ++step) {
     Tensor x = random_normal(sizes, DType::Float32, 100 + step, 2.0, 0.5);
     Tensor residual = random_normal(sizes, DType::Float32, 110 + step);
     const ChannelSums cpu_sums = given ? channel_sums_of(x, Device::cpu()) : ChannelSums{};
     const ChannelSums cuda_sums = given ? channel_sums_of(x, Device::cuda()) : ChannelSums{};
-    Tensor cpu_out = forward(x, residual, cpu_mean, cpu_var, weight, bias, true, cpu_sums, cpu_counter);
-    Tensor cuda_out = forward(laid_out(on_cuda(x), format), laid_out(on_cuda(residual), format), cuda_mean, cuda_var,
-                              cuda_weight, cuda_bias, true, cuda_sums, cuda_counter);
+    Tensor cpu_out =
+        fused_batch_norm(fused, x, residual, cpu_mean, cpu_var, weight, bias, true, cpu_sums, cpu_counter);
+    Tensor cuda_out = fused_batch_norm(fused, laid_out(on_cuda(x), format), laid_out(on_cuda(residual), format),
+                                       cuda_mean, cuda_var, cuda_weight, cuda_bias, true, cuda_sums, cuda_counter);
     check_within_scale(cuda_out, cpu_out, relative);
   }
   CHECK(cpu_counter.item<int64_t>() == kSteps);
@@ -483,12 +479,13 @@ TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, runni
   Tensor x = laid_out(on_cuda(random_normal(sizes, DType::Float32, 120)), format);
   {
     NoGradGuard no_grad;  // the evaluation kernel, not the composite
-    forward(x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, false, {}, cuda_counter);
+    fused_batch_norm(fused, x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, false, {}, cuda_counter);
   }
-  forward(x, x, cuda_mean, cuda_var, cuda_weight.detach().requires_grad_(), cuda_bias, false, {}, cuda_counter);
+  fused_batch_norm(fused, x, x, cuda_mean, cuda_var, cuda_weight.detach().requires_grad_(), cuda_bias, false, {},
+                   cuda_counter);
   CHECK(cuda_counter.item<int64_t>() == kSteps);
   // The kernel increments the counter where it runs: one on another device is refused.
-  CHECK_THROWS_WITH(forward(x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, true, {}, cpu_counter),
+  CHECK_THROWS_WITH(fused_batch_norm(fused, x, x, cuda_mean, cuda_var, cuda_weight, cuda_bias, true, {}, cpu_counter),
                     Catch::Contains("expected num_batches_tracked on the input's device cuda"));
   CHECK(cuda_counter.item<int64_t>() == kSteps);
 }
@@ -496,7 +493,9 @@ TEST_CASE("CUDA batch_norm counts num_batches_tracked in its own launches, runni
 // Statistics a convolution hands over (ChannelSums) against the same batch norm computing
 // its own, in float16 channels-last as under autocast: 2048 channels (a pass's thread takes
 // 8), 7 (one a thread), every fused variant, and sums handed over as views at an odd
-// offset. The backward reads the saved statistics the given sums' finish stored.
+// offset. The backward reads the saved statistics the given sums' finish stored. Handed the
+// sums of another tensor, it normalises with their mean and variance, not x's: the sums
+// are used, not recomputed.
 TEST_CASE("CUDA batch_norm given a convolution's statistics matches its own statistics, forward and backward",
           "[cuda]") {
   const Shape sizes = GENERATE(Shape{8, 2048, 3, 3}, Shape{16, 7, 5, 5}, Shape{32, 64, 8, 8});
@@ -541,4 +540,28 @@ TEST_CASE("CUDA batch_norm given a convolution's statistics matches its own stat
   check_within_scale(given.grad_x, own.grad_x, 1e-2);
   check_within_scale(given.grad_weight, own.grad_weight, 1e-2);
   check_within_scale(given.grad_bias, own.grad_bias, 1e-2);
+
+  // Sums of z (mean 1.5, std 0.7 a channel): the output is evaluation's with z's mean and
+  // biased variance as the running statistics, computed on the CPU from the same sums.
+  const Tensor z = random_normal(sizes, DType::Float16, 136, 0.7, 1.5);
+  const ChannelSums z_sums = channel_sums_of(z, Device::cpu());
+  const std::vector<double> z_sum = host_values(z_sums.sum), z_square_sum = host_values(z_sums.square_sum);
+  const double count = static_cast<double>(x.numel() / channels);
+  std::vector<double> z_mean(channels), z_var(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    z_mean[c] = z_sum[c] / count;
+    z_var[c] = z_square_sum[c] / count - z_mean[c] * z_mean[c];
+  }
+  auto on_cpu_float = [](const Tensor& values) { return converted_copy(values, DType::Float32, Device::cpu()); };
+  Tensor expected;
+  {
+    NoGradGuard no_grad;  // the evaluation kernel, not the composite
+    expected = fused_batch_norm(fused, on_cpu_float(x), on_cpu_float(residual),
+                                on_cpu_float(from_vector<double>(z_mean, {channels})),
+                                on_cpu_float(from_vector<double>(z_var, {channels})),
+                                random_normal({channels}, DType::Float32, 133),
+                                random_normal({channels}, DType::Float32, 134), /*training=*/false, {}, {});
+  }
+  check_within_scale(run(channel_sums_of(z, Device::cuda())).out,
+                     converted_copy(expected, DType::Float16, Device::cpu()), 4e-3);
 }
