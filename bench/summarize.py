@@ -118,7 +118,8 @@ RECORDING = " recording"  # config_name's suffix for a run with the memory Recor
 # configuration without the suffix.
 MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", True, " no-cudnn-fusion"),
                          ("cudnn_backward_fusion", True, " no-backward-fusion"),
-                         ("dependent_launch", False, " dependent-launch"))
+                         ("dependent_launch", False, " dependent-launch"),
+                         ("wgrad_stream", False, " wgrad-stream"))
 
 
 def recorder_overhead_rows(results):

@@ -45,6 +45,7 @@
 #include "memgrad/autograd/save_on_cpu.h"
 #include "memgrad/autograd/saved_tensor_hooks.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/side_stream.h"
 #include "memgrad/autograd/softmax.h"
 
 // nn, optim, amp: modules, optimizers and schedulers, the GradScaler

@@ -57,6 +57,7 @@ Args parse_args(int argc, char** argv) {
       {"--no-cudnn-backward-fusion", [&] { args.cudnn_backward_fusion = false; }},
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--dependent-launch", [&] { args.dependent_launch = true; }},
+      {"--wgrad-stream", [&] { args.wgrad_stream = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
@@ -93,7 +94,7 @@ std::string usage(const std::string& program) {
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
-                [--dependent-launch]
+                [--dependent-launch] [--wgrad-stream]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -142,6 +143,9 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            ahead has finished, to wait for it on the device
                            (mg::cuda::set_dependent_launch; faster for ResNet-18, not for
                            ResNet-50)
+  --wgrad-stream           in backward, run the convolutions' weight gradients on a second
+                           CUDA stream beside the input gradients and batch norm
+                           (mg::autograd::set_weight_gradients_on_side_stream; same results)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
   --threads N              CPU threads (default: all cores)

@@ -185,6 +185,7 @@ int run_bench(const Args& command_line) {
       .key("cudnn_backward_fusion").value(args.cudnn_backward_fusion)
       .key("cudnn_benchmark").value(args.cudnn_benchmark)
       .key("dependent_launch").value(args.dependent_launch)
+      .key("wgrad_stream").value(args.wgrad_stream)
       .key("warmup").value(args.warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, job_samples_per_step);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <memgrad/autograd/anomaly_mode.h>
+#include <memgrad/autograd/side_stream.h>
 #include <memgrad/core/error.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
@@ -415,6 +416,7 @@ int main(int argc, char** argv) {
         mg::cuda::set_cudnn_benchmark(args.cudnn_benchmark);
 #endif
         mg::cuda::set_dependent_launch(args.dependent_launch);
+        mg::autograd::set_weight_gradients_on_side_stream(args.wgrad_stream);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);

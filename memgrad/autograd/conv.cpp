@@ -9,6 +9,7 @@
 // grad_input needs the weight, grad_weight needs the input, grad_bias needs neither.
 // grad_input is added in place to the gradient another consumer of the input delivered
 // first, where the engine hands that over (autograd/engine.h, take_delivered_gradient).
+// The weight's gradient may run on the backward's side stream (autograd/side_stream.h).
 // Where the input is batch_norm_relu's output, the backward data may also form batch
 // norm's backward sums for it (autograd/relu_batch_norm_node.h).
 // conv2d_with_statistics is the same op with batch norm's statistics of the output made
@@ -22,6 +23,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/relu_batch_norm_node.h"
+#include "memgrad/autograd/side_stream.h"
 #include "memgrad/memory/context.h"
 
 namespace mg {
@@ -170,6 +172,9 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
             const Node& node, const Tensor& grad, const Tensor& saved_input, const Tensor& saved_weight) {
           const KernelTable& kernel = kernels(grad.device());
           Tensor grad_output = dense(grad, out_format);  // (N, K, P, Q)
+          // Marked before the input's gradient is enqueued: the weight's needs only
+          // grad_output and the input, so on a side stream it does not wait for that one.
+          autograd::SideStreamWork weight_gradient_work(grad.device(), node.needs_input_grad(1));
           Tensor grad_input, grad_weight, grad_bias;
           if (node.needs_input_grad(0)) {
             // Added into the input's gradient from another branch where the engine has one
@@ -185,8 +190,10 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
             }
           }
           if (node.needs_input_grad(1)) {
-            grad_weight = new_output(weight_sizes, grad, weight_format);
-            kernel.conv2d_backward_weight(grad_output, dense(saved_input, input_format), window, grad_weight);
+            weight_gradient_work.run(1, {grad_output, saved_input}, [&] {
+              grad_weight = new_output(weight_sizes, grad, weight_format);
+              kernel.conv2d_backward_weight(grad_output, dense(saved_input, input_format), window, grad_weight);
+            });
           }
           if (node.needs_input_grad(2)) grad_bias = sum(grad_output, {0, 2, 3});
           return std::vector<Tensor>{grad_input, grad_weight, grad_bias};

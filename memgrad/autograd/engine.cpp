@@ -9,6 +9,7 @@
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/node.h"
+#include "memgrad/autograd/side_stream.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/memory/context.h"
 
@@ -19,6 +20,7 @@ namespace {
 struct PendingNode {
   int dependencies = 0;                // edges into the node not yet delivered
   std::vector<Tensor> grad_outputs;    // sums of the gradients delivered so far
+  std::vector<bool> made_on_side;      // which of them a side stream made (autograd/side_stream.h)
 };
 using PendingNodes = std::unordered_map<Node*, PendingNode>;
 
@@ -42,7 +44,15 @@ class BackwardCall {
   }
   ~BackwardCall() {
     backward_calls.pending = outer_pending_;
-    if (--backward_calls.depth == 0) backward_calls.callbacks.clear();
+    if (--backward_calls.depth == 0) {
+      backward_calls.callbacks.clear();
+      // A backward that threw may have left work on a side stream: whatever the caller
+      // does next on the main stream must come after it.
+      try {
+        join_side_streams();
+      } catch (...) {  // NOTE: a destructor must not throw; the device's error resurfaces at its next use
+      }
+    }
   }
   BackwardCall(const BackwardCall&) = delete;
   BackwardCall& operator=(const BackwardCall&) = delete;
@@ -85,10 +95,47 @@ void count_dependencies(const std::vector<Edge>& root_edges, PendingNodes& pendi
   }
 }
 
-void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tensor grad) {
-  if (target.grad_outputs.empty()) target.grad_outputs.resize(num_outputs);
+void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tensor grad, bool made_on_side = false) {
+  if (target.grad_outputs.empty()) {
+    target.grad_outputs.resize(num_outputs);
+    target.made_on_side.resize(num_outputs);
+  }
   Tensor& slot = target.grad_outputs[input_nr];
-  slot = slot.defined() ? add(slot, grad) : std::move(grad);
+  if (!slot.defined()) {
+    slot = std::move(grad);
+    target.made_on_side[input_nr] = made_on_side;
+    return;
+  }
+  // The sum runs on the main stream, after the side stream's work that made either term.
+  if (made_on_side || target.made_on_side[input_nr]) join_side_streams();
+  slot = add(slot, grad);
+  target.made_on_side[input_nr] = false;
+}
+
+// Whether `node` runs on a side stream, and which device's: where every gradient delivered
+// to it was made on one device's side stream and it keeps nothing from forward. A node that
+// reads such a gradient but does not run there first waits for the side streams (a join).
+struct StreamChoice {
+  bool on_side = false;
+  Device device;
+};
+StreamChoice choose_stream(const Node& node, const PendingNode& state, const std::vector<Tensor>& grad_outputs) {
+  bool any_on_side = false, all_on_side = true;
+  Device device;
+  for (size_t i = 0; i < grad_outputs.size(); ++i) {
+    if (!grad_outputs[i].defined()) continue;
+    const bool on_side = i < state.made_on_side.size() && state.made_on_side[i];
+    if (on_side && any_on_side && grad_outputs[i].device() != device) all_on_side = false;
+    if (on_side) {
+      any_on_side = true;
+      device = grad_outputs[i].device();
+    } else {
+      all_on_side = false;
+    }
+  }
+  const StreamChoice choice{any_on_side && all_on_side && !node.keeps_forward_tensors(), device};
+  if (any_on_side && !choice.on_side) join_side_streams();
+  return choice;
 }
 
 }  // namespace
@@ -149,10 +196,19 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
     // The node's gradients, the saved tensors it releases and the fan-in sums of what it
     // delivers are all its memory, in the module that recorded it.
     memory::NodeScope node_scope(node, node->name());
-    std::vector<Tensor> grad_outputs = std::move(pending[node].grad_outputs);
+    PendingNode& state = pending[node];
+    std::vector<Tensor> grad_outputs = std::move(state.grad_outputs);
     grad_outputs.resize(node->num_outputs());
-    node->run_output_hooks(grad_outputs);
-    std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));
+    const StreamChoice stream = choose_stream(*node, state, grad_outputs);
+    std::vector<Tensor> grad_inputs;
+    std::vector<bool> made_on_side;
+    {
+      NodeStreamScope streams(stream.on_side, stream.device);
+      node->run_output_hooks(grad_outputs);
+      grad_inputs = node->apply(std::move(grad_outputs));
+      made_on_side.resize(grad_inputs.size());
+      for (size_t i = 0; i < grad_inputs.size(); ++i) made_on_side[i] = streams.made_on_side_stream(i);
+    }
     if (detect_anomaly) check_gradients(*node, grad_inputs);
     if (!retain_graph) node->release_saved();
     const std::vector<Edge>& edges = node->next_edges();
@@ -161,11 +217,12 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
       if (!edge.function) continue;
       PendingNode& target = pending[edge.function.get()];
       if (i < grad_inputs.size() && grad_inputs[i].defined()) {
-        deliver(target, edge.input_nr, edge.function->num_outputs(), std::move(grad_inputs[i]));
+        deliver(target, edge.input_nr, edge.function->num_outputs(), std::move(grad_inputs[i]), made_on_side[i]);
       }
       if (--target.dependencies == 0) ready.push(edge.function.get());
     }
   }
+  join_side_streams();
   call.run_callbacks();
 }
 
@@ -188,6 +245,8 @@ Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& size
   if (target == backward_calls.pending->end() || edge.input_nr >= target->second.grad_outputs.size()) {
     return Tensor();
   }
+  // NOTE: a gradient a side stream made may still be in the making: not the main stream's to add into.
+  if (target->second.made_on_side[edge.input_nr]) return Tensor();
   Tensor& delivered = target->second.grad_outputs[edge.input_nr];
   // NOTE: one handle and one storage owner: nothing else can see the in-place sum (a node
   // may hand the same gradient to two inputs, as AddBackward does, and a hook may keep one).

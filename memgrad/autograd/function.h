@@ -59,6 +59,7 @@ class FunctionNode final : public Node {
   void release_saved() override {
     for (SavedTensor& tensor : saved_.tensors) tensor.release();
   }
+  bool keeps_forward_tensors() const override { return kSaved > 0; }
 
  private:
   SavedTensors<kSaved> saved_;

@@ -14,6 +14,7 @@
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/side_stream.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
 #include "autograd/branch_sum.h"
@@ -295,4 +296,22 @@ TEST_CASE("conv2d adds its input gradient into another branch's, unless somethin
     CHECK_FALSE(got.summed_in_branch_buffer);
     CHECK(mg_test::max_abs_difference(got.grad_of_x, expected) <= tolerance);
   }
+}
+
+TEST_CASE("conv2d: weight gradients on a side stream change nothing off CUDA", "[conv]") {
+  // The switch names CUDA streams (autograd/side_stream.h); on the CPU backward runs as
+  // before, with the same gradients, and no work goes to a side stream.
+  Generator generator(31);
+  const Tensor input = randn({2, 3, 7, 7}, {.dtype = DType::Float64}, &generator);
+  const Tensor weight = randn({4, 3, 3, 3}, {.dtype = DType::Float64, .requires_grad = true}, &generator);
+  conv2d(input, weight, Tensor(), Conv2dOptions{}).sum().backward();
+  const Tensor expected = weight.grad().clone();
+  weight.set_grad(Tensor());
+  const bool before = autograd::weight_gradients_on_side_stream();
+  const uint64_t runs_before = autograd::side_stream_runs();
+  autograd::set_weight_gradients_on_side_stream(true);
+  conv2d(input, weight, Tensor(), Conv2dOptions{}).sum().backward();
+  autograd::set_weight_gradients_on_side_stream(before);
+  CHECK(autograd::side_stream_runs() == runs_before);
+  CHECK(mg_test::max_abs_difference(weight.grad(), expected) == 0.0);
 }

@@ -1,0 +1,214 @@
+// tests/cuda/test_cuda_side_stream.cpp — convolutions' weight gradients on the backward's
+// side stream (autograd/side_stream.h) give the single stream's results bit for bit, at the
+// same peak of allocated memory: ResNet-18 steps under float16 autocast in channels_last;
+// float32 convolutions whose weight gradients meet the main stream again (a weight used
+// twice, a weight through an op that saves tensors, gradients accumulated over two
+// backward calls, a hook on the weight); and a CapturedStep, whose capture keeps to one
+// stream. Each run also checks whether the side stream was used.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/anomaly_mode.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/side_stream.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/random.h"
+#include "memgrad/cuda/captured_step.h"
+#include "memgrad/cuda/cuda.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/nn/nn.h"
+#include "memgrad/optim/optim.h"
+#include "cuda/deterministic_convolutions.h"
+#include "cuda/kernel_checks.h"
+
+using namespace mg;
+using namespace cuda_checks;
+
+namespace {
+
+// Sets autograd::set_weight_gradients_on_side_stream for a scope, and counts the work the
+// side stream got meanwhile.
+class WeightGradientsOnSideStream {
+ public:
+  explicit WeightGradientsOnSideStream(bool on)
+      : before_(autograd::weight_gradients_on_side_stream()), runs_before_(autograd::side_stream_runs()) {
+    autograd::set_weight_gradients_on_side_stream(on);
+  }
+  ~WeightGradientsOnSideStream() { autograd::set_weight_gradients_on_side_stream(before_); }
+  WeightGradientsOnSideStream(const WeightGradientsOnSideStream&) = delete;
+  WeightGradientsOnSideStream& operator=(const WeightGradientsOnSideStream&) = delete;
+
+  uint64_t runs() const { return autograd::side_stream_runs() - runs_before_; }
+
+ private:
+  bool before_;
+  uint64_t runs_before_;
+};
+
+struct Run {
+  std::vector<Tensor> state;     // what the run leaves: parameters, buffers, gradients, loss
+  uint64_t side_stream_runs = 0;
+  int64_t peak_allocated = 0;    // bytes, from the run's start
+};
+
+void check_same(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected, const std::string& what) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], what + ": tensor " + std::to_string(i));
+}
+
+// ResNet-18 (small stem) after `steps` SGD steps under float16 autocast, channels_last, on
+// a fixed batch.
+Run trained_resnet18(bool side_stream, int steps) {
+  Generator generator(21);
+  std::shared_ptr<nn::ResNet> model =
+      nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
+  model->to(kCuda);
+  model->to(MemoryFormat::ChannelsLast);
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+  const Tensor input = randn({32, 3, 32, 32}, {}, &generator).to(kCuda).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor target = randint(0, 10, {32}, {.dtype = DType::Int64}, &generator).to(kCuda);
+  cuda::synchronize();
+  memory::reset_peak_stats(kCuda);
+  const int64_t allocated_before = memory::snapshot(kCuda).allocated_bytes;
+  Run run;
+  {
+    WeightGradientsOnSideStream switched(side_stream);
+    Tensor loss;
+    for (int i = 0; i < steps; ++i) {
+      optimizer.zero_grad();
+      {
+        amp::AutocastGuard mixed(DType::Float16);
+        loss = cross_entropy((*model)(input), target);
+      }
+      loss.backward();
+      optimizer.step();
+    }
+    run.side_stream_runs = switched.runs();
+    run.state = model->parameters();
+    for (const Tensor& buffer : model->buffers()) run.state.push_back(buffer);
+    run.state.push_back(loss);
+  }
+  run.peak_allocated = memory::snapshot(kCuda).peak_allocated_bytes - allocated_before;
+  return run;
+}
+
+// Float32 NCHW convolutions where weight gradients made on the side stream meet the main
+// stream's work: `shared` feeds two convolutions (its gradient is a sum), `scaled` reaches
+// its convolution through a multiplication by a tensor that needs a gradient too (a node
+// that saves tensors), `hooked` has a hook that doubles its gradient, and `plain` goes
+// straight to its .grad. Two backward calls accumulate into the gradients.
+Run convolutions_meeting_the_main_stream(bool side_stream) {
+  Generator generator(22);
+  const auto parameter = [&](const Shape& shape) { return (randn(shape, {}, &generator) * 0.2).to(kCuda).requires_grad_(); };
+  const Tensor shared = parameter({8, 8, 3, 3}), scaled = parameter({8, 8, 3, 3}), hooked = parameter({8, 8, 1, 1}),
+               plain = parameter({4, 8, 3, 3}), scale = parameter({8, 1, 1, 1});
+  hooked.register_hook([](const Tensor& grad) { return grad * 2.0; });
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Run run;
+  {
+    WeightGradientsOnSideStream switched(side_stream);
+    for (int call = 0; call < 2; ++call) {
+      const Tensor x = randn({6, 8, 20, 20}, {}, &generator).to(kCuda);
+      Tensor y = relu(conv2d(x, shared, Tensor(), same));
+      y = relu(conv2d(y, shared, Tensor(), same));
+      y = relu(conv2d(y, mul(scaled, scale), Tensor(), same));
+      y = relu(conv2d(y, hooked, Tensor(), Conv2dOptions{}));
+      y = conv2d(y, plain, Tensor(), same);
+      (y * y).mean().backward();
+    }
+    run.side_stream_runs = switched.runs();
+  }
+  run.state = {shared.grad(), scaled.grad(), hooked.grad(), plain.grad(), scale.grad()};
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("Weight gradients on a side stream give the single stream's ResNet-18 steps bit for bit, at the same peak",
+          "[cuda]") {
+  mg_test::DeterministicConvolutions deterministic;
+  const Run one_stream = trained_resnet18(false, 3);
+  CHECK(one_stream.side_stream_runs == 0);
+  const Run again = trained_resnet18(false, 3);
+  check_same(again.state, one_stream.state, "two runs on one stream");  // the comparison is exact
+  const Run side = trained_resnet18(true, 3);
+  // Each step: 20 weight gradients, and the nodes that carry them to .grad.
+  CHECK(side.side_stream_runs >= 3 * 20);
+  check_same(side.state, one_stream.state, "weight gradients on the side stream against one stream");
+  CHECK(side.peak_allocated == one_stream.peak_allocated);
+}
+
+TEST_CASE("Weight gradients on a side stream: sums, saving nodes, hooks and accumulation join the main stream "
+          "correctly", "[cuda]") {
+  mg_test::DeterministicConvolutions deterministic;
+  const Run one_stream = convolutions_meeting_the_main_stream(false);
+  const Run side = convolutions_meeting_the_main_stream(true);
+  CHECK(one_stream.side_stream_runs == 0);
+  CHECK(side.side_stream_runs >= 2 * 5);
+  check_same(side.state, one_stream.state, "side stream against one stream");
+}
+
+TEST_CASE("Weight gradients on a side stream: not used under anomaly mode or on the CPU", "[cuda]") {
+  {
+    autograd::DetectAnomalyGuard anomaly(true);
+    CHECK(convolutions_meeting_the_main_stream(true).side_stream_runs == 0);
+  }
+  WeightGradientsOnSideStream switched(true);
+  const Tensor weight = randn({4, 3, 3, 3}).requires_grad_();
+  conv2d(randn({2, 3, 8, 8}), weight, Tensor(), Conv2dOptions{}).sum().backward();
+  CHECK(weight.grad().defined());
+  CHECK(switched.runs() == 0);
+}
+
+TEST_CASE("Weight gradients on a side stream: a CapturedStep's warm-up uses it, its capture keeps to one stream, "
+          "and replays equal eager steps", "[cuda][graph]") {
+  mg_test::DeterministicConvolutions deterministic;
+  const auto make = [] {
+    Generator generator(23);
+    auto model = std::make_shared<nn::Sequential>(
+        std::make_shared<nn::Conv2d>(3, 16, 3, Conv2dOptions{.padding = {1, 1}}, /*has_bias=*/false, &generator),
+        std::make_shared<nn::BatchNorm2d>(16), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(16, 16, 3, Conv2dOptions{.padding = {1, 1}}, /*has_bias=*/false, &generator),
+        std::make_shared<nn::BatchNorm2d>(16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Linear>(16 * 8 * 8, 10, true, &generator));
+    model->to(kCuda);
+    model->to(MemoryFormat::ChannelsLast);
+    return model;
+  };
+  Generator data(24);
+  const Tensor input = randn({16, 3, 8, 8}, {}, &data).to(kCuda).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor target = randint(0, 10, {16}, {.dtype = DType::Int64}, &data).to(kCuda);
+  const auto train = [&](const std::shared_ptr<nn::Sequential>& model, optim::SGD& optimizer) {
+    optimizer.zero_grad();
+    {
+      amp::AutocastGuard mixed(DType::Float16);
+      cross_entropy((*model)(input), target).backward();
+    }
+    optimizer.step();
+  };
+  constexpr int kWarmup = 3, kReplays = 4;
+  const auto eager_model = make();
+  optim::SGD eager_optimizer(eager_model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  for (int i = 0; i < kWarmup + kReplays; ++i) train(eager_model, eager_optimizer);
+
+  const auto captured_model = make();
+  optim::SGD captured_optimizer(captured_model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  WeightGradientsOnSideStream switched(true);
+  cuda::CapturedStep step([&] { train(captured_model, captured_optimizer); }, {.warmup_steps = kWarmup});
+  const uint64_t warmup_runs = switched.runs();
+  CHECK(warmup_runs >= kWarmup * 2);
+  for (int i = 0; i < kReplays; ++i) step.replay();
+  CHECK(switched.runs() == warmup_runs);  // the capture added none
+  std::vector<Tensor> eager_state = eager_model->parameters(), captured_state = captured_model->parameters();
+  for (const Tensor& buffer : eager_model->buffers()) eager_state.push_back(buffer);
+  for (const Tensor& buffer : captured_model->buffers()) captured_state.push_back(buffer);
+  check_same(captured_state, eager_state, "replays with the side stream on against eager steps without it");
+}
