@@ -79,6 +79,12 @@ bool AccumulateGrad::takes_unconverted_gradient() const {
          (meta == nullptr || (meta->hooks.empty() && meta->post_accumulate_grad_hooks.empty()));
 }
 
+bool AccumulateGrad::may_run_on_side_stream() const {
+  const AutogradMeta* meta = leaf_.autograd_meta();
+  return !has_output_observers() &&
+         (meta == nullptr || (meta->hooks.empty() && meta->post_accumulate_grad_hooks.empty()));
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   if (!grad.defined()) return {};

@@ -19,8 +19,8 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(Tensor leaf);
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
-  // The leaf is a parameter, alive without the graph: nothing from forward to free.
-  bool keeps_forward_tensors() const override { return false; }
+  // Where the leaf has no hooks: the leaf is alive without the graph, nothing to free.
+  bool may_run_on_side_stream() const override;
 
   // Whether a gradient of another floating dtype than the leaf's may be handed here: no
   // hook, retain_grad or recomputing checkpoint would see it before it is converted.

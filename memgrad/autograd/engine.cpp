@@ -113,8 +113,8 @@ void deliver(PendingNode& target, uint32_t input_nr, uint32_t num_outputs, Tenso
 }
 
 // Whether `node` runs on a side stream, and which device's: where every gradient delivered
-// to it was made on one device's side stream and it keeps nothing from forward. A node that
-// reads such a gradient but does not run there first waits for the side streams (a join).
+// to it was made on one device's side stream and the node may run there. A node that reads
+// such a gradient but does not run there first waits for the side streams (a join).
 struct StreamChoice {
   bool on_side = false;
   Device device;
@@ -133,7 +133,7 @@ StreamChoice choose_stream(const Node& node, const PendingNode& state, const std
       all_on_side = false;
     }
   }
-  const StreamChoice choice{any_on_side && all_on_side && !node.keeps_forward_tensors(), device};
+  const StreamChoice choice{any_on_side && all_on_side && node.may_run_on_side_stream(), device};
   if (any_on_side && !choice.on_side) join_side_streams();
   return choice;
 }

@@ -59,7 +59,7 @@ class FunctionNode final : public Node {
   void release_saved() override {
     for (SavedTensor& tensor : saved_.tensors) tensor.release();
   }
-  bool keeps_forward_tensors() const override { return kSaved > 0; }
+  bool may_run_on_side_stream() const override { return kSaved == 0 && !has_output_observers(); }
 
  private:
   SavedTensors<kSaved> saved_;

@@ -38,10 +38,11 @@ class Node {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   // Drops saved tensors; called right after apply() unless retain_graph.
   virtual void release_saved() {}
-  // Whether the node may hold tensors from forward until release_saved(). One that does not
-  // may run on the backward's side stream (autograd/side_stream.h), as nothing it reads can
-  // be freed under the side stream's work. Assumed unless a node says otherwise.
-  virtual bool keeps_forward_tensors() const { return true; }
+  // Whether the node may run on the backward's side stream (autograd/side_stream.h) when
+  // every gradient it gets was made there: it holds no tensor from forward that could be
+  // freed under the side stream's work, and runs no hook, whose code could read tensors
+  // the main stream has not finished. No, unless a node says otherwise.
+  virtual bool may_run_on_side_stream() const { return false; }
 
   const char* name() const { return name_; }
   uint32_t num_outputs() const { return num_outputs_; }

@@ -14,10 +14,11 @@
 //   ready), then runs the work. The main stream's tensors it reads are noted on the side
 //   stream (record_stream), so the allocator reuses their blocks only after the work.
 // - The engine knows which gradients were made on the side stream. A node all of whose
-//   gradients came from there and that keeps no tensors from forward (the weight's
-//   autocast conversion, AccumulateGrad) runs there too. Anything else that reads such a
-//   gradient (a sum of two, a node with saved tensors) first makes the main stream wait
-//   for the side stream (a join), and runs on the main stream.
+//   gradients came from there, and that keeps no tensors from forward and runs no hooks
+//   (the weight's autocast conversion, AccumulateGrad: Node::may_run_on_side_stream),
+//   runs there too. Anything else that reads such a gradient (a sum of two, a node with
+//   saved tensors or hooks, data-parallel training's bucket hooks) first makes the main
+//   stream wait for the side stream (a join), and runs on the main stream.
 // - Backward ends with a join, so whatever runs after it (the end-of-backward callbacks,
 //   GradScaler, the optimizer) sees every gradient.
 // - After a join, the main stream may free blocks the side stream made; the side stream

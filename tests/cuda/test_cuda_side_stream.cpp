@@ -102,8 +102,9 @@ Run trained_resnet18(bool side_stream, int steps) {
 // Float32 NCHW convolutions where weight gradients made on the side stream meet the main
 // stream's work: `shared` feeds two convolutions (its gradient is a sum), `scaled` reaches
 // its convolution through a multiplication by a tensor that needs a gradient too (a node
-// that saves tensors), `hooked` has a hook that doubles its gradient, and `plain` goes
-// straight to its .grad. Two backward calls accumulate into the gradients.
+// that saves tensors), `hooked` has a hook that doubles its gradient (so its
+// accumulation runs on the main stream), and `plain` goes straight to its .grad. Two
+// backward calls accumulate into the gradients.
 Run convolutions_meeting_the_main_stream(bool side_stream) {
   Generator generator(22);
   const auto parameter = [&](const Shape& shape) { return (randn(shape, {}, &generator) * 0.2).to(kCuda).requires_grad_(); };
