@@ -11,8 +11,11 @@
 // How it stays correct:
 // - A node's backward hands such work to SideStreamWork, made at its start: the side
 //   stream waits for the main stream's work up to that point (the node's inputs are
-//   ready), then runs the work. The main stream's tensors it reads are noted on the side
-//   stream (record_stream), so the allocator reuses their blocks only after the work.
+//   ready), then runs the work. The main stream's tensors it reads are held until the main
+//   stream next waits for the side stream (a join): at the next such work, one behind, or
+//   at backward's end. So their blocks go back to the allocator once the main stream's
+//   later work is ordered after their last use, and a tensor is held at most one node
+//   longer.
 // - The engine knows which gradients were made on the side stream. A node all of whose
 //   gradients came from there, and that keeps no tensors from forward and runs no hooks
 //   (the weight's autocast conversion, AccumulateGrad: Node::may_run_on_side_stream),
@@ -56,8 +59,8 @@ class SideStreamWork {
   SideStreamWork& operator=(const SideStreamWork&) = delete;
 
   // Runs `work` on the side stream after the mark, with `operands` (tensors it reads that
-  // the main stream made) kept from reuse until it is done, and tells the engine that the
-  // node's gradient `output` was made there. Without a side stream: runs `work` here.
+  // the main stream made) held until the next join, and tells the engine that the node's
+  // gradient `output` was made there. Without a side stream: runs `work` here.
   void run(uint32_t output, std::initializer_list<Tensor> operands, const std::function<void()>& work);
 
  private:
@@ -90,7 +93,7 @@ class NodeStreamScope {
 };
 
 // Makes each device's main stream wait for the work its side stream has been given since
-// the last join. Cheap when there is none.
+// the last join, and releases the tensors that work read. Cheap when there is none.
 void join_side_streams();
 
 }  // namespace mg::autograd
