@@ -5,17 +5,16 @@
 // once, and its weight's, which only the optimizer reads, after backward. The weight
 // gradients (compute-bound GEMMs) can run on a side stream while the main stream goes on
 // with the next batch norm (memory-bound) and the next input gradient, filling the tails
-// of those kernels and the gaps between their launches. Off by default
-// (set_weight_gradients_on_side_stream).
+// of those kernels and the gaps between their launches (set_weight_gradients_on_side_stream).
 //
 // How it stays correct:
 // - A node's backward hands such work to SideStreamWork, made at its start: the side
 //   stream waits for the main stream's work up to that point (the node's inputs are
 //   ready), then runs the work. The main stream's tensors it reads are held until the main
-//   stream next waits for the side stream (a join): at the next such work, one behind, or
-//   at backward's end. So their blocks go back to the allocator once the main stream's
-//   later work is ordered after their last use, and a tensor is held at most one node
-//   longer.
+//   stream waits for that work: two pieces of work later, or at backward's end. So their
+//   blocks go back to the allocator once the main stream's later work is ordered after
+//   their last use (record_stream would hold them back until the device got there, with
+//   the host milliseconds ahead: ResNet-50 reserved 2 GB more).
 // - The engine knows which gradients were made on the side stream. A node all of whose
 //   gradients came from there, and that keeps no tensors from forward and runs no hooks
 //   (the weight's autocast conversion, AccumulateGrad: Node::may_run_on_side_stream),
@@ -42,7 +41,11 @@
 namespace mg::autograd {
 
 // Whether convolutions' weight gradients run on a side stream in backward (above).
-// Process-wide; off by default. Results are bit-identical either way.
+// Process-wide. Results are bit-identical either way. Measured on an H200 (2026-12-03,
+// float16 channels_last, eager steps): ResNet-50 b128 16.38 -> 16.28 ms and ResNet-18 b256
+// 3.64 -> 3.57 ms, peak allocated within 1 MiB, reserved 110 and 54 MiB more (the side
+// stream's own blocks: weight gradients, cuDNN workspaces). Off by default: the gain is
+// small, and the memory predictor (memory/) models one stream.
 void set_weight_gradients_on_side_stream(bool on);
 bool weight_gradients_on_side_stream();
 
@@ -59,8 +62,9 @@ class SideStreamWork {
   SideStreamWork& operator=(const SideStreamWork&) = delete;
 
   // Runs `work` on the side stream after the mark, with `operands` (tensors it reads that
-  // the main stream made) held until the next join, and tells the engine that the node's
-  // gradient `output` was made there. Without a side stream: runs `work` here.
+  // the main stream made) held until the main stream waits for it, and tells the engine
+  // that the node's gradient `output` was made there. Without a side stream: runs `work`
+  // here.
   void run(uint32_t output, std::initializer_list<Tensor> operands, const std::function<void()>& work);
 
  private:
