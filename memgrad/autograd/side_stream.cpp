@@ -12,7 +12,6 @@
 #include <array>
 #include <deque>
 #include <optional>
-
 #include <vector>
 
 #include "memgrad/cuda/runtime.h"
