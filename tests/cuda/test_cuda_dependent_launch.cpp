@@ -8,13 +8,10 @@
 // 9.0 both runs are ordinary launches, so each run also checks which kind it got.
 #include <catch2/catch.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/elementwise.h"
-#include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/pool.h"
 #include "memgrad/core/factory.h"
@@ -22,13 +19,13 @@
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/cuda.h"
 #include "memgrad/cuda/runtime.h"
-#include "memgrad/nn/nn.h"
-#include "memgrad/optim/optim.h"
 #include "cuda/deterministic_convolutions.h"
 #include "cuda/kernel_checks.h"
+#include "cuda/resnet18_steps.h"
 
 using namespace mg;
 using namespace cuda_checks;
+using mg_test::check_same;
 
 namespace {
 
@@ -56,32 +53,9 @@ class DependentLaunch {
   bool before_;
 };
 
-// ResNet-18 (small stem) after `steps` SGD steps under float16 autocast, channels_last, on
-// a fixed batch: its parameters and buffers, and the last loss.
 std::vector<Tensor> trained_resnet18(bool dependent, int steps) {
   DependentLaunch launch(dependent);
-  Generator generator(11);
-  std::shared_ptr<nn::ResNet> model =
-      nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
-  model->to(kCuda);
-  model->to(MemoryFormat::ChannelsLast);
-  optim::SGD optimizer(model->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
-  const Tensor input = randn({32, 3, 32, 32}, {}, &generator).to(kCuda).contiguous(MemoryFormat::ChannelsLast);
-  const Tensor target = randint(0, 10, {32}, {.dtype = DType::Int64}, &generator).to(kCuda);
-  Tensor loss;
-  for (int i = 0; i < steps; ++i) {
-    optimizer.zero_grad();
-    {
-      amp::AutocastGuard mixed(DType::Float16);
-      loss = cross_entropy((*model)(input), target);
-    }
-    loss.backward();
-    optimizer.step();
-  }
-  std::vector<Tensor> state = model->parameters();
-  for (const Tensor& buffer : model->buffers()) state.push_back(buffer);
-  state.push_back(loss);
-  return state;
+  return mg_test::trained_resnet18(steps);
 }
 
 // Batch norm + ReLU and max pooling, forward and backward, `rounds` times over one large
@@ -109,11 +83,6 @@ std::vector<Tensor> batch_norm_chain(bool dependent, int rounds) {
   }
   x.sum().backward();
   return {x, running_mean, running_var, first.grad(), weight.grad(), bias.grad()};
-}
-
-void check_same(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected, const std::string& what) {
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], what + ": tensor " + std::to_string(i));
 }
 
 }  // namespace

@@ -27,9 +27,11 @@
 #include "memgrad/optim/optim.h"
 #include "cuda/deterministic_convolutions.h"
 #include "cuda/kernel_checks.h"
+#include "cuda/resnet18_steps.h"
 
 using namespace mg;
 using namespace cuda_checks;
+using mg_test::check_same;
 
 namespace {
 
@@ -58,42 +60,16 @@ struct Run {
   int64_t peak_requested = 0;    // bytes the tensors asked for, from the run's start
 };
 
-void check_same(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected, const std::string& what) {
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) check_equal(actual[i], expected[i], what + ": tensor " + std::to_string(i));
-}
-
-// ResNet-18 (small stem) after `steps` SGD steps under float16 autocast, channels_last, on
-// a fixed batch.
+// mg_test::trained_resnet18(steps) with the switch set, and what it left and used.
 Run trained_resnet18(bool side_stream, int steps) {
-  Generator generator(21);
-  std::shared_ptr<nn::ResNet> model =
-      nn::resnet18({.num_classes = 10, .small_image_stem = true, .generator = &generator});
-  model->to(kCuda);
-  model->to(MemoryFormat::ChannelsLast);
-  optim::SGD optimizer(model->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
-  const Tensor input = randn({32, 3, 32, 32}, {}, &generator).to(kCuda).contiguous(MemoryFormat::ChannelsLast);
-  const Tensor target = randint(0, 10, {32}, {.dtype = DType::Int64}, &generator).to(kCuda);
   cuda::synchronize();
   memory::reset_peak_stats(kCuda);
   const int64_t requested_before = memory::snapshot(kCuda).requested_bytes;
   Run run;
   {
     WeightGradientsOnSideStream switched(side_stream);
-    Tensor loss;
-    for (int i = 0; i < steps; ++i) {
-      optimizer.zero_grad();
-      {
-        amp::AutocastGuard mixed(DType::Float16);
-        loss = cross_entropy((*model)(input), target);
-      }
-      loss.backward();
-      optimizer.step();
-    }
+    run.state = mg_test::trained_resnet18(steps);
     run.side_stream_runs = switched.runs();
-    run.state = model->parameters();
-    for (const Tensor& buffer : model->buffers()) run.state.push_back(buffer);
-    run.state.push_back(loss);
   }
   run.peak_requested = memory::snapshot(kCuda).peak_requested_bytes - requested_before;
   return run;
