@@ -4,17 +4,22 @@
 // float32 convolutions whose weight gradients meet the main stream again (a weight used
 // twice, a weight through an op that saves tensors, gradients accumulated over two
 // backward calls, a hook on the weight); and a CapturedStep, whose capture keeps to one
-// stream. Each run also checks whether the side stream was used.
+// stream. Each run also checks whether the side stream was used, and one test sees the
+// side stream's work finish while the main stream is held.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/anomaly_mode.h"
 #include "memgrad/autograd/conv.h"
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/function.h"
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/side_stream.h"
@@ -28,6 +33,7 @@
 #include "cuda/deterministic_convolutions.h"
 #include "cuda/kernel_checks.h"
 #include "cuda/resnet18_steps.h"
+#include "cuda/stream_hold.h"
 
 using namespace mg;
 using namespace cuda_checks;
@@ -189,4 +195,37 @@ TEST_CASE("Weight gradients on a side stream: a CapturedStep's warm-up uses it, 
   for (const Tensor& buffer : eager_model->buffers()) eager_state.push_back(buffer);
   for (const Tensor& buffer : captured_model->buffers()) captured_state.push_back(buffer);
   check_same(captured_state, eager_state, "replays with the side stream on against eager steps without it");
+}
+
+TEST_CASE("Weight gradients on a side stream: the work finishes while the main stream is held", "[cuda]") {
+  // A node whose backward marks the main stream, then holds it, then hands its work to the
+  // side stream: the work must finish before the hold is released. On the main stream it
+  // would wait behind the hold, and the gradient would still read 0.
+  WeightGradientsOnSideStream switched(true);
+  const Tensor x = zeros({4096}, {.device = kCuda}).requires_grad_();
+  Tensor output = x.detach().clone();
+  bool finished_while_held = false, hold_timed_out = true;
+  autograd::record("HeldMainStreamBackward", output, {x}, autograd::saved(),
+                   [&](const autograd::Node&, const Tensor& grad) {
+                     Tensor made = zeros_like(grad);  // 0 until the side stream's work writes it
+                     autograd::SideStreamWork work(grad.device(), /*use=*/true);
+                     mg_test::StreamHold hold(cuda::Stream::current(kCuda));
+                     work.run(0, {grad}, [&] { made.copy_(grad * 3.0); });
+                     // Read on a third stream, ordered after neither: poll until the values come.
+                     cuda::Stream reader(kCuda);
+                     cuda::StreamGuard on_reader(reader);
+                     for (int attempt = 0; attempt < 500 && !finished_while_held; ++attempt) {
+                       const std::vector<double> values = host_values(made);
+                       finished_while_held = std::all_of(values.begin(), values.end(), [](double v) { return v == 3.0; });
+                       if (!finished_while_held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                     }
+                     hold_timed_out = hold.timed_out();
+                     hold.release();
+                     return std::vector<Tensor>{made};
+                   });
+  output.backward(ones({4096}, {.device = kCuda}));
+  CHECK(finished_while_held);
+  CHECK_FALSE(hold_timed_out);
+  CHECK(switched.runs() >= 1);
+  CHECK(host_values(x.grad()) == std::vector<double>(4096, 3.0));
 }
