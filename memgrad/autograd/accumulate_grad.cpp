@@ -73,17 +73,15 @@ void convert_at_backward_end(Tensor leaf, Tensor gradient) {
 
 AccumulateGrad::AccumulateGrad(Tensor leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) { run_first(); }
 
-bool AccumulateGrad::takes_unconverted_gradient() const {
+bool AccumulateGrad::watched() const {
   const AutogradMeta* meta = leaf_.autograd_meta();
-  return in_outermost_backward() && !has_output_observers() &&
-         (meta == nullptr || (meta->hooks.empty() && meta->post_accumulate_grad_hooks.empty()));
+  return has_output_observers() ||
+         (meta != nullptr && (!meta->hooks.empty() || !meta->post_accumulate_grad_hooks.empty()));
 }
 
-bool AccumulateGrad::may_run_on_side_stream() const {
-  const AutogradMeta* meta = leaf_.autograd_meta();
-  return !has_output_observers() &&
-         (meta == nullptr || (meta->hooks.empty() && meta->post_accumulate_grad_hooks.empty()));
-}
+bool AccumulateGrad::takes_unconverted_gradient() const { return in_outermost_backward() && !watched(); }
+
+bool AccumulateGrad::may_run_on_side_stream() const { return !watched(); }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);

@@ -27,6 +27,8 @@ class AccumulateGrad final : public Node {
   bool takes_unconverted_gradient() const;
 
  private:
+  // Whether hooks or retain_grad() see the leaf's gradient as it arrives.
+  bool watched() const;
   // Adds `grad` (after the leaf's register_hook hooks) into the leaf's .grad.
   void accumulate(Tensor grad);
 
