@@ -31,6 +31,7 @@
 #include <memgrad/cuda/cuda.h>
 #ifdef MG_WITH_CUDA
 #include <memgrad/cuda/cudnn/settings.h>
+#include <memgrad/cuda/runtime.h>
 #endif
 #include <memgrad/data/dataloader.h>
 #include <memgrad/data/dataset.h>
@@ -417,6 +418,14 @@ int main(int argc, char** argv) {
 #endif
         mg::cuda::set_dependent_launch(args.dependent_launch);
         mg::autograd::set_weight_gradients_on_side_stream(args.wgrad_stream);
+#ifdef MG_WITH_CUDA
+        std::optional<mg::cuda::Stream> high_priority;
+        std::optional<mg::cuda::StreamGuard> on_high_priority;
+        if (args.high_priority_stream) {
+          high_priority.emplace(args.device, mg::cuda::StreamPriority::High);
+          on_high_priority.emplace(*high_priority);
+        }
+#endif
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);

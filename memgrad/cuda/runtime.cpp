@@ -94,9 +94,13 @@ DeviceGuard::~DeviceGuard() {
 
 // ---- Stream ----
 
-Stream::Stream(Device device) : device_(device), owned_(true) {
+Stream::Stream(Device device, StreamPriority priority) : device_(device), owned_(true) {
   DeviceGuard guard(device);
-  MG_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+  int lowest = 0;
+  int highest = 0;  // CUDA ranks priorities downwards: the highest is the least number
+  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  MG_CUDA_CHECK(cudaStreamCreateWithPriority(&handle_, cudaStreamNonBlocking,
+                                             priority == StreamPriority::High ? highest : lowest));
 }
 
 Stream Stream::default_stream(Device device) {
@@ -125,6 +129,17 @@ Stream& Stream::operator=(Stream&& other) noexcept {
     owned_ = std::exchange(other.owned_, false);
   }
   return *this;
+}
+
+StreamPriority Stream::priority() const {
+  DeviceGuard guard(device_);
+  int lowest = 0;
+  int highest = 0;
+  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  int priority = lowest;
+  MG_CUDA_CHECK(cudaStreamGetPriority(handle_, &priority));
+  // A device with one priority (lowest == highest) has only Normal streams.
+  return priority < lowest ? StreamPriority::High : StreamPriority::Normal;
 }
 
 void Stream::synchronize() const {

@@ -44,11 +44,16 @@ class DeviceGuard {
   int index_;
 };
 
+// How the device's scheduler ranks a stream's kernels against other streams' when both
+// have work ready: a High stream's blocks are placed first as SMs free up (it does not
+// preempt running blocks). Normal is the legacy default stream's, and the lowest.
+enum class StreamPriority { Normal, High };
+
 class Stream {
  public:
   // A new stream on `device`, owned, created non-blocking (no implicit synchronisation
-  // with the legacy default stream).
-  explicit Stream(Device device = Device::cuda());
+  // with the legacy default stream), at `priority`.
+  explicit Stream(Device device = Device::cuda(), StreamPriority priority = StreamPriority::Normal);
   // Not owned: the legacy default stream of `device`.
   static Stream default_stream(Device device = Device::cuda());
   // Not owned: the calling thread's current stream of `device` (see StreamGuard).
@@ -65,6 +70,8 @@ class Stream {
   StreamId id() const { return reinterpret_cast<StreamId>(handle_); }
   Device device() const { return device_; }
   bool owned() const { return owned_; }
+  // The stream's priority as the device ranks it (cudaStreamGetPriority).
+  StreamPriority priority() const;
 
   // Blocks the calling thread until the work enqueued so far has finished.
   void synchronize() const;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "memgrad/autograd/elementwise.h"
 #include "memgrad/core/allocator/caching_allocator.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/factory.h"
@@ -116,6 +117,34 @@ TEST_CASE("streams: created, default and current", "[cuda]") {
     CHECK(seen_elsewhere == nullptr);
   }
   CHECK(mg::cuda::current_stream() == nullptr);
+}
+
+TEST_CASE("streams: created at the device's highest priority or its normal one", "[cuda]") {
+  int lowest = 0;
+  int highest = 0;
+  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  const mg::cuda::Stream normal;
+  const mg::cuda::Stream high(Device::cuda(), mg::cuda::StreamPriority::High);
+  int normal_priority = 1;
+  int high_priority = 1;
+  MG_CUDA_CHECK(cudaStreamGetPriority(normal.handle(), &normal_priority));
+  MG_CUDA_CHECK(cudaStreamGetPriority(high.handle(), &high_priority));
+  CHECK(normal_priority == lowest);
+  CHECK(high_priority == highest);
+  CHECK(normal.priority() == mg::cuda::StreamPriority::Normal);
+  CHECK(mg::cuda::Stream::default_stream().priority() == mg::cuda::StreamPriority::Normal);
+  // Every device memgrad supports (compute capability 3.5 on) has more than one priority.
+  CHECK(highest < lowest);
+  CHECK(high.priority() == mg::cuda::StreamPriority::High);
+  // Work on it runs as on any stream.
+  const Tensor ones = mg::ones({1024}, {.device = Device::cuda()});
+  Tensor twice;
+  {
+    mg::cuda::StreamGuard on_high(high);
+    twice = ones * 2.0;
+  }
+  high.synchronize();
+  CHECK(twice.to(Device::cpu()).sum().item<float>() == 2048.0f);
 }
 
 TEST_CASE("events mark, wait for and time a stream's work", "[cuda]") {
