@@ -200,23 +200,27 @@ TEST_CASE("Weight gradients on a side stream: a CapturedStep's warm-up uses it, 
 TEST_CASE("Weight gradients on a side stream: the work finishes while the main stream is held", "[cuda]") {
   // A node whose backward marks the main stream, then holds it, then hands its work to the
   // side stream: the work must finish before the hold is released. On the main stream it
-  // would wait behind the hold, and the gradient would still read 0.
+  // would wait behind the hold. While the hold lasts the host only asks an event whether
+  // the work is done: an allocation or a copy to the host might wait for the held stream.
   WeightGradientsOnSideStream switched(true);
   const Tensor x = zeros({4096}, {.device = kCuda}).requires_grad_();
   Tensor output = x.detach().clone();
+  cuda::Event work_done;
+  work_done.record(cuda::Stream::current(kCuda));  // created now, not while the hold lasts
+  cudaStream_t work_stream = nullptr;
   bool finished_while_held = false, hold_timed_out = true;
   autograd::record("HeldMainStreamBackward", output, {x}, autograd::saved(),
                    [&](const autograd::Node&, const Tensor& grad) {
-                     Tensor made = zeros_like(grad);  // 0 until the side stream's work writes it
+                     const Tensor made = zeros_like(grad);
                      autograd::SideStreamWork work(grad.device(), /*use=*/true);
                      mg_test::StreamHold hold(cuda::Stream::current(kCuda));
-                     work.run(0, {grad}, [&] { made.copy_(grad * 3.0); });
-                     // Read on a third stream, ordered after neither: poll until the values come.
-                     cuda::Stream reader(kCuda);
-                     cuda::StreamGuard on_reader(reader);
+                     work.run(0, {grad}, [&] {
+                       made.copy_(grad).mul_(3.0);  // in place: nothing to allocate
+                       work_stream = cuda::current_stream(kCuda);
+                       work_done.record(cuda::Stream::current(kCuda));
+                     });
                      for (int attempt = 0; attempt < 500 && !finished_while_held; ++attempt) {
-                       const std::vector<double> values = host_values(made);
-                       finished_while_held = std::all_of(values.begin(), values.end(), [](double v) { return v == 3.0; });
+                       finished_while_held = work_done.query();
                        if (!finished_while_held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
                      }
                      hold_timed_out = hold.timed_out();
@@ -224,6 +228,7 @@ TEST_CASE("Weight gradients on a side stream: the work finishes while the main s
                      return std::vector<Tensor>{made};
                    });
   output.backward(ones({4096}, {.device = kCuda}));
+  CHECK(work_stream != cuda::Stream::default_stream(kCuda).handle());
   CHECK(finished_while_held);
   CHECK_FALSE(hold_timed_out);
   CHECK(switched.runs() >= 1);
