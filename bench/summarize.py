@@ -119,8 +119,7 @@ RECORDING = " recording"  # config_name's suffix for a run with the memory Recor
 MEMGRAD_ONLY_SWITCHES = (("cudnn_fusion", True, " no-cudnn-fusion"),
                          ("cudnn_backward_fusion", True, " no-backward-fusion"),
                          ("dependent_launch", False, " dependent-launch"),
-                         ("wgrad_stream", False, " wgrad-stream"),
-                         ("high_priority_stream", False, " high-priority-stream"))
+                         ("wgrad_stream", False, " wgrad-stream"))
 
 
 def recorder_overhead_rows(results):

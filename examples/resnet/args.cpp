@@ -58,7 +58,6 @@ Args parse_args(int argc, char** argv) {
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--dependent-launch", [&] { args.dependent_launch = true; }},
       {"--wgrad-stream", [&] { args.wgrad_stream = true; }},
-      {"--high-priority-stream", [&] { args.high_priority_stream = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
@@ -69,8 +68,8 @@ Args parse_args(int argc, char** argv) {
   examples::parse_flags(argc, argv, flags, switches);
   args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
-  if (args.high_priority_stream && !args.device.is_cuda()) {
-    throw UsageError("--high-priority-stream is a CUDA stream's: give --device cuda");
+  if (args.wgrad_stream && !args.device.is_cuda()) {
+    throw UsageError("--wgrad-stream orders CUDA streams: give --device cuda");
   }
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   if (!args.bench && model_given && args.model != "resnet18") {
@@ -98,7 +97,7 @@ std::string usage(const std::string& program) {
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
-                [--dependent-launch] [--wgrad-stream] [--high-priority-stream]
+                [--dependent-launch] [--wgrad-stream]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -147,13 +146,12 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            ahead has finished, to wait for it on the device
                            (mg::cuda::set_dependent_launch; faster for ResNet-18, not for
                            ResNet-50)
-  --wgrad-stream           in backward, run the convolutions' weight gradients on a second
-                           CUDA stream beside the input gradients and batch norm
-                           (mg::autograd::set_weight_gradients_on_side_stream; same results,
-                           eager steps 1-2% faster, some more memory reserved)
-  --high-priority-stream   on CUDA, run everything on a new stream at the device's highest
-                           priority (mg::cuda::StreamPriority::High), so that the device
-                           places its kernels ahead of --wgrad-stream's side stream
+  --wgrad-stream           on CUDA, run the convolutions' weight gradients in backward on a
+                           side stream, and everything else on a new stream at the device's
+                           highest priority, so that the device places the kernels the step
+                           waits for first (mg::autograd::set_weight_gradients_on_side_stream,
+                           mg::cuda::StreamPriority::High; same results, ResNet-18's eager
+                           step 9% faster, some more memory reserved)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
   --threads N              CPU threads (default: all cores)

@@ -27,8 +27,8 @@ struct Args {
   bool cudnn_backward_fusion = true;  // mg::cuda::set_cudnn_backward_fusion (CUDA builds)
   bool cudnn_benchmark = false;  // mg::cuda::set_cudnn_benchmark (CUDA builds)
   bool dependent_launch = false;  // mg::cuda::set_dependent_launch
-  bool wgrad_stream = false;      // mg::autograd::set_weight_gradients_on_side_stream
-  bool high_priority_stream = false;  // run on a new stream at the device's highest priority
+  // mg::autograd::set_weight_gradients_on_side_stream, with the rest on a high-priority stream
+  bool wgrad_stream = false;
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();

@@ -419,9 +419,13 @@ int main(int argc, char** argv) {
         mg::cuda::set_dependent_launch(args.dependent_launch);
         mg::autograd::set_weight_gradients_on_side_stream(args.wgrad_stream);
 #ifdef MG_WITH_CUDA
+        // NOTE: the side stream gains little unless the device prefers the main stream's
+        // kernels: at equal priority the weight gradients take the SMs that the next batch
+        // norm's blocks are waiting for (ResNet-18 b256: 2% faster; with the main stream at
+        // the highest priority, 9%). The legacy default stream has the lowest priority.
         std::optional<mg::cuda::Stream> high_priority;
         std::optional<mg::cuda::StreamGuard> on_high_priority;
-        if (args.high_priority_stream) {
+        if (args.wgrad_stream) {
           high_priority.emplace(args.device, mg::cuda::StreamPriority::High);
           on_high_priority.emplace(*high_priority);
         }

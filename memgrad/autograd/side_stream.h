@@ -41,11 +41,17 @@
 namespace mg::autograd {
 
 // Whether convolutions' weight gradients run on a side stream in backward (above).
-// Process-wide. Results are bit-identical either way. Measured on an H200 (2026-12-03,
-// float16 channels_last, eager steps): ResNet-50 b128 16.38 -> 16.28 ms and ResNet-18 b256
-// 3.64 -> 3.57 ms, peak allocated within 1 MiB, reserved 110 and 54 MiB more (the side
-// stream's own blocks: weight gradients, cuDNN workspaces). Off by default: the gain is
-// small, and the memory predictor (memory/) models one stream.
+// Process-wide. Results are bit-identical either way. The side stream has the device's
+// normal (lowest) priority; run the step on a stream of higher priority
+// (mg::cuda::Stream(device, StreamPriority::High) under a StreamGuard) so that the device
+// places the main stream's kernels first and the weight gradients fill what they leave:
+// at equal priority the weight gradients take the SMs the next batch norm waits for.
+// Measured on an H200 (2026-12-03, float16 channels_last, eager steps, medians of 3 runs):
+// ResNet-18 b256 3.65 -> 3.57 ms with the main stream on the legacy default stream, and
+// -> 3.33 ms with it at the highest priority; ResNet-50 b128 16.40 -> 16.30 ms either way.
+// Peak allocated within 1 MiB, reserved 54 and 110 MiB more (the side stream's own blocks:
+// weight gradients, cuDNN workspaces). Off by default: the memory predictor (memory/)
+// models one stream, and the gain needs the caller's stream to have a high priority.
 void set_weight_gradients_on_side_stream(bool on);
 bool weight_gradients_on_side_stream();
 

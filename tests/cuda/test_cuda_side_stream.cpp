@@ -27,6 +27,7 @@
 #include "memgrad/core/random.h"
 #include "memgrad/cuda/captured_step.h"
 #include "memgrad/cuda/cuda.h"
+#include "memgrad/cuda/runtime.h"
 #include "memgrad/memory/snapshot.h"
 #include "memgrad/nn/nn.h"
 #include "memgrad/optim/optim.h"
@@ -128,6 +129,17 @@ TEST_CASE("Weight gradients on a side stream give the single stream's ResNet-18 
   check_same(side.state, one_stream.state, "weight gradients on the side stream against one stream");
   // The peak comes as backward starts, before the side stream holds anything.
   CHECK(side.peak_requested == again.peak_requested);
+  // As recommended (set_weight_gradients_on_side_stream): the main stream at the highest
+  // priority, which changes where the device places kernels, not what they compute.
+  const cuda::Stream high(kCuda, cuda::StreamPriority::High);
+  {
+    const cuda::StreamGuard on_high(high);
+    const Run side_beside_high = trained_resnet18(true, 3);
+    CHECK(side_beside_high.side_stream_runs == side.side_stream_runs);
+    check_same(side_beside_high.state, one_stream.state, "the side stream beside a high-priority main stream");
+    CHECK(side_beside_high.peak_requested == again.peak_requested);
+  }
+  high.synchronize();
 }
 
 TEST_CASE("Weight gradients on a side stream: sums, saving nodes, hooks and accumulation join the main stream "
@@ -201,7 +213,8 @@ TEST_CASE("Weight gradients on a side stream: the work finishes while the main s
   // A node whose backward marks the main stream, then holds it, then hands its work to the
   // side stream: the work must finish before the hold is released. On the main stream it
   // would wait behind the hold. While the hold lasts the host only asks an event whether
-  // the work is done: an allocation or a copy to the host might wait for the held stream.
+  // the work is done, and launches only kernels it has launched before: loading a kernel
+  // on its first launch (CUDA's lazy loading) may wait for every stream, the held one too.
   WeightGradientsOnSideStream switched(true);
   const Tensor x = zeros({4096}, {.device = kCuda}).requires_grad_();
   Tensor output = x.detach().clone();
@@ -212,6 +225,7 @@ TEST_CASE("Weight gradients on a side stream: the work finishes while the main s
   autograd::record("HeldMainStreamBackward", output, {x}, autograd::saved(),
                    [&](const autograd::Node&, const Tensor& grad) {
                      const Tensor made = zeros_like(grad);
+                     made.copy_(grad).mul_(3.0).zero_();  // the work's kernels, loaded now
                      autograd::SideStreamWork work(grad.device(), /*use=*/true);
                      mg_test::StreamHold hold(cuda::Stream::current(kCuda));
                      work.run(0, {grad}, [&] {
