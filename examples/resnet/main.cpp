@@ -431,6 +431,11 @@ int main(int argc, char** argv) {
         }
 #endif
         const bool predict = args.predict_memory || args.fit_batch.has_value();
+        if (predict && args.wgrad_stream) {
+          std::fprintf(stderr, "resnet: the prediction models one stream; with --wgrad-stream the side stream also "
+                               "reserves blocks of its own (its weight gradients, cuDNN workspaces), and the peak of "
+                               "allocated bytes may differ by a few blocks\n");
+        }
         if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
         return predict ? predict_training_memory(args) : run_training(args);
       });
