@@ -50,6 +50,19 @@ int cached_device_attribute(Device device) {
   return value;
 }
 
+// The current device's stream priorities. CUDA ranks them downwards: the highest is the
+// least number, and the lowest is the legacy default stream's.
+struct PriorityRange {
+  int lowest = 0;
+  int highest = 0;
+};
+
+PriorityRange current_device_priorities() {
+  PriorityRange range;
+  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&range.lowest, &range.highest));
+  return range;
+}
+
 // Each thread's current stream per device; nullptr is the legacy default stream.
 thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
 
@@ -96,11 +109,9 @@ DeviceGuard::~DeviceGuard() {
 
 Stream::Stream(Device device, StreamPriority priority) : device_(device), owned_(true) {
   DeviceGuard guard(device);
-  int lowest = 0;
-  int highest = 0;  // CUDA ranks priorities downwards: the highest is the least number
-  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  const PriorityRange range = current_device_priorities();
   MG_CUDA_CHECK(cudaStreamCreateWithPriority(&handle_, cudaStreamNonBlocking,
-                                             priority == StreamPriority::High ? highest : lowest));
+                                             priority == StreamPriority::High ? range.highest : range.lowest));
 }
 
 Stream Stream::default_stream(Device device) {
@@ -133,13 +144,11 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 StreamPriority Stream::priority() const {
   DeviceGuard guard(device_);
-  int lowest = 0;
-  int highest = 0;
-  MG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-  int priority = lowest;
+  const PriorityRange range = current_device_priorities();
+  int priority = range.lowest;
   MG_CUDA_CHECK(cudaStreamGetPriority(handle_, &priority));
-  // A device with one priority (lowest == highest) has only Normal streams.
-  return priority < lowest ? StreamPriority::High : StreamPriority::Normal;
+  // Anything above the lowest (a stream another library made at a middle priority too).
+  return priority < range.lowest ? StreamPriority::High : StreamPriority::Normal;
 }
 
 void Stream::synchronize() const {
