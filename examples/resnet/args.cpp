@@ -69,7 +69,7 @@ Args parse_args(int argc, char** argv) {
   args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
   if (args.wgrad_stream && !args.device.is_cuda()) {
-    throw UsageError("--wgrad-stream orders CUDA streams: give --device cuda");
+    throw UsageError("--wgrad-stream orders CUDA streams: it needs --device cuda");
   }
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
   if (!args.bench && model_given && args.model != "resnet18") {

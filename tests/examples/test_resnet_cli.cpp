@@ -111,6 +111,7 @@ TEST_CASE("resnet refuses a bad command line with exit code 2", "[examples][resn
       {"--bench --amp fp16", "--amp fp16 needs --device cuda"},
       {"--amp half", "--amp must be fp16, bf16 or fp32, got 'half'"},
       {"--bench --cuda-graph", "--cuda-graph captures CUDA work: it needs --device cuda"},
+      {"--bench --wgrad-stream", "--wgrad-stream orders CUDA streams: it needs --device cuda"},
       {"--cuda-graph --device cuda --memory-timeline t.html", "it goes with none of --memory-timeline"},
   }));
   mg_test::check_usage_error(dir, "resnet", arguments, message);
