@@ -8,7 +8,6 @@
 // side stream's work finish while the main stream is held.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
