@@ -9,6 +9,7 @@
 #include "memgrad/core/print.h"
 #include "memgrad/core/random.h"
 #include "memgrad/core/tensor.h"
+#include "memgrad/core/tensor_index.h"
 
 // cuda: is there a GPU (in every build), waiting for it, TF32, early launches, steps captured as CUDA graphs
 #include "memgrad/cuda/captured_step.h"

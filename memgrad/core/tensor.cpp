@@ -32,18 +32,26 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage_in, Shape sizes_in, Shap
 
 TensorImpl::~TensorImpl() = default;
 
-int64_t Tensor::size(int64_t dim) const { return impl_->sizes[wrap_dim(dim, this->dim())]; }
-int64_t Tensor::stride(int64_t dim) const { return impl_->strides[wrap_dim(dim, this->dim())]; }
+void Tensor::throw_undefined(const char* accessor) {
+  throw Error(std::string("Tensor::") + accessor + "() called on an undefined tensor (a default-"
+              "constructed mg::Tensor holds no data yet). Hint: assign it the result of an op "
+              "before using it, or test .defined() first.");
+}
+
+int64_t Tensor::size(int64_t dim) const { return checked("size").sizes[wrap_dim(dim, this->dim())]; }
+int64_t Tensor::stride(int64_t dim) const {
+  return checked("stride").strides[wrap_dim(dim, this->dim())];
+}
 
 void* Tensor::raw_data() const {
-  MG_CHECK(impl_->storage->has_data(), "the tensor on ", device(),
+  MG_CHECK(checked("raw_data").storage->has_data(), "the tensor on ", device(),
            " has no data: the simulated device only tracks sizes and memory");
   return static_cast<char*>(impl_->storage->data()) +
          impl_->storage_offset * static_cast<int64_t>(element_size());
 }
 
 const Tensor& Tensor::set_memory_category(MemoryCategory category) const {
-  impl_->storage->set_category(category);
+  checked("set_memory_category").storage->set_category(category);
   return *this;
 }
 
@@ -58,6 +66,8 @@ Tensor Tensor::pin_memory() const {
 }
 
 void Tensor::set_data(const Tensor& other) const {
+  checked("set_data");
+  MG_CHECK(other.defined(), "set_data: the new data is an undefined tensor");
   MG_CHECK(is_leaf(), "set_data: only leaf tensors can have their data replaced");
   impl_->storage = other.storage();
   impl_->sizes = other.sizes();
@@ -69,6 +79,7 @@ void Tensor::set_data(const Tensor& other) const {
 
 template <class T>
 T Tensor::item() const {
+  checked("item");
   MG_CHECK(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", sizes(),
            "); only one-element tensors can be converted to a number");
   Tensor host = converted_copy(*this, dtype_of<T>, Device::cpu());
@@ -77,6 +88,7 @@ T Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  checked("to_vector");
   Tensor host = converted_copy(*this, dtype_of<T>, Device::cpu());
   const T* data = static_cast<const T*>(host.raw_data());
   return std::vector<T>(data, data + host.numel());
@@ -96,6 +108,7 @@ MG_INSTANTIATE_DATA_ACCESS(bool)
 #undef MG_INSTANTIATE_DATA_ACCESS
 
 bool Tensor::requires_grad() const {
+  if (!impl_) return false;
   const AutogradMeta* meta = impl_->autograd.get();
   return meta && (meta->requires_grad || meta->grad_fn);
 }
@@ -110,11 +123,12 @@ const Tensor& Tensor::requires_grad_(bool required) const {
   return *this;
 }
 
-bool Tensor::is_leaf() const { return !impl_->autograd || !impl_->autograd->grad_fn; }
+bool Tensor::is_leaf() const { return !checked("is_leaf").autograd || !impl_->autograd->grad_fn; }
 
-Tensor Tensor::grad() const { return impl_->autograd ? impl_->autograd->grad : Tensor(); }
+Tensor Tensor::grad() const { return checked("grad").autograd ? impl_->autograd->grad : Tensor(); }
 
 void Tensor::set_grad(const Tensor& grad) const {
+  checked("set_grad");
   if (grad.defined()) {
     MG_CHECK(grad.sizes() == sizes() && grad.dtype() == dtype() && grad.device() == device(),
              "set_grad: the gradient must match the tensor: got shape ", grad.sizes(), " ",
@@ -126,11 +140,11 @@ void Tensor::set_grad(const Tensor& grad) const {
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> kNone;
-  return impl_->autograd ? impl_->autograd->grad_fn : kNone;
+  return impl_ && impl_->autograd ? impl_->autograd->grad_fn : kNone;
 }
 
 AutogradMeta& Tensor::ensure_autograd_meta() const {
-  if (!impl_->autograd) impl_->autograd = std::make_unique<AutogradMeta>();
+  if (!checked("ensure_autograd_meta").autograd) impl_->autograd = std::make_unique<AutogradMeta>();
   return *impl_->autograd;
 }
 

@@ -28,6 +28,9 @@ class Node;
 
 class Tensor;
 struct AutogradMeta;
+namespace indexing {
+class TensorIndex;  // core/tensor_index.h
+}
 enum class MemoryFormat;  // core/memory_format.h
 
 // What a tensor is: its view of a storage, and (for tensors that take part in autograd)
@@ -55,6 +58,9 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
+  // False for a default-constructed handle (`mg::Tensor loss;`). On such a handle every
+  // accessor and op throws mg::Error naming what was asked, except requires_grad() (false)
+  // and grad_fn() (null), which answer as PyTorch's do for an absent optional input.
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -62,22 +68,22 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // ---- metadata (core/tensor.cpp) ----
-  const Shape& sizes() const { return impl_->sizes; }
-  const Shape& shape() const { return impl_->sizes; }
+  const Shape& sizes() const { return checked("sizes").sizes; }
+  const Shape& shape() const { return checked("shape").sizes; }
   int64_t size(int64_t dim) const;
-  const Shape& strides() const { return impl_->strides; }
+  const Shape& strides() const { return checked("strides").strides; }
   int64_t stride(int64_t dim) const;
-  int dim() const { return impl_->sizes.size(); }
-  int64_t numel() const { return impl_->sizes.numel(); }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->storage->device(); }
-  int64_t storage_offset() const { return impl_->storage_offset; }
-  bool is_contiguous() const { return impl_->is_contiguous; }
-  size_t element_size() const { return mg::element_size(impl_->dtype); }
+  int dim() const { return checked("dim").sizes.size(); }
+  int64_t numel() const { return checked("numel").sizes.numel(); }
+  DType dtype() const { return checked("dtype").dtype; }
+  Device device() const { return checked("device").storage->device(); }
+  int64_t storage_offset() const { return checked("storage_offset").storage_offset; }
+  bool is_contiguous() const { return checked("is_contiguous").is_contiguous; }
+  size_t element_size() const { return mg::element_size(checked("element_size").dtype); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
-  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  const std::shared_ptr<Storage>& storage() const { return checked("storage").storage; }
   // True when the bytes are page-locked host memory (see TensorOptions::pin_memory).
-  bool is_pinned() const { return impl_->storage->is_pinned(); }
+  bool is_pinned() const { return checked("is_pinned").storage->is_pinned(); }
   // A contiguous copy in pinned host memory (this tensor itself when already pinned), so
   // that to(Device::cuda(), /*non_blocking=*/true) need not wait. CPU tensors only; the
   // copy keeps the memory category and, like detach(), has no autograd history.
@@ -88,13 +94,13 @@ class Tensor {
   T* data_ptr() const;
   void* raw_data() const;
 
-  MemoryCategory memory_category() const { return impl_->storage->category(); }
+  MemoryCategory memory_category() const { return checked("memory_category").storage->category(); }
   // Re-tags the tensor's whole storage (e.g. PARAMETER at registration).
   const Tensor& set_memory_category(MemoryCategory category) const;
 
   // Version of the storage, bumped by every in-place write through any view.
-  uint64_t version() const { return impl_->storage->version(); }
-  void bump_version() const { impl_->storage->bump_version(); }
+  uint64_t version() const { return checked("version").storage->version(); }
+  void bump_version() const { checked("bump_version").storage->bump_version(); }
 
   // The single value of a one-element tensor, copied to the host (synchronises on CUDA).
   template <class T = double>
@@ -119,7 +125,7 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  AutogradMeta* autograd_meta() const { return impl_->autograd.get(); }
+  AutogradMeta* autograd_meta() const { return checked("autograd_meta").autograd.get(); }
   AutogradMeta& ensure_autograd_meta() const;
 
   // ---- autograd (autograd/backward.cpp) ----
@@ -161,6 +167,16 @@ class Tensor {
   Tensor expand(const Shape& sizes) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
 
+  // indexing.cpp: rows along `dim` picked by a 1-d int64 `index` (PyTorch's index_select),
+  // and out[i][j] = self[index[i][j]][j] along dim 0 and so on (PyTorch's gather).
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  // libtorch's x.index({Slice(), 0}): integers, Slice(start, stop, step), None, Ellipsis
+  // and int64 index tensors (core/tensor_index.h, namespace mg::indexing).
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  // x[i] is x.select(0, i), as in PyTorch.
+  Tensor operator[](int64_t index) const;
+
   // reduce.cpp
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
@@ -198,6 +214,14 @@ class Tensor {
   const Tensor& copy_(const Tensor& source) const;
 
  private:
+  // The impl, or an mg::Error naming `accessor` when this handle is undefined (a
+  // default-constructed mg::Tensor, as in `mg::Tensor loss;` before it is assigned).
+  TensorImpl& checked(const char* accessor) const {
+    if (!impl_) [[unlikely]] throw_undefined(accessor);
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined(const char* accessor);
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
