@@ -112,7 +112,7 @@ TEST_CASE("index with integers, slices, None and Ellipsis gives PyTorch's views"
   CHECK(values_of(x[-2][0]) == std::vector<double>{0, 1, 2, 3});
 }
 
-TEST_CASE("index with an int64 tensor picks along its dim; an n-d index puts its dims there", "[indexing]") {
+TEST_CASE("index with an int64 tensor picks along its dim, and an n-d index puts its dims there", "[indexing]") {
   const Tensor x = counting({2, 3, 4});
   Tensor picked = x.index({Slice(), int64s({2, 0})});  // x[:, [2, 0]]
   CHECK(picked.sizes() == Shape{2, 2, 4});

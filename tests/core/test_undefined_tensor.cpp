@@ -9,12 +9,20 @@
 #include <string>
 
 #include "memgrad/autocast/autocast.h"
+#include "memgrad/autograd/conv.h"
+#include "memgrad/autograd/dropout.h"
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/embedding.h"
+#include "memgrad/autograd/layer_norm.h"
 #include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/softmax.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
 #include "memgrad/core/tensor.h"
+#include "memgrad/core/tensor_index.h"
 #include "memgrad/nn/linear.h"
 #include "memgrad/optim/sgd.h"
 
@@ -81,9 +89,23 @@ TEST_CASE("ops given an undefined tensor throw an mg::Error naming the op", "[te
   CHECK_UNDEFINED_ERROR(mg::mse_loss(u, x), "undefined");
   CHECK_UNDEFINED_ERROR(x.add_(u), "undefined");
   CHECK_UNDEFINED_ERROR(x.copy_(u), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::matmul(x, u), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::linear(u, x), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::softmax(u, 0), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::cat({x, u}), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::layer_norm(u, {3}), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::conv2d(u, x), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::dropout(u, 0.5), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::embedding(u, mg::zeros({1}, {.dtype = mg::DType::Int64})), "undefined");
+  CHECK_UNDEFINED_ERROR(mg::cross_entropy(u, mg::zeros({2}, {.dtype = mg::DType::Int64})), "undefined");
+  CHECK_UNDEFINED_ERROR(u.clone(), "undefined");
+  CHECK_UNDEFINED_ERROR(u.to(mg::DType::Float64), "undefined");
+  CHECK_UNDEFINED_ERROR(u.contiguous(), "undefined");
+  CHECK_UNDEFINED_ERROR(u.sum(), "undefined");
+  CHECK_UNDEFINED_ERROR(u.index({0}), "index");
 }
 
-TEST_CASE("the README's `mg::Tensor loss;` pattern: assigned in a scope, backward after", "[tensor][undefined]") {
+TEST_CASE("the README's `mg::Tensor loss` pattern: declared first, assigned in a scope, backward after", "[tensor][undefined]") {
   mg::Generator generator(37);
   mg::nn::Linear model(4, 1, /*has_bias=*/true, &generator);
   mg::optim::SGD optimizer(model.parameters(), {.lr = 0.1});

@@ -6,6 +6,8 @@
 // synchronisation, its element written as zero, the device usable afterwards.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
