@@ -26,8 +26,6 @@ int run(const Args& args) {
     }
     return 0;
   }
-  if (!args.json.empty()) examples::check_writable(args.json, "--json");
-
   std::vector<const Experiment*> selected;
   for (const Experiment& experiment : memory_lab::all_experiments()) {
     if (args.experiment.empty() || experiment.name == args.experiment) selected.push_back(&experiment);
