@@ -22,7 +22,7 @@ double activation_peak(const std::string& json) { return json_number(json, "ACTI
 
 }  // namespace
 
-TEST_CASE("mnist refuses a bad command line with exit code 2 and the usage", "[examples]") {
+TEST_CASE("mnist refuses a bad command line with exit code 2 and one line", "[examples]") {
   TempDir dir("mnist-cli");
   const auto [arguments, message] = GENERATE(table<std::string, std::string>({
       {"--bogus 1", "unknown flag '--bogus'"},
