@@ -3,7 +3,7 @@
 // all verdicts, and with --json every number for scripts (tests/examples asserts them).
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <cstdio>
 #include <vector>
 

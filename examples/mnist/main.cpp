@@ -4,7 +4,7 @@
 // inputs, ...), current and peak. `--summary-json FILE` writes the same facts for scripts.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

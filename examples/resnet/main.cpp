@@ -11,7 +11,7 @@
 // small-image stem and CIFAR-style training are tuned for), padded with black.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
