@@ -215,6 +215,7 @@ Checkpoint load_checkpoint(const std::string& path, const CheckpointTargets& tar
   for (auto& [name, tensor] : file.run) {
     if (name != "step" && name != "epoch") result.tensors.emplace_back(name, tensor);
   }
+  if (targets.check) targets.check(result);
   try {
     nn::check_state_dict(*targets.model, file.model, targets.strict);
   } catch (const Error& error) {

@@ -83,6 +83,8 @@ struct CheckpointParts {
   CheckpointTensors tensors = {};
 };
 
+struct Checkpoint;
+
 // Where load_checkpoint restores each part. Null leaves the file's part unread.
 struct CheckpointTargets {
   nn::Module* model = nullptr;  // required
@@ -97,6 +99,11 @@ struct CheckpointTargets {
   optim::LRScheduler* scheduler = nullptr;
   bool default_generator = true;  // restore mg::default_generator()
   std::vector<std::pair<std::string, Generator*>> generators = {};
+  // Called with what load_checkpoint will return (step, epoch, metadata, the caller's
+  // tensors) before any part is checked or changed: throws to refuse a file that does not
+  // fit the run (another model's name in the metadata, a run of another length), which then
+  // changes nothing.
+  std::function<void(const Checkpoint& checkpoint)> check = {};
 };
 
 // What a checkpoint holds besides the parts restored.
