@@ -109,7 +109,7 @@ TEST_CASE("mnist --init-from starts a new run from the weights --save wrote", "[
   CHECK(entry_value(second, "run.epoch") == 1);
 }
 
-TEST_CASE("--init-from with --resume, or where nothing trains, is a usage error", "[examples]") {
+TEST_CASE("the examples refuse --init-from with --resume, or where nothing trains, as a usage error", "[examples]") {
   TempDir dir("init-from");
   const auto [program, arguments, message] = GENERATE(table<std::string, std::string, std::string>({
       {"gpt", "--init-from a --resume b", "--init-from starts a new run from a checkpoint's weights and --resume"},
