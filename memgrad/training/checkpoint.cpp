@@ -27,6 +27,10 @@ bool is_reserved_metadata(const std::string& key) {
 }
 
 std::string source_of(const std::string& path) { return "checkpoint '" + path + "'"; }
+// How errors name one part of the file: its entries' names lack the prefix there.
+std::string part_source(const std::string& path, const std::string& prefix) {
+  return source_of(path) + " (its \"" + prefix + "*\" entries)";
+}
 
 // A generator's (seed, offset) as two int64 holding the same 64 bits each.
 Tensor generator_entry(const Generator& generator) {
@@ -230,7 +234,7 @@ Checkpoint load_checkpoint(const std::string& path, const CheckpointTargets& tar
            "without .optimizer; load it without one (a fresh optimizer starts from its options).");
   std::optional<optim::CheckedOptimizerState> checked_optimizer;
   if (targets.optimizer != nullptr) {
-    checked_optimizer = optim::check_state_dict(*targets.optimizer, optimizer_state, source);
+    checked_optimizer = optim::check_state_dict(*targets.optimizer, optimizer_state, part_source(path, kOptimizer));
   }
   const bool wants_scaler = targets.scaler != nullptr && targets.scaler->is_enabled();
   if (wants_scaler) {
@@ -254,8 +258,8 @@ Checkpoint load_checkpoint(const std::string& path, const CheckpointTargets& tar
   // NOTE: a scheduler's load_state_dict checks and applies in one call (a subclass adds
   // its own state), so it goes first and is undone if the optimizer's own loader refuses.
   SchedulerRollback rollback(targets.scheduler);
-  if (targets.scheduler != nullptr) targets.scheduler->load_state_dict(file.scheduler, source);
-  if (targets.load_optimizer) targets.load_optimizer(optimizer_state, source);
+  if (targets.scheduler != nullptr) targets.scheduler->load_state_dict(file.scheduler, part_source(path, kScheduler));
+  if (targets.load_optimizer) targets.load_optimizer(optimizer_state, part_source(path, kOptimizer));
   rollback.commit();
   if (checked_optimizer) optim::apply_state_dict(*targets.optimizer, std::move(*checked_optimizer));
   targets.model->load_state_dict(file.model, targets.strict);

@@ -129,7 +129,7 @@ TEST_CASE("checkpoint: a file that does not fit is refused, naming it, and chang
   SECTION("another optimizer, with a model that fits") {
     mg::optim::SGD sgd(target.model->parameters(), {.lr = 0.1});
     CHECK_THROWS_WITH(mg::load_checkpoint(path, {.model = target.model.get(), .optimizer = &sgd}),
-                      Contains("checkpoint '" + path + "' was written by Adam but this is SGD"));
+                      Contains(path) && Contains("(its \"optimizer.*\" entries) was written by Adam but this is SGD"));
   }
   SECTION("a GradScaler of other options") {
     mg::amp::GradScaler other({.growth_interval = 5});
