@@ -10,7 +10,7 @@ namespace mg::optim {
 LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lambda) : LambdaLR(optimizer, std::vector<Lambda>{std::move(lambda)}) {}
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lambdas)
-    : LRScheduler(optimizer), lambdas_(std::move(lambdas)), cursor_(optimizer.param_groups().size()) {
+    : LRScheduler(optimizer), lambdas_(std::move(lambdas)) {
   const size_t groups = optimizer.param_groups().size();
   MG_CHECK(lambdas_.size() == 1 || lambdas_.size() == groups, "LambdaLR: expected one lambda or one per ",
            "parameter group (", groups, "), got ", lambdas_.size(), ".");
@@ -21,19 +21,12 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lambdas)
   step();  // epoch 0
 }
 
-double LambdaLR::lr_at(int64_t epoch, double base_lr) const {
-  const size_t group = cursor_.next();
+double LambdaLR::lr_at(int64_t epoch, size_t group, double base_lr) const {
   const Lambda& lambda = lambdas_.size() == 1 ? lambdas_.front() : lambdas_[group];
-  double factor = 0;
-  try {
-    factor = lambda(epoch);
-    MG_CHECK(std::isfinite(factor) && factor >= 0, "LambdaLR: the lambda of parameter group ", group,
-             " returned ", factor, " at epoch ", epoch, "; the factor multiplying the base lr ", base_lr,
-             " must be finite and >= 0.");
-  } catch (...) {
-    cursor_.reset();  // the step is abandoned: a retry asks about group 0 first
-    throw;
-  }
+  const double factor = lambda(epoch);
+  MG_CHECK(std::isfinite(factor) && factor >= 0, "LambdaLR: the lambda of parameter group ", group, " returned ",
+           factor, " at epoch ", epoch, "; the factor multiplying the base lr ", base_lr,
+           " must be finite and >= 0.");
   return base_lr * factor;
 }
 

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "memgrad/optim/scheduler.h"
-#include "memgrad/optim/scheduler_group_cursor.h"
 
 namespace mg::optim {
 
@@ -27,11 +26,10 @@ class LambdaLR final : public LRScheduler {
   LambdaLR(Optimizer& optimizer, std::vector<Lambda> lambdas);
 
  protected:
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   std::vector<Lambda> lambdas_;  // one, or one per group
-  mutable SchedulerGroupCursor cursor_;
 };
 
 }  // namespace mg::optim

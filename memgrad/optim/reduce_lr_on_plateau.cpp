@@ -35,8 +35,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
       options_(std::move(options)),
       min_lrs_(min_lrs_per_group(options_.min_lrs, optimizer.param_groups().size())),
       best_(options_.mode == PlateauMode::Min ? std::numeric_limits<double>::infinity()
-                                              : -std::numeric_limits<double>::infinity()),
-      cursor_(optimizer.param_groups().size()) {
+                                              : -std::numeric_limits<double>::infinity()) {
   MG_CHECK(options_.factor >= 0 && options_.factor < 1, "ReduceLROnPlateau: factor must be in [0, 1), got ",
            options_.factor, ". Hint: it multiplies the lr at each reduction (0.1 divides it by 10).");
   MG_CHECK(options_.patience >= 0, "ReduceLROnPlateau: patience must be >= 0, got ", options_.patience);
@@ -69,7 +68,6 @@ void ReduceLROnPlateau::step(double metric) {
     num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
   }
   reducing_ = num_bad_epochs_ > options_.patience;
-  cursor_.reset();
   try {
     LRScheduler::step();
   } catch (...) {
@@ -83,8 +81,7 @@ void ReduceLROnPlateau::step(double metric) {
   }
 }
 
-double ReduceLROnPlateau::lr_at(int64_t /*epoch*/, double /*base_lr*/) const {
-  const size_t group = cursor_.next();
+double ReduceLROnPlateau::lr_at(int64_t /*epoch*/, size_t group, double /*base_lr*/) const {
   const double lr = optimizer_.param_groups()[group].lr;
   if (!reducing_) return lr;
   const double reduced = std::max(lr * options_.factor, min_lrs_[group]);
@@ -92,53 +89,48 @@ double ReduceLROnPlateau::lr_at(int64_t /*epoch*/, double /*base_lr*/) const {
 }
 
 std::vector<std::pair<std::string, Tensor>> ReduceLROnPlateau::state_dict() const {
-  std::vector<double> lrs;
-  for (const ParamGroup& group : optimizer_.param_groups()) lrs.push_back(group.lr);
-  const auto groups = static_cast<int64_t>(lrs.size());
-  return {{"best", scalar_tensor(best_, {.dtype = DType::Float64})},
-          {"num_bad_epochs", from_vector(std::vector<int64_t>{num_bad_epochs_}, {1}).view({})},
-          {"cooldown_counter", from_vector(std::vector<int64_t>{cooldown_counter_}, {1}).view({})},
-          {"lrs", from_vector(lrs, {groups})}};
+  std::vector<std::pair<std::string, Tensor>> state = LRScheduler::state_dict();
+  state.emplace_back("best", scalar_tensor(best_, {.dtype = DType::Float64}));
+  state.emplace_back("num_bad_epochs", from_vector(std::vector<int64_t>{num_bad_epochs_}, {1}).view({}));
+  state.emplace_back("cooldown_counter", from_vector(std::vector<int64_t>{cooldown_counter_}, {1}).view({}));
+  return state;
 }
 
 void ReduceLROnPlateau::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
                                         const std::string& source) {
-  std::map<std::string, Tensor> entries;
+  // Its own entries are taken out and checked first, the rest goes to LRScheduler's load
+  // (which checks, then applies), and only then are its own applied: a state that does
+  // not fit changes nothing.
+  std::map<std::string, Tensor> own;
+  std::vector<std::pair<std::string, Tensor>> base_state;
   for (const auto& [key, tensor] : state) {
-    MG_CHECK(key == "best" || key == "num_bad_epochs" || key == "cooldown_counter" || key == "lrs", source,
-             ": unexpected entry \"", key, "\"; ReduceLROnPlateau's state holds best, num_bad_epochs, ",
-             "cooldown_counter and lrs.");
-    MG_CHECK(tensor.defined(), source, ": the entry \"", key, "\" is an undefined tensor.");
-    entries[key] = tensor;
+    if (key == "best" || key == "num_bad_epochs" || key == "cooldown_counter") {
+      MG_CHECK(tensor.defined(), source, ": the entry \"", key, "\" is an undefined tensor.");
+      own[key] = tensor;
+    } else {
+      base_state.emplace_back(key, tensor);
+    }
   }
-  const auto groups = static_cast<int64_t>(optimizer_.param_groups().size());
-  auto take = [&](const std::string& key, DType dtype, const Shape& shape) {
-    auto found = entries.find(key);
-    MG_CHECK(found != entries.end(), source, ": \"", key, "\" is missing. Hint: the state was not written by ",
+  auto take = [&](const std::string& key, DType dtype) {
+    auto found = own.find(key);
+    MG_CHECK(found != own.end(), source, ": \"", key, "\" is missing. Hint: the state was not written by ",
              "ReduceLROnPlateau::state_dict().");
     const Tensor& tensor = found->second;
-    MG_CHECK(tensor.dtype() == dtype && tensor.sizes() == shape, source, ": \"", key, "\" is ", tensor.sizes(), " ",
-             tensor.dtype(), " but ReduceLROnPlateau needs ", shape, " ", dtype,
-             key == "lrs" ? " (one lr per parameter group). Hint: the optimizer must have the groups it had when "
-                            "the state was saved."
-                          : ".");
+    MG_CHECK(tensor.dtype() == dtype && tensor.dim() == 0, source, ": \"", key, "\" is ", tensor.sizes(), " ",
+             tensor.dtype(), " but ReduceLROnPlateau needs a 0-d ", dtype, ".");
     return tensor.to(Device::cpu());
   };
-  const double best = take("best", DType::Float64, {}).item<double>();
-  const int64_t num_bad_epochs = take("num_bad_epochs", DType::Int64, {}).item<int64_t>();
-  const int64_t cooldown_counter = take("cooldown_counter", DType::Int64, {}).item<int64_t>();
-  const std::vector<double> lrs = take("lrs", DType::Float64, {groups}).to_vector<double>();
+  const double best = take("best", DType::Float64).item<double>();
+  const int64_t num_bad_epochs = take("num_bad_epochs", DType::Int64).item<int64_t>();
+  const int64_t cooldown_counter = take("cooldown_counter", DType::Int64).item<int64_t>();
   MG_CHECK(!std::isnan(best), source, ": best is NaN; it is a metric seen, or +-inf before the first step.");
   MG_CHECK(num_bad_epochs >= 0 && cooldown_counter >= 0, source, ": num_bad_epochs (", num_bad_epochs,
            ") and cooldown_counter (", cooldown_counter, ") are counts, >= 0.");
-  for (double lr : lrs) {
-    MG_CHECK(std::isfinite(lr) && lr >= 0, source, ": a saved learning rate is ", lr,
-             "; learning rates are finite and >= 0.");
-  }
+  LRScheduler::load_state_dict(base_state, source);
   best_ = best;
   num_bad_epochs_ = num_bad_epochs;
   cooldown_counter_ = cooldown_counter;
-  for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_group_lr(g, lrs[g]);
+  for (size_t g = 0; g < last_lrs().size(); ++g) optimizer_.set_group_lr(g, last_lrs()[g]);
 }
 
 }  // namespace mg::optim

@@ -24,7 +24,6 @@
 
 #include "memgrad/core/tensor.h"
 #include "memgrad/optim/scheduler.h"
-#include "memgrad/optim/scheduler_group_cursor.h"
 
 namespace mg::optim {
 
@@ -58,17 +57,18 @@ class ReduceLROnPlateau final : public LRScheduler {
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
   int64_t cooldown_counter() const { return cooldown_counter_; }
 
-  // Its own state: "best" (0-d float64; +inf or -inf before the first step), "num_bad_epochs"
-  // and "cooldown_counter" (0-d int64), "lrs" (1-d float64: each group's lr now).
-  // load_state_dict checks every entry first (a state that does not fit changes nothing),
-  // then restores them and sets each group's lr; `source` names the state in errors.
-  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // LRScheduler's state plus its own: "best" (0-d float64; +inf or -inf before the first
+  // step), "num_bad_epochs" and "cooldown_counter" (0-d int64). load_state_dict checks every
+  // entry first (a state that does not fit changes nothing), then restores them and sets
+  // each group's lr to the saved last_lrs: unlike a closed form, the lr a reduction starts
+  // from is this scheduler's state. `source` names the state in errors.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const override;
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
-                       const std::string& source = "the ReduceLROnPlateau state dict");
+                       const std::string& source = "the ReduceLROnPlateau state dict") override;
 
  protected:
   // The group's lr, reduced when step(metric) decided so.
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   bool is_better(double metric) const;
@@ -80,7 +80,6 @@ class ReduceLROnPlateau final : public LRScheduler {
   int64_t num_bad_epochs_ = 0;
   int64_t cooldown_counter_ = 0;
   bool reducing_ = false;  // true only while step(metric) applies a reduction
-  mutable SchedulerGroupCursor cursor_;
 };
 
 }  // namespace mg::optim

@@ -30,7 +30,7 @@ void LRScheduler::step() {
   // past its end) leaves the optimizer and the epoch as they were.
   std::vector<double> lrs;
   lrs.reserve(groups.size());
-  for (double base_lr : base_lrs_) lrs.push_back(lr_at(epoch, base_lr));
+  for (size_t g = 0; g < base_lrs_.size(); ++g) lrs.push_back(lr_at(epoch, g, base_lrs_[g]));
   for (size_t g = 0; g < groups.size(); ++g) optimizer_.set_group_lr(g, lrs[g]);
   last_lrs_ = std::move(lrs);
   last_epoch_ = epoch;
@@ -91,7 +91,7 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
   step();  // epoch 0
 }
 
-double StepLR::lr_at(int64_t epoch, double base_lr) const {
+double StepLR::lr_at(int64_t epoch, size_t /*group*/, double base_lr) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
@@ -104,7 +104,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double
   step();  // epoch 0
 }
 
-double CosineAnnealingLR::lr_at(int64_t epoch, double base_lr) const {
+double CosineAnnealingLR::lr_at(int64_t epoch, size_t /*group*/, double base_lr) const {
   double progress = static_cast<double>(epoch) / static_cast<double>(t_max_);
   return eta_min_ + (base_lr - eta_min_) * (1 + std::cos(std::numbers::pi * progress)) / 2;
 }
@@ -144,7 +144,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
   step();  // epoch 0
 }
 
-double OneCycleLR::lr_at(int64_t epoch, double /*base_lr*/) const {
+double OneCycleLR::lr_at(int64_t epoch, size_t /*group*/, double /*base_lr*/) const {
   MG_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch, " times. The specified ",
            "number of total steps is ", total_steps_, ". Hint: make total_steps cover every ",
            "scheduler.step() call (epochs * steps_per_epoch).");
@@ -185,7 +185,7 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64
   step();  // epoch 0
 }
 
-double WarmupCosineLR::lr_at(int64_t epoch, double base_lr) const {
+double WarmupCosineLR::lr_at(int64_t epoch, size_t /*group*/, double base_lr) const {
   if (epoch < warmup_steps_) {
     double progress = static_cast<double>(epoch) / static_cast<double>(warmup_steps_);
     return base_lr * (start_factor_ + (1 - start_factor_) * progress);

@@ -3,8 +3,8 @@
 // PyTorch's semantics: constructing one applies epoch 0's learning rate, and each step()
 // moves to the next epoch and sets every parameter group's lr.
 //
-// Each scheduler is a closed form lr_at(epoch, base_lr) of the epoch and the group's lr
-// at construction (its base lr), so a schedule never drifts from repeated multiplication.
+// Each scheduler is a closed form lr_at(epoch, group, base_lr) of the epoch and the group's
+// lr at construction (its base lr), so a schedule never drifts from repeated multiplication.
 // They only write doubles into the optimizer's groups: no tensors, no device work.
 //
 // A scheduler's state (state_dict) is where it stands: last_epoch, the base lrs and the
@@ -32,7 +32,7 @@ class LRScheduler {
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
-  // Moves to the next epoch and sets every group's lr to lr_at(epoch, its base lr).
+  // Moves to the next epoch and sets every group's lr to lr_at(epoch, group, its base lr).
   // Call it after optimizer.step(), as in PyTorch.
   void step();
   // The lr last set in the first group, and in every group.
@@ -58,7 +58,9 @@ class LRScheduler {
                                const std::string& source = "the LR scheduler state dict");
 
  protected:
-  virtual double lr_at(int64_t epoch, double base_lr) const = 0;
+  // The lr of parameter group `group` (from 0) at `epoch`; most schedules need only
+  // base_lr, LambdaLR's per-group lambdas and ReduceLROnPlateau's per-group floors the group.
+  virtual double lr_at(int64_t epoch, size_t group, double base_lr) const = 0;
 
  private:
   Optimizer& optimizer_;
@@ -73,7 +75,7 @@ class StepLR final : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   int64_t step_size_;
@@ -88,7 +90,7 @@ class CosineAnnealingLR final : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min = 0);
 
  protected:
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   int64_t t_max_;
@@ -107,7 +109,7 @@ class OneCycleLR final : public LRScheduler {
              double div_factor = 25, double final_div_factor = 1e4, bool three_phase = false);
 
  protected:
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   struct Phase {
@@ -134,7 +136,7 @@ class WarmupCosineLR final : public LRScheduler {
                  double start_factor = 0.0);
 
  protected:
-  double lr_at(int64_t epoch, double base_lr) const override;
+  double lr_at(int64_t epoch, size_t group, double base_lr) const override;
 
  private:
   int64_t warmup_steps_;

@@ -129,11 +129,13 @@ TEST_CASE("ReduceLROnPlateau's state_dict resumes a run exactly", "[scheduler][p
   optim::ReduceLROnPlateau first(first_sgd, options);
   Values resumed = lrs_after(first_sgd, first, Values(metrics.begin(), metrics.begin() + 5));
   const auto state = first.state_dict();
-  REQUIRE(state.size() == 4);
-  CHECK(state[0].first == "best");
-  CHECK(state[0].second.dtype() == DType::Float64);
-  CHECK(state[1].second.dtype() == DType::Int64);
-  CHECK(state[3].second.sizes() == Shape{1});
+  // LRScheduler's entries (last_epoch, base_lrs, last_lrs), then its own.
+  REQUIRE(state.size() == 6);
+  CHECK(state[2].first == "last_lrs");
+  CHECK(state[3].first == "best");
+  CHECK(state[3].second.dtype() == DType::Float64);
+  CHECK(state[4].first == "num_bad_epochs");
+  CHECK(state[4].second.dtype() == DType::Int64);
 
   optim::SGD second_sgd({param}, {.lr = 1.0});  // a fresh process: the lr as configured
   optim::ReduceLROnPlateau second(second_sgd, options);
@@ -147,16 +149,23 @@ TEST_CASE("ReduceLROnPlateau's state_dict resumes a run exactly", "[scheduler][p
   }
   CHECK(resumed == uninterrupted);
 
+  const double lr_before = second_sgd.lr();
   auto missing = state;
   missing.pop_back();
   CHECK_THROWS_WITH(second.load_state_dict(missing, "run.safetensors"),
-                    Contains("run.safetensors: \"lrs\" is missing"));
+                    Contains("run.safetensors: \"cooldown_counter\" is missing"));
   auto extra = state;
-  extra.emplace_back("last_epoch", full({}, 3.0, {.dtype = DType::Int64}));
-  CHECK_THROWS_WITH(second.load_state_dict(extra), Contains("unexpected entry \"last_epoch\""));
+  extra.emplace_back("patience", full({}, 3.0, {.dtype = DType::Int64}));
+  CHECK_THROWS_WITH(second.load_state_dict(extra), Contains("unexpected entry \"patience\""));
   auto wrong = state;
-  wrong[3].second = full({2}, 0.1, {.dtype = DType::Float64});
-  CHECK_THROWS_WITH(second.load_state_dict(wrong), Contains("\"lrs\" is [2] float64 but ReduceLROnPlateau needs [1]"));
+  wrong[2].second = full({2}, 0.1, {.dtype = DType::Float64});
+  CHECK_THROWS_WITH(second.load_state_dict(wrong), Contains("\"last_lrs\" is [2] float64 but this scheduler needs [1]"));
+  auto wrong_best = state;
+  wrong_best[3].second = full({1}, 0.1, {.dtype = DType::Float64});
+  CHECK_THROWS_WITH(second.load_state_dict(wrong_best), Contains("\"best\" is [1] float64"));
+  // None of the refusals changed anything.
+  CHECK(second_sgd.lr() == lr_before);
+  CHECK(second.best() == metrics.back());
 }
 
 TEST_CASE("ReduceLROnPlateau refuses invalid settings with the value", "[scheduler][plateau]") {

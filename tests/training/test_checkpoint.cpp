@@ -13,6 +13,7 @@
 
 #include "data/mnist_test_files.h"
 #include "memgrad/core/error.h"
+#include "memgrad/optim/reduce_lr_on_plateau.h"
 #include "memgrad/optim/sgd.h"
 #include "training/small_run.h"
 
@@ -199,4 +200,38 @@ TEST_CASE("checkpoint: a save that fails leaves the previous file as it was", "[
     CHECK_THROWS_WITH(mg::save_checkpoint(path, {.optimizer = &run.optimizer}), Contains("no model"));
   }
   CHECK(raw_file(path) == first);
+}
+
+TEST_CASE("checkpoint: a ReduceLROnPlateau comes back with its best metric, counters and reduced lr",
+          "[training][checkpoint]") {
+  TempDir dir("checkpoint-plateau");
+  const mg::optim::ReduceLROnPlateauOptions options{.factor = 0.5, .patience = 1, .threshold = 0};
+  auto model = SmallRun::make_model(16);
+  mg::optim::SGD sgd(model->parameters(), {.lr = 1.0});
+  mg::optim::ReduceLROnPlateau plateau(sgd, options);
+  for (double metric : {3.0, 2.0, 2.0, 2.0, 2.5}) plateau.step(metric);  // reduced once, one bad epoch since
+  REQUIRE(sgd.lr() == 0.5);
+  const std::string path = dir.file("plateau.safetensors");
+  mg::save_checkpoint(path, {.model = model.get(), .optimizer = &sgd, .scheduler = &plateau});
+
+  auto fresh_model = SmallRun::make_model(16);
+  mg::optim::SGD fresh_sgd(fresh_model->parameters(), {.lr = 1.0});
+  mg::optim::ReduceLROnPlateau fresh(fresh_sgd, options);
+  mg::load_checkpoint(path, {.model = fresh_model.get(), .scheduler = &fresh});  // the optimizer left out
+  CHECK(fresh_sgd.lr() == 0.5);  // the lr a reduction starts from is the scheduler's state
+  CHECK(fresh.best() == 2.0);
+  CHECK(fresh.num_bad_epochs() == 1);
+  CHECK(fresh.last_epoch() == plateau.last_epoch());
+  fresh.step(2.5);  // a second bad epoch in a row: both runs halve again
+  plateau.step(2.5);
+  CHECK(fresh_sgd.lr() == 0.25);
+  CHECK(sgd.lr() == 0.25);
+
+  // A closed-form scheduler's state does not fit a ReduceLROnPlateau: refused, nothing changed.
+  mg::optim::StepLR step_lr(sgd, 10);
+  const std::string other = dir.file("step_lr.safetensors");
+  mg::save_checkpoint(other, {.model = model.get(), .scheduler = &step_lr});
+  CHECK_THROWS_WITH(mg::load_checkpoint(other, {.model = fresh_model.get(), .scheduler = &fresh}),
+                    Contains("\"best\" is missing"));
+  CHECK(fresh.best() == 2.0);
 }
