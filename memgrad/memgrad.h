@@ -55,8 +55,11 @@
 #include "memgrad/optim/optim.h"
 
 // data: datasets and the DataLoader
+#include "memgrad/data/batch.h"
 #include "memgrad/data/dataloader.h"
 #include "memgrad/data/dataset.h"
+#include "memgrad/data/mnist_dataset.h"
+#include "memgrad/data/tensor_dataset.h"
 #include "memgrad/data/transforms.h"
 
 // distributed: process groups (MPI on CPU tensors) and the distributed sampler
