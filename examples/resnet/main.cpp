@@ -34,7 +34,7 @@
 #include <memgrad/cuda/runtime.h>
 #endif
 #include <memgrad/data/dataloader.h>
-#include <memgrad/data/dataset.h>
+#include <memgrad/data/mnist_dataset.h>
 #include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
@@ -186,8 +186,10 @@ int run_training(const Args& command_line) {
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));
 
+  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
+  // labels file and the sample, before any training step.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
   const mg::Shape image_shape = train_set.image_shape();
   MG_CHECK(image_shape[0] <= kImageSize && image_shape[1] <= kImageSize, "the images in '", args.data_dir,
            "' are ", image_shape[0], "x", image_shape[1], "; this program pads them to ", kImageSize, "x",
@@ -207,7 +209,7 @@ int run_training(const Args& command_line) {
   const mg::data::Normalization& normalization = train_set.normalization();
   BatchPreparer prepare(args, static_cast<float>(-normalization.mean / normalization.std), distributed.rank());
 
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const int64_t classes = train_set.num_classes();
   std::shared_ptr<mg::nn::ResNet> model = build_model(args, classes, args.device);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
   std::unique_ptr<mg::optim::Optimizer> optimizer =
@@ -230,9 +232,10 @@ int run_training(const Args& command_line) {
              "(on another number of ranks, the same global batch: ranks x --batch).");
     MG_CHECK(progress.epochs_done <= args.epochs, "checkpoint '", args.resume_path, "' is past the run's end.");
     // The schedule and the shuffling are closed forms of the step and the epoch: replaying
-    // their counters puts both exactly where the saved run was.
+    // the schedule's counter and setting the loader's epoch put both exactly where the
+    // saved run was.
     for (int64_t i = 0; i < progress.scheduler_steps; ++i) scheduler.step();
-    for (int64_t i = 0; i < progress.epochs_done; ++i) train_loader.reset();
+    train_loader.set_epoch(progress.epochs_done);
   }
   SessionFacts facts{.parameters = model->num_parameters(),
                      .samples_per_epoch = std::min(train_batches * args.batch_size * distributed.size(), train_set.size()),
@@ -333,9 +336,11 @@ int run_training(const Args& command_line) {
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
+  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
+  // labels file and the sample, before any training step.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
+  const int64_t classes = train_set.num_classes();
   const mg::data::Normalization& normalization = train_set.normalization();
   const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
                                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
