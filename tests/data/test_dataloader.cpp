@@ -249,7 +249,11 @@ TEST_CASE("MnistDataset refuses a label outside its classes, naming the file, th
           "[dataloader]") {
   TempDir dir("dataloader");
   std::vector<uint8_t> labels = {3, 1, 4, 1, 5, 200, 2};
-  mg_test::write_mnist_split(dir, "train", kRows, kCols, std::vector<uint8_t>(labels.size() * kPixels, 9), labels);
+  std::vector<uint8_t> pixels;
+  for (size_t image = 0; image < labels.size(); ++image) {
+    for (int64_t pixel = 0; pixel < kPixels; ++pixel) pixels.push_back(pixel_value(static_cast<int64_t>(image), pixel));
+  }
+  mg_test::write_mnist_split(dir, "train", kRows, kCols, pixels, labels);
   const std::string labels_file = dir.file("train-labels-idx1-ubyte");
   CHECK_THROWS_WITH(MnistDataset(dir.path.string(), Split::Train),
                     Catch::Contains("'" + labels_file + "' gives sample 5 the label 200, outside the 10 classes [0, 10)"));

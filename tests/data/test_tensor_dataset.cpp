@@ -125,6 +125,7 @@ TEST_CASE("set_epoch(e) serves the order of the e-th epoch", "[dataloader][tenso
 
   SECTION("mid-epoch, set_epoch starts the epoch from its first batch") {
     Batch batch;
+    resumed.reset();
     REQUIRE(resumed.next(batch));
     resumed.set_epoch(1);
     CHECK(epoch_batches(resumed) == epochs[1]);
@@ -211,13 +212,14 @@ TEST_CASE("Prefetching serves a TensorDataset's batches unchanged, every tensor 
   }
 }
 
-TEST_CASE("make_data_loader owns its dataset; a dataset with get() alone is stacked", "[dataloader][tensor_dataset]") {
+TEST_CASE("make_data_loader owns its dataset, and a dataset with get() alone is stacked", "[dataloader][tensor_dataset]") {
   std::unique_ptr<DataLoader> loader = mg::data::make_data_loader(Squares(), {.batch_size = 4});
   std::vector<BatchValues> batches = epoch_batches(*loader);
   REQUIRE(batches.size() == 2);
   CHECK(batches[0] == BatchValues{{0, 1, 2, 3}, {0, 1, 4, 9}});
   CHECK(batches[1] == BatchValues{{4, 5}, {16, 25}});
   Batch batch;
+  loader->reset();
   REQUIRE(loader->next(batch));
   CHECK(batch.inputs.sizes() == mg::Shape{4, 1});
   CHECK(batch.targets.sizes() == mg::Shape{4});
