@@ -38,6 +38,7 @@
 #include "memgrad/autograd/engine.h"
 #include "memgrad/autograd/gradcheck.h"
 #include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/indexing.h"
 #include "memgrad/autograd/layer_norm.h"
 #include "memgrad/autograd/linear_cross_entropy.h"
 #include "memgrad/autograd/loss.h"

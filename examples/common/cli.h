@@ -1,15 +1,24 @@
 // examples/common/cli.h — what the example programs share on their command lines: the
 // `--flag value` / `--flag=value` loop, number and device parsing with messages that name
-// the flag, and main()'s exit codes (0 done, 1 an error while running, printed as
-// "error: ...", 2 a bad command line, printed with the usage).
+// the flag, the refusal of flags that would do nothing in the mode asked for, and main()'s
+// exit codes (0 done, 1 an error while running, printed as "error: ...", 2 a bad command
+// line, printed as one line: the program, the mistake, and a pointer to --help).
+//
+// NOTE (2026-12-07): we keep this small parser rather than take Debian's libcli11-dev:
+// the examples need only flags with values and switches, its error texts are tested, and
+// CLI11 would be one more package for every user and for the GPU machine (which has no
+// package registry). What CLI11 would have given, an unknown flag's nearest known flag,
+// is a few lines here (suggest_flag).
 #pragma once
 
 #include <charconv>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <memgrad/core/device.h>
 
@@ -46,9 +55,39 @@ mg::Device parse_device(const std::string& text);
 using FlagHandlers = std::map<std::string, std::function<void(const std::string&)>>;
 using SwitchHandlers = std::map<std::string, std::function<void()>>;
 
-// Runs the handlers for argv[1..]; throws UsageError for unknown flags and missing values.
-// "--help"/"-h" is not handled here: list it among the switches.
-void parse_flags(int argc, char** argv, const FlagHandlers& flags, const SwitchHandlers& switches = {});
+// The flags a command line gave, by name ("--batch"), whether or not their value equals
+// the default: what the checks of combinations ask.
+class GivenFlags {
+ public:
+  void add(const std::string& flag);
+  bool has(const std::string& flag) const;
+  // Those of `flags` that were given, in the order of `flags`.
+  std::vector<std::string> among(const std::vector<std::string>& flags) const;
+
+ private:
+  std::vector<std::string> flags_;
+};
+
+// Runs the handlers for argv[1..] and returns the flags given; throws UsageError for
+// unknown flags (naming the nearest known one), missing values and a value given to a
+// switch. "--help"/"-h" is not handled here: list it among the switches.
+GivenFlags parse_flags(int argc, char** argv, const FlagHandlers& flags, const SwitchHandlers& switches = {});
+
+// The known flag nearest to `unknown` by edit distance (or the one it is a prefix of),
+// if one is near enough to be a likely typo; nullopt otherwise.
+std::optional<std::string> suggest_flag(const std::string& unknown, const std::vector<std::string>& known);
+
+// One row of a program's table of flags that do nothing in a mode: when `applies`, none
+// of `flags` may be given; `context` ends the message ("with --bench: it times ...").
+struct IgnoredFlags {
+  bool applies;
+  std::vector<std::string> flags;
+  std::string context;
+};
+
+// Throws UsageError "--save and --resume do nothing <context>" for the first row that
+// applies and whose flags were given (naming every given one of them).
+void refuse_ignored_flags(const GivenFlags& given, const std::vector<IgnoredFlags>& rows);
 
 // Applies --threads: OpenMP's and Eigen's thread counts.
 void set_cpu_threads(int threads);

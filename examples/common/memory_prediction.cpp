@@ -237,7 +237,6 @@ void print_bench_prediction(mg::Device target, int64_t batch_size, std::optional
                             const std::optional<DistributedPrediction>& distributed,
                             const DistributedStepsOnDevice& steps, const std::string& summary_json,
                             const std::function<void(mg::JsonWriter&, int64_t batch_size)>& write_config) {
-  if (!summary_json.empty()) check_writable(summary_json, "--summary-json");
   const MemoryPrediction prediction = predict_or_fit(target, batch_size, fit_capacity, distributed, steps);
   print_prediction(stderr, prediction, fit_capacity);
   mg::JsonWriter json;

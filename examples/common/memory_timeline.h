@@ -24,9 +24,8 @@ class MemoryTimeline {
   static constexpr int64_t kRecordedSteps = 3;
   static constexpr int64_t kLeakCheckedStep = 1;
 
-  // Checks now that `path` can be written (throws mg::Error naming --memory-timeline), so
-  // a typo costs no training. An empty path records nothing. steps == 0: record until
-  // finish().
+  // An empty path records nothing. steps == 0: record until finish(). (The programs check
+  // with their command line that `path` can be written: output_path.h.)
   MemoryTimeline(std::string path, mg::Device device, int64_t steps = kRecordedSteps);
 
   bool enabled() const { return recorder_ != nullptr; }

@@ -8,13 +8,6 @@
 
 namespace examples {
 
-void check_writable(const std::string& path, const std::string& flag) {
-  const std::string temporary = path + ".tmp";
-  MG_CHECK(std::ofstream(temporary).good(), "cannot write the file given to ", flag, ": '", temporary,
-           "' cannot be created. Hint: ", flag, " needs a path in a writable folder.");
-  std::filesystem::remove(temporary);
-}
-
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp";
   {

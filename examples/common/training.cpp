@@ -37,7 +37,7 @@ EpochResult train_epoch(mg::nn::Module& model, mg::optim::Optimizer& optimizer, 
   const bool prints = plan.show_progress && (plan.distributed == nullptr || plan.distributed->is_main());
   mg::distributed::DistributedDataParallel* ddp = plan.distributed != nullptr ? plan.distributed->ddp() : nullptr;
   const int64_t num_batches = batches_to_run(loader, plan.max_batches);
-  Progress progress(plan.epoch + 1, plan.epochs, num_batches);
+  Progress progress(plan.epoch + 1, plan.epochs, num_batches, device);
   MixedPrecision float32(std::nullopt, device);
   MixedPrecision& precision = plan.precision != nullptr ? *plan.precision : float32;
   mg::Tensor loss_sum = mg::zeros({}, {.dtype = mg::DType::Float64, .device = device});

@@ -6,11 +6,13 @@
 #include <cmath>
 
 #include "examples/common/cli.h"
+#include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/common/output_path.h"
 
 namespace gpt {
 namespace {
@@ -38,8 +40,6 @@ mg::nn::GPTOptions preset_options(const std::string& preset) {
 
 Args parse_args(int argc, char** argv) {
   Args args;
-  bool sampling_flag = false;  // --temperature, --top-k or --prompt given
-  bool preset_given = false, steps_given = false, batch_given = false;  // --bench has its own defaults
   examples::FlagHandlers flags = {
       {"--data", [&](const std::string& value) { args.data = examples::parse_file_name("--data", value); }},
       {"--preset",
@@ -48,7 +48,6 @@ Args parse_args(int argc, char** argv) {
            throw UsageError("--preset must be tiny, small, gpt2 or gpt2-medium, got '" + value + "'");
          }
          args.preset = value;
-         preset_given = true;
        }},
       {"--dropout",
        [&](const std::string& value) {
@@ -56,16 +55,8 @@ Args parse_args(int argc, char** argv) {
          if (!(dropout >= 0 && dropout < 1)) throw UsageError("--dropout must be in [0, 1), got " + value);
          args.dropout = dropout;
        }},
-      {"--steps",
-       [&](const std::string& value) {
-         args.steps = examples::parse_count("--steps", value);
-         steps_given = true;
-       }},
-      {"--batch",
-       [&](const std::string& value) {
-         args.batch_size = examples::parse_count("--batch", value);
-         batch_given = true;
-       }},
+      {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
+      {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
       {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
       {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
@@ -94,12 +85,10 @@ Args parse_args(int argc, char** argv) {
       {"--temperature",
        [&](const std::string& value) {
          args.temperature = examples::parse_positive_real("--temperature", value);
-         sampling_flag = true;
        }},
       {"--top-k",
        [&](const std::string& value) {
          args.top_k = examples::parse_count("--top-k", value);
-         sampling_flag = true;
          if (*args.top_k > kVocabulary) {
            throw UsageError("--top-k must be at most " + std::to_string(kVocabulary) + " (the byte values), got " +
                             value);
@@ -109,7 +98,6 @@ Args parse_args(int argc, char** argv) {
        [&](const std::string& value) {
          if (value.empty()) throw UsageError("--prompt needs at least one byte for the model to continue");
          args.prompt = value;
-         sampling_flag = true;
        }},
   };
   args.sizes.add_to(flags, /*with_vocab=*/false);
@@ -124,52 +112,76 @@ Args parse_args(int argc, char** argv) {
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
-  examples::parse_flags(argc, argv, flags, switches);
+  const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
+  if (!args.threads) args.threads = examples::default_cpu_threads();
   args.distributed = examples::wants_distributed(args.distributed);
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
+  const bool dumping = !args.dump_windows.empty();
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
                                      .predicting = predicting, .world_size = args.world_size});
-  examples::refuse_distributed(args.distributed, !args.dump_windows.empty(), "--dump-windows",
+  examples::refuse_distributed(args.distributed, dumping, "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
-  if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
+  if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, predicting);
   const mg::nn::GPTOptions options = model_options(args);
   if (options.n_embd % options.n_head != 0) {
     throw UsageError("the width (--embd " + std::to_string(options.n_embd) + ") must be a multiple of the heads (--heads " +
                      std::to_string(options.n_head) + ")");
   }
+  // NOTE: --bench captures its whole step, micro-batches included; training captures one
+  // micro-batch (examples/common/graphed_step.h), so only training needs --accum 1.
+  examples::check_cuda_graph(args.cuda_graph, args.device, args.bench ? 1 : args.accum,
+                             !args.memory_timeline.empty() || predicting || args.detect_anomaly);
+  // The flags a mode leaves out (main.cpp: run_training, predict_training_memory,
+  // dump_windows; bench.cpp: run_bench, predict_bench_memory); the run's settings (--lr,
+  // --eval-iters, --steps, ...) stay welcome with --predict-memory and --dump-windows,
+  // which predict the run they describe and draw its windows.
+  const std::vector<std::string> sampling = {"--sample", "--temperature", "--top-k", "--prompt"};
+  auto with_sampling = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), sampling.begin(), sampling.end());
+    return flags;
+  };
+  examples::refuse_ignored_flags(
+      given,
+      {{args.bench,
+        with_sampling({"--data", "--lr", "--eval-interval", "--eval-iters", "--save", "--resume", "--stop-after",
+                       "--save-init", "--dump-windows"}),
+        "with --bench: it times steps on random tokens, without a text, a schedule, estimates, checkpoints or "
+        "sampling"},
+       {dumping,
+        with_sampling({"--save", "--resume", "--save-init", "--summary-json", "--memory-timeline", "--predict-memory",
+                       "--fit-batch", "--detect-anomaly", "--cuda-graph"}),
+        "with --dump-windows: it writes the training windows and exits without training"},
+       {predicting, with_sampling({"--save", "--resume", "--save-init", "--memory-timeline"}),
+        "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are not "
+        "recorded"},
+       {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
+        "with --fit-batch: it searches the batch itself and predicts its peak"},
+       {args.sample == 0, {"--temperature", "--top-k", "--prompt"},
+        "without --sample N: they shape the text it prints"}});
   if (args.bench) {
-    if (!preset_given) args.preset = "gpt2";
-    if (!steps_given) args.steps = 20;
-    if (!batch_given) args.batch_size = 16;
-    if (!args.save_path.empty() || !args.resume_path.empty() || args.stop_after > 0 || args.sample > 0 ||
-        !args.save_init.empty() || !args.dump_windows.empty()) {
-      throw UsageError("--save, --resume, --stop-after, --sample, --save-init and --dump-windows are for training, "
-                       "not --bench");
+    if (!given.has("--preset")) args.preset = "gpt2";
+    if (!given.has("--steps")) args.steps = 20;
+    if (!given.has("--batch")) args.batch_size = 16;
+  } else {
+    if (args.warmup && *args.warmup > args.steps) {
+      throw UsageError("--warmup " + std::to_string(*args.warmup) + " is longer than the run (--steps " +
+                       std::to_string(args.steps) + ")");
     }
-    return args;  // --warmup counts untimed steps, not the schedule's
+    if (args.stop_after > args.steps) {
+      throw UsageError("--stop-after " + std::to_string(args.stop_after) + " is past the run's end (--steps " +
+                       std::to_string(args.steps) + ")");
+    }
   }
-  if (args.warmup && *args.warmup > args.steps) {
-    throw UsageError("--warmup " + std::to_string(*args.warmup) + " is longer than the run (--steps " +
-                     std::to_string(args.steps) + ")");
-  }
-  if (sampling_flag && args.sample == 0) throw UsageError("--temperature, --top-k and --prompt go with --sample N");
-  if ((args.predict_memory || args.fit_batch) &&
-      (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty() || args.sample > 0)) {
-    throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume, --memory-timeline and "
-                     "--sample do not go with them");
-  }
-  if (args.predict_memory && args.fit_batch) throw UsageError("give --predict-memory or --fit-batch, not both");
-  examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
-                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
-                                 args.detect_anomaly);
   if (!args.resume_path.empty() && !args.save_init.empty()) {
     throw UsageError("--save-init writes the weights before step 0; a --resume run starts later");
   }
-  if (!args.dump_windows.empty() && (args.predict_memory || args.fit_batch)) {
-    throw UsageError("--dump-windows trains nothing: --predict-memory and --fit-batch do not go with it");
-  }
+  examples::check_output_paths({{"--save", args.save_path},
+                                {"--save-init", args.save_init},
+                                {"--dump-windows", args.dump_windows},
+                                {"--summary-json", args.summary_json},
+                                {"--memory-timeline", args.memory_timeline}});
   return args;
 }
 
@@ -234,8 +246,7 @@ Training:
                            scales the loss with a GradScaler and needs --device cuda
   --seed N                 seeds initialisation, batches and dropout (default 0)
   --device cpu|cuda        where to run (default cpu)
-  --threads N              CPU threads (default: all cores)
-  --eval-interval N        estimate the losses every N steps and after the last (default 250)
+)" + examples::threads_usage() + R"(  --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
 )" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +

@@ -30,7 +30,7 @@ struct Args {
   std::optional<mg::DType> amp;
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
-  std::optional<int> threads;
+  std::optional<int> threads;  // unset after parsing: OMP_NUM_THREADS decides (cpu_cores.h)
   // Evaluation: every eval_interval steps and after the last, the mean loss of eval_iters
   // batches of each split.
   int64_t eval_interval = 250;

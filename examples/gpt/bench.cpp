@@ -149,7 +149,6 @@ int run_bench(const Args& command_line) {
   Args args = command_line;
   args.device = run.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty() && run.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
   examples::MemoryTimeline memory_timeline(run.is_main() ? args.memory_timeline : "", args.device, /*steps=*/0);
   BenchStep step(args, run, &memory_timeline);

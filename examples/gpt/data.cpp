@@ -2,6 +2,7 @@
 #include "examples/gpt/data.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,30 +21,61 @@ std::vector<uint8_t> read_bytes(const fs::path& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
-// The bytes a UTF-8 sequence that starts with `lead` takes (0: not a valid lead byte).
-// NOTE: 0xC0, 0xC1 (overlong two-byte forms) and 0xF5.. (beyond U+10FFFF) never lead.
-int sequence_length(uint8_t lead) {
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
-  return 0;
+// `count` bytes from `begin` as "E0 80".
+std::string hex_bytes(const std::vector<uint8_t>& bytes, size_t begin, size_t count) {
+  std::string text;
+  for (size_t i = begin; i < begin + count && i < bytes.size(); ++i) {
+    char byte[4];
+    std::snprintf(byte, sizeof byte, "%s%02X", text.empty() ? "" : " ", bytes[i]);
+    text += byte;
+  }
+  return text;
+}
+
+// What is wrong with a sequence whose second byte `second` is a continuation byte outside
+// the range its lead allows (Unicode's table 3-7), or nullptr when it is inside.
+const char* second_byte_problem(uint8_t lead, uint8_t second) {
+  if ((lead == 0xE0 && second < 0xA0) || (lead == 0xF0 && second < 0x90)) return "an overlong form";
+  if (lead == 0xED && second > 0x9F) return "a surrogate (U+D800..U+DFFF), which UTF-8 does not encode";
+  if (lead == 0xF4 && second > 0x8F) return "a code point above U+10FFFF";
+  return nullptr;
 }
 
 }  // namespace
 
-bool is_utf8_text(const std::vector<uint8_t>& bytes) {
+std::optional<NotText> find_not_text(const std::vector<uint8_t>& bytes) {
   for (size_t i = 0; i < bytes.size();) {
-    if (bytes[i] == 0) return false;
-    const int length = sequence_length(bytes[i]);
-    if (length == 0 || i + length > bytes.size()) return false;
-    for (int k = 1; k < length; ++k) {
-      if ((bytes[i + k] & 0xC0) != 0x80) return false;
+    const uint8_t lead = bytes[i];
+    if (lead == 0) return NotText{i, "a NUL byte (binary data)"};
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    if (lead < 0xC0) return NotText{i, "a continuation byte that no sequence began (" + hex_bytes(bytes, i, 1) + ")"};
+    // NOTE: C0 and C1 begin only overlong forms of ASCII; F5..FF only code points above U+10FFFF.
+    if (lead < 0xC2) return NotText{i, "an overlong form (" + hex_bytes(bytes, i, 2) + ")"};
+    if (lead > 0xF4) return NotText{i, "a byte that no UTF-8 sequence begins with (" + hex_bytes(bytes, i, 1) + ")"};
+    const size_t length = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const std::string sequence = "a " + std::to_string(length) + "-byte sequence";
+    for (size_t k = 1; k < length; ++k) {
+      if (i + k == bytes.size()) {
+        return NotText{i, sequence + " cut short by the end of the text (" + hex_bytes(bytes, i, k) + ")"};
+      }
+      const uint8_t byte = bytes[i + k];
+      if (byte < 0x80 || byte > 0xBF) {
+        return NotText{i, sequence + " cut short: byte " + std::to_string(k + 1) + " is not a continuation byte (" +
+                              hex_bytes(bytes, i, k + 1) + ")"};
+      }
+      if (const char* problem = k == 1 ? second_byte_problem(lead, byte) : nullptr) {
+        return NotText{i, std::string(problem) + " (" + hex_bytes(bytes, i, length) + ")"};
+      }
     }
     i += length;
   }
-  return true;
+  return std::nullopt;
 }
+
+bool is_utf8_text(const std::vector<uint8_t>& bytes) { return !find_not_text(bytes).has_value(); }
 
 TextCorpus load_corpus(const std::string& path) {
   TextCorpus corpus{.source = path};
@@ -56,8 +88,10 @@ TextCorpus load_corpus(const std::string& path) {
   std::vector<uint8_t> text;
   if (fs::is_regular_file(status)) {
     text = read_bytes(path);
-    MG_CHECK(is_utf8_text(text), "--data '", path, "' is not UTF-8 text (it holds NUL bytes or invalid UTF-8). ",
-             "Hint: give a text file, or a folder of them.");
+    const std::optional<NotText> not_text = find_not_text(text);
+    MG_CHECK(!not_text, "--data '", path, "' is not UTF-8 text: at byte offset ", not_text ? not_text->offset : 0, ", ",
+             not_text ? not_text->problem : "", ". Hint: give a text file (UTF-8, without NUL bytes), or a folder of ",
+             "them.");
     corpus.files.push_back(path);
   } else {
     MG_CHECK(fs::is_directory(status), "--data '", path, "' is neither a file nor a folder.");

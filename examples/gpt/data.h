@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ TextCorpus load_corpus(const std::string& path);
 // Throws mg::Error, with the byte counts and a hint, unless both parts hold a window of
 // block_size + 1 bytes.
 void check_fits_windows(const TextCorpus& corpus, int64_t block_size);
+
+// Where bytes stop being text: the offset of the first byte that is NUL or not part of a
+// well-formed UTF-8 sequence (Unicode's table 3-7: no overlong forms, no surrogates
+// U+D800..DFFF, nothing above U+10FFFF, no truncated sequence or stray continuation byte;
+// for a sequence that goes wrong, the offset of its first byte), and what is wrong there.
+struct NotText {
+  size_t offset = 0;
+  std::string problem;  // "a NUL byte (binary data)", "an overlong form (E0 80)", ...
+};
+std::optional<NotText> find_not_text(const std::vector<uint8_t>& bytes);
 
 // Whether `bytes` is valid UTF-8 without NUL bytes (what this program calls text).
 bool is_utf8_text(const std::vector<uint8_t>& bytes);

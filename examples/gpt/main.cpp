@@ -8,7 +8,7 @@
 // gradients.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -119,7 +119,6 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   const gpt::TextCorpus corpus = load_text(args);
 
@@ -196,7 +195,7 @@ int run_training(const Args& command_line) {
   const int64_t tokens_per_step = args.batch_size * args.accum * model->options().block_size * distributed.size();
   // NOTE: a new progress line after every estimate, so that its speed and ETA are the
   // training steps' own.
-  examples::Progress progress("step", args.steps, "tokens", state.step);
+  examples::Progress progress("step", args.steps, "tokens", args.device, state.step);
   int64_t tokens_since_estimate = 0;
   mg::Tensor loss_since_line = mg::zeros({}, {.device = args.device});  // summed on the device, read per line
   int64_t steps_since_line = 0;
@@ -232,7 +231,7 @@ int run_training(const Args& command_line) {
       if (estimate_due) estimate();
       save();
       estimate_seconds += seconds_since(start);
-      progress = examples::Progress("step", args.steps, "tokens", state.step);
+      progress = examples::Progress("step", args.steps, "tokens", args.device, state.step);
       tokens_since_estimate = 0;
     }
   }
@@ -273,7 +272,6 @@ int run_training(const Args& command_line) {
 // allocator, in a prediction as in a run.
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   const gpt::TextCorpus corpus = load_text(args);
   const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
                                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group) {

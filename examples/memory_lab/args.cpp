@@ -2,6 +2,7 @@
 #include "examples/memory_lab/args.h"
 
 #include "examples/common/cli.h"
+#include "examples/common/output_path.h"
 #include "examples/memory_lab/experiment.h"
 
 namespace memory_lab {
@@ -26,16 +27,16 @@ Args parse_args(int argc, char** argv) {
          }
          args.experiment = value;
        }},
-      {"--json",
-       [&](const std::string& value) {
-         if (value.empty()) throw examples::UsageError("--json needs a file name");
-         args.json = value;
-       }},
+      {"--json", [&](const std::string& value) { args.json = examples::parse_file_name("--json", value); }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
                                              {"--list", [&] { args.list = true; }}};
-  examples::parse_flags(argc, argv, flags, switches);
+  const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
+  if (args.help) return args;
+  examples::refuse_ignored_flags(
+      given, {{args.list, {"--experiment", "--json"}, "with --list: it names the experiments and exits"}});
+  examples::check_output_paths({{"--json", args.json}});
   return args;
 }
 

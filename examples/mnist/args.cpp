@@ -4,11 +4,13 @@
 #include <map>
 
 #include "examples/common/cli.h"
+#include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/common/output_path.h"
 
 namespace mnist {
 namespace {
@@ -90,7 +92,9 @@ Args parse_args(int argc, char** argv) {
                                              {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
                                              {"--distributed", [&] { args.distributed = true; }},
                                              {"--zero", [&] { args.zero = true; }}};
-  examples::parse_flags(argc, argv, flags, switches);
+  const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
+  if (args.help) return args;  // the checks below are for a run
+  if (!args.threads) args.threads = examples::default_cpu_threads();
   args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, args.predict_memory || args.fit_batch.has_value());
@@ -103,12 +107,19 @@ Args parse_args(int argc, char** argv) {
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
                              !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
-  if ((args.predict_memory || args.fit_batch) && !args.memory_timeline.empty()) {
-    throw UsageError("--predict-memory and --fit-batch train nothing: --memory-timeline does not go with them");
-  }
+  // The flags a mode leaves out (main.cpp: run() trains, predict() runs the first steps on
+  // the simulated device); the run's settings (--epochs, --lr, --limit, ...) stay
+  // welcome with --predict-memory: it predicts the run they describe.
+  examples::refuse_ignored_flags(
+      given, {{args.predict_memory || args.fit_batch.has_value(), {"--memory-timeline"},
+               "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are "
+               "not recorded"},
+              {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
+               "with --fit-batch: it searches the batch itself and predicts its peak"}});
   check_distributed(args);
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
+  examples::check_output_paths({{"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
   return args;
 }
 
@@ -146,8 +157,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
                            cosine over all steps) or constant (default cosine)
   --seed N                 seeds initialisation, dropout and shuffling (default 0)
   --device cpu|cuda        where to train (default cpu)
-  --threads N              CPU threads (default: all cores; per rank when distributed)
-  --summary-json FILE      write a summary of the run (accuracy, time, memory) as JSON
+)" + examples::threads_usage() + R"(  --summary-json FILE      write a summary of the run (accuracy, time, memory) as JSON
   --memory-timeline FILE   record every allocation and free of the first 3 optimizer
                            steps and write FILE, an HTML chart of bytes by category
                            over time (opens offline)

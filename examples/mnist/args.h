@@ -25,7 +25,7 @@ struct Args {
   std::string schedule = "cosine";  // how the learning rate moves over the run
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
-  std::optional<int> threads;  // unset: all cores
+  std::optional<int> threads;  // unset after parsing: OMP_NUM_THREADS decides (cpu_cores.h)
   std::string summary_json;    // empty: no summary file
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device

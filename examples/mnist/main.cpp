@@ -4,7 +4,7 @@
 // inputs, ...), current and peak. `--summary-json FILE` writes the same facts for scripts.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -157,7 +157,6 @@ int run(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));  // dropout: other masks on every rank
 
@@ -266,7 +265,6 @@ int run(const Args& command_line) {
 // same allocations.
 int predict(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   const mg::data::MnistDataset train_set = load_split(args, mg::data::Split::Train);
   const mg::data::MnistDataset test_set = load_split(args, mg::data::Split::Test, &train_set);
   const mg::Shape image_shape = train_set.image_shape();

@@ -2,11 +2,13 @@
 #include "examples/resnet/args.h"
 
 #include "examples/common/cli.h"
+#include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/common/output_path.h"
 
 namespace resnet {
 
@@ -65,7 +67,9 @@ Args parse_args(int argc, char** argv) {
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
-  examples::parse_flags(argc, argv, flags, switches);
+  const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
+  if (args.help) return args;  // the checks below are for a run
+  if (!args.threads) args.threads = examples::default_cpu_threads();
   args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
   if (args.wgrad_stream && !args.device.is_cuda()) {
@@ -75,20 +79,35 @@ Args parse_args(int argc, char** argv) {
   if (!args.bench && model_given && args.model != "resnet18") {
     throw UsageError("training uses resnet18; --model " + args.model + " is for --bench");
   }
-  if (args.bench && (!args.save_path.empty() || !args.resume_path.empty() || args.augment)) {
-    throw UsageError("--save, --resume and --augment are for training, not --bench");
-  }
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
                              !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
-  if ((args.predict_memory || args.fit_batch) &&
-      (!args.save_path.empty() || !args.resume_path.empty() || !args.memory_timeline.empty())) {
-    throw UsageError("--predict-memory and --fit-batch train nothing: --save, --resume and --memory-timeline "
-                     "do not go with them");
-  }
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
+  // The flags a mode leaves out (main.cpp: run_training, predict_training_memory; bench.cpp:
+  // run_bench, predict_bench_memory); the run's settings stay welcome with
+  // --predict-memory, which predicts the run they describe.
+  examples::refuse_ignored_flags(
+      given, {{args.bench, {"--data", "--epochs", "--limit", "--lr", "--augment", "--save", "--resume", "--stop-after"},
+               "with --bench: it times steps on one batch of random images, without a dataset, a schedule or "
+               "checkpoints"},
+              {!args.bench, {"--steps", "--warmup"},
+               "without --bench: they count --bench's timed and untimed steps; training runs --epochs"},
+              {predicting, {"--save", "--resume", "--memory-timeline"},
+               "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are "
+               "not recorded"},
+              {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
+               "with --fit-batch: it searches the batch itself and predicts its peak"},
+              {args.device.is_cpu(), {"--no-cudnn-fusion", "--no-cudnn-backward-fusion", "--cudnn-benchmark",
+                                      "--dependent-launch"},
+               "with --device cpu: they choose how CUDA kernels run"}});
+  if (!args.bench && args.stop_after > args.epochs) {
+    throw UsageError("--stop-after " + std::to_string(args.stop_after) + " is past the run's end (--epochs " +
+                     std::to_string(args.epochs) + ")");
+  }
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
                                      .predicting = predicting, .world_size = args.world_size});
+  examples::check_output_paths(
+      {{"--save", args.save_path}, {"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
   return args;
 }
 
@@ -154,8 +173,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            step 9% faster, some more memory reserved)
   --seed N                 seeds initialisation, shuffling and augmentation (default 0)
   --device cpu|cuda        where to run (default cpu)
-  --threads N              CPU threads (default: all cores)
-  --limit N                only about N training and N test samples per epoch (whole
+)" + examples::threads_usage() + R"(  --limit N                only about N training and N test samples per epoch (whole
                            batches), for quick trials
   --save FILE              after every epoch, write the model, the optimizer and the run's
                            progress to FILE (one safetensors file, written atomically)

@@ -32,7 +32,7 @@ struct Args {
   std::optional<mg::DType> amp;  // --amp fp16|bf16: autocast dtype; unset: float32
   uint64_t seed = 0;
   mg::Device device = mg::Device::cpu();
-  std::optional<int> threads;  // unset: all cores
+  std::optional<int> threads;  // unset after parsing: OMP_NUM_THREADS decides (cpu_cores.h)
   int64_t limit = 0;           // > 0: about this many training and test samples per epoch
   std::string save_path;       // empty: no checkpoints
   std::string resume_path;     // empty: start afresh

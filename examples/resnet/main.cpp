@@ -11,7 +11,7 @@
 // small-image stem and CIFAR-style training are tuned for), padded with black.
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
-// line (printed with the usage).
+// line (printed as one line, before any work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -182,7 +182,6 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty() && distributed.is_main()) examples::check_writable(args.summary_json, "--summary-json");
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));
 
@@ -335,7 +334,6 @@ int run_training(const Args& command_line) {
 // allocations.
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  if (!args.summary_json.empty()) examples::check_writable(args.summary_json, "--summary-json");
   // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
   // labels file and the sample, before any training step.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);

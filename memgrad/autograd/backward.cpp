@@ -5,6 +5,7 @@
 namespace mg {
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  checked("backward");  // `mg::Tensor loss; loss.backward();` names the call, not the engine
   autograd::backward({*this}, {gradient}, retain_graph);
 }
 

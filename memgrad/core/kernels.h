@@ -340,6 +340,23 @@ struct KernelTable {
   // once; zero weights only after all positive ones). The caller reserves the blocks.
   void (*multinomial)(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
                       const Tensor& output);
+  // ---- indexing (autograd/indexing.cpp) ----
+  // output[p] = input[p with its coordinate along dim replaced by index[p]] for every
+  // position p of output (PyTorch's gather; index_select is a gather whose index is a
+  // broadcast view of the 1-d index). index int64 of output's sizes, output and input of
+  // its rank, input at least as large in every dim but dim; any strides (stride 0 where
+  // broadcast), any dtype (output's = input's). On the CPU the caller has checked every
+  // index against [0, input.size(dim)); on CUDA the kernel checks them itself, writes a
+  // zero for a bad one and reports it through cuda/device_error.h, as embedding does.
+  void (*gather)(const Tensor& input, int dim, const Tensor& index, const Tensor& output);
+  // destination[p with its coordinate along dim replaced by index[p]] += source[p] for
+  // every position p of source (PyTorch's scatter_add_): gather's gradient. source
+  // floating, any strides; index int64 of source's sizes, any strides; destination of
+  // their rank, any strides, float64 for a float64 source, else float32 (a 16-bit
+  // gradient is summed unrounded, then converted once by the caller). Deterministic on the
+  // CPU (each destination element summed in order of position); atomic on CUDA. Indices as
+  // gather's (a bad one is skipped on CUDA: gather has reported it).
+  void (*scatter_add)(const Tensor& source, int dim, const Tensor& index, const Tensor& destination);
   // Fused attention (see AttentionParams): q (B, H, Tq, D), k and v (B, H, Tk, D), output
   // (B, H, Tq, D), each with unit stride in the last dim and any other strides (views of one
   // packed projection are read in place); log_sum_exp (B, H, Tq) contiguous, float32

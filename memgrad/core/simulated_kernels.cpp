@@ -71,6 +71,8 @@ KernelTable no_scratch_kernel_table() {
       .masked_fill = ignore<&KernelTable::masked_fill>,
       .topk = ignore<&KernelTable::topk>,
       .multinomial = ignore<&KernelTable::multinomial>,
+      .gather = ignore<&KernelTable::gather>,
+      .scatter_add = ignore<&KernelTable::scatter_add>,
       .attention_forward = ignore<&KernelTable::attention_forward>,
       .attention_backward = ignore<&KernelTable::attention_backward>,
   };

@@ -40,6 +40,14 @@ std::string embedding_message(const DeviceErrorRecord& record, Device device) {
       "uninitialised ids in the batch.");
 }
 
+std::string gather_message(const DeviceErrorRecord& record, Device device) {
+  return mg::detail::str_cat(
+      "gather / index_select: index ", record.value, " is out of range for dimension ", record.detail, " of size ",
+      record.bound, "; it is at position ", record.position, " of the flattened index, found by the kernel on ", device,
+      " (which wrote a zero there) and reported at this synchronisation. Hint: every index must lie in [0, ",
+      record.bound, ") (negative indices do not count from the end).");
+}
+
 }  // namespace
 
 DeviceErrorRecord* device_error_record(Device device) {
@@ -79,6 +87,7 @@ void check_device_errors(Device device) {
   if (!__atomic_compare_exchange_n(&record->code, &expected, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
   switch (static_cast<DeviceErrorCode>(code)) {
     case DeviceErrorCode::EmbeddingIndexOutOfRange: mg::detail::throw_error(embedding_message(found, device));
+    case DeviceErrorCode::GatherIndexOutOfRange: mg::detail::throw_error(gather_message(found, device));
     case DeviceErrorCode::None: break;
   }
   MG_ASSERT(false, "unknown device error code ", code, " recorded on ", device);

@@ -28,6 +28,9 @@ enum class DeviceErrorCode : int32_t {
   // value: the index, bound: the table's rows, position: flat position in the indices,
   // detail: the table's row width.
   EmbeddingIndexOutOfRange = 1,
+  // gather / index_select (cuda/kernels/gather.cu). value: the index, bound: the input's
+  // size along dim, position: flat position in the index, detail: dim.
+  GatherIndexOutOfRange = 2,
 };
 
 // The code while a kernel is still writing the fields of its error.

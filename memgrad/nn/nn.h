@@ -8,6 +8,7 @@
 #include "memgrad/nn/container.h"
 #include "memgrad/nn/conv.h"
 #include "memgrad/nn/embedding.h"
+#include "memgrad/nn/functional.h"
 #include "memgrad/nn/gpt.h"
 #include "memgrad/nn/gpt_huggingface.h"
 #include "memgrad/nn/gpt_options.h"

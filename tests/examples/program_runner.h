@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -39,15 +40,19 @@ inline Outcome run_program(const TempDir& dir, const std::string& program, const
   return {WEXITSTATUS(status), read_file(out_path), read_file(err_path)};
 }
 
-// Runs `program` with a bad command line: it must exit with code 2 and print `message`
-// and the usage on stderr.
+// Runs `program` with a bad command line: before any work it must exit with code 2 and
+// print one line on stderr, "<program>: <message> (<program> --help lists the flags)",
+// and nothing on stdout (where a run's first lines go).
 inline void check_usage_error(const TempDir& dir, const std::string& program, const std::string& arguments,
                               const std::string& message) {
   INFO(program << " " << arguments);
   const Outcome outcome = run_program(dir, program, arguments);
+  INFO(outcome.err);
   CHECK(outcome.exit_code == 2);
   CHECK_THAT(outcome.err, Catch::Contains(message));
-  CHECK_THAT(outcome.err, Catch::Contains("usage:"));
+  CHECK_THAT(outcome.err, Catch::StartsWith(program + ": ") && Catch::EndsWith("--help lists the flags)\n"));
+  CHECK(std::count(outcome.err.begin(), outcome.err.end(), '\n') == 1);
+  CHECK(outcome.out.empty());
 }
 
 // 28x28 images of two classes: class 0 bright in the top half, class 1 in the bottom

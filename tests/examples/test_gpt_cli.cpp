@@ -238,15 +238,15 @@ TEST_CASE("gpt refuses a bad command line with exit code 2", "[examples][gpt]") 
       {"--steps 0", "--steps must be at least 1"},
       {"--steps 10 --warmup 20", "--warmup 20 is longer than the run (--steps 10)"},
       {"--sample 5 --top-k 300", "--top-k must be at most 256"},
-      {"--temperature 0.5", "--temperature, --top-k and --prompt go with --sample N"},
+      {"--temperature 0.5", "--temperature does nothing without --sample N"},
       {"--sample 5 --prompt=", "--prompt needs at least one byte"},
       {"--amp fp16", "--amp fp16 needs --device cuda"},
-      {"--predict-memory --save x", "--predict-memory and --fit-batch train nothing"},
+      {"--predict-memory --save x", "--save does nothing with --predict-memory or --fit-batch"},
       {"--layers", "--layers needs a value"},
-      {"--batches 4", "unknown flag '--batches'"},
-      {"--bench --save x", "are for training, not --bench"},
+      {"--batches 4", "unknown flag '--batches'; did you mean --batch?"},
+      {"--bench --save x", "--save does nothing with --bench"},
       {"--resume x --save-init y", "--save-init writes the weights before step 0"},
-      {"--dump-windows x --predict-memory", "--dump-windows trains nothing"},
+      {"--dump-windows x --predict-memory", "--predict-memory does nothing with --dump-windows"},
   }));
   mg_test::check_usage_error(dir, "gpt", arguments, message);
 }

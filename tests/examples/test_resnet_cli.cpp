@@ -104,7 +104,7 @@ TEST_CASE("resnet refuses a bad command line with exit code 2", "[examples][resn
   TempDir dir("resnet-cli");
   const auto [arguments, message] = GENERATE(table<std::string, std::string>({
       {"--model resnet50", "--model resnet50 is for --bench"},
-      {"--bench --save x", "--save, --resume and --augment are for training"},
+      {"--bench --save x --augment", "--augment and --save do nothing with --bench"},
       {"--bench --model vgg", "unknown model 'vgg'"},
       {"--epochs 0", "--epochs must be at least 1"},
       {"--bench --accum 0", "--accum must be at least 1"},

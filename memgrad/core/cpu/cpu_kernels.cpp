@@ -51,6 +51,8 @@ const KernelTable& kernel_table() {
       .masked_fill = masked_fill,
       .topk = topk,
       .multinomial = multinomial,
+      .gather = gather,
+      .scatter_add = scatter_add,
       .attention_forward = attention_forward,
       .attention_backward = attention_backward,
   };

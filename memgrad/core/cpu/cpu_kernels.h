@@ -118,6 +118,10 @@ void topk(const Tensor& input, int64_t k, bool largest, const Tensor& values, co
 void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState rng,
                  const Tensor& output);
 
+// gather.{cpp,cu}
+void gather(const Tensor& input, int dim, const Tensor& index, const Tensor& output);
+void scatter_add(const Tensor& source, int dim, const Tensor& index, const Tensor& destination);
+
 // attention.{cpp,cu}
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                        const Tensor& output, const Tensor& log_sum_exp);
