@@ -63,6 +63,9 @@
 #include "memgrad/data/tensor_dataset.h"
 #include "memgrad/data/transforms.h"
 
+// training: a whole training state saved and restored in one call
+#include "memgrad/training/checkpoint.h"
+
 // distributed: process groups (MPI on CPU tensors) and the distributed sampler
 #include "memgrad/distributed/distributed_data_parallel.h"
 #include "memgrad/distributed/distributed_sampler.h"

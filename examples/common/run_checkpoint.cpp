@@ -1,26 +1,37 @@
-// examples/common/run_checkpoint.cpp — a training run's checkpoint file: model, optimizer,
-// scaler and the program's run.* fields.
+// examples/common/run_checkpoint.cpp — the example programs' checkpoints on top of
+// mg::save_checkpoint / mg::load_checkpoint: the program's metadata and run.* fields,
+// ZeRO-1's optimizer, each rank's generators.
 #include "examples/common/run_checkpoint.h"
 
 #include "examples/common/distributed_run.h"
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
-#include <memgrad/io/safetensors.h>
-#include <memgrad/optim/state_dict.h>
 
 namespace examples {
 namespace {
 
-const std::string kModelPrefix = "model.", kOptimizerPrefix = "optimizer.", kScalerPrefix = "scaler.",
-                  kRunPrefix = "run.";
+const std::string kModelKey = "model", kAmpKey = "amp";  // the programs' own metadata
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+// The value of `key` in `metadata`, or "" when it has none.
+std::string metadata_value(const mg::CheckpointMetadata& metadata, const std::string& key) {
+  for (const auto& [saved, value] : metadata) {
+    if (saved == key) return value;
+  }
+  return "";
+}
 
 }  // namespace
 
+void check_checkpoint_model(const std::string& path, const mg::CheckpointMetadata& metadata,
+                            const std::string& model_name) {
+  const std::string saved_model = metadata_value(metadata, kModelKey);
+  MG_CHECK(!saved_model.empty(), "'", path, "' is not a checkpoint of this program: its metadata names no model. ",
+           "Hint: --resume and --init-from take a file written by --save.");
+  MG_CHECK(saved_model == model_name, "checkpoint '", path, "' holds a ", saved_model, ", not a ", model_name, ".");
+}
+
 mg::Tensor run_integer(int64_t value) {
-  // NOTE: through from_vector, not scalar_tensor's double, so that every int64 (a
-  // generator's 64-bit seed) survives.
+  // NOTE: through from_vector, not scalar_tensor's double, so that every int64 survives.
   return mg::from_vector(std::vector<int64_t>{value}, {1}).view({});
 }
 mg::Tensor run_real(double value) { return mg::scalar_tensor(value, {.dtype = mg::DType::Float64}); }
@@ -32,11 +43,8 @@ mg::Tensor run_integers(const std::vector<int64_t>& values) {
 }
 
 mg::Tensor RunFields::take(const std::string& field, mg::DType dtype, int dims) const {
-  auto found = fields_.find(field);
-  MG_CHECK(found != fields_.end(), "checkpoint '", path_, "' has no \"", kRunPrefix, field,
-           "\". Hint: resume from a file written by this program's --save.");
-  const mg::Tensor tensor = found->second;
-  MG_CHECK(tensor.dtype() == dtype && tensor.dim() == dims, "checkpoint '", path_, "': \"", kRunPrefix, field,
+  const mg::Tensor& tensor = checkpoint_.tensor(field);
+  MG_CHECK(tensor.dtype() == dtype && tensor.dim() == dims, "checkpoint '", checkpoint_.path, "': \"run.", field,
            "\" is ", tensor.sizes(), " ", tensor.dtype(), " but should be ", dims, "-d ", dtype, ".");
   return tensor;
 }
@@ -51,69 +59,40 @@ std::vector<int64_t> RunFields::integers(const std::string& field) const {
   return take(field, mg::DType::Int64, 1).to_vector<int64_t>();
 }
 
-void save_run_checkpoint(const std::string& path, const std::string& model_name, const mg::nn::Module& model,
-                         const mg::optim::OptimizerStateDict& optimizer_state, const MixedPrecision& precision,
-                         const NamedTensors& run) {
-  NamedTensors tensors;
-  for (auto& [key, tensor] : model.state_dict()) tensors.emplace_back(kModelPrefix + key, tensor);
-  for (auto& [key, tensor] : optimizer_state.tensors) tensors.emplace_back(kOptimizerPrefix + key, tensor);
-  // NOTE: the scaler's keys carry their own "scaler." prefix.
-  for (auto& entry : precision.scaler().state_dict()) tensors.push_back(entry);
-  for (const auto& [field, tensor] : run) tensors.emplace_back(kRunPrefix + field, tensor);
-  mg::save_safetensors(path, tensors,
-                       {{"format", "pt"},
-                        {"optimizer", optimizer_state.kind},
-                        {"model", model_name},
-                        {"amp", amp_name(precision.dtype())}});
+void save_run_checkpoint(const std::string& path, const std::string& model_name, const MixedPrecision& precision,
+                         mg::CheckpointParts parts) {
+  parts.scaler = &precision.scaler();
+  parts.metadata.emplace_back(kModelKey, model_name);
+  parts.metadata.emplace_back(kAmpKey, amp_name(precision.dtype()));
+  mg::save_checkpoint(path, parts);
 }
 
-void load_run_checkpoint(const std::string& path, const std::string& model_name, mg::nn::Module& model,
+void load_run_checkpoint(const std::string& path, const std::string& model_name, mg::CheckpointTargets targets,
                          mg::optim::Optimizer& optimizer, MixedPrecision& precision,
-                         const std::function<void(const RunFields&)>& read_run) {
-  mg::optim::OptimizerStateDict optimizer_state;
-  std::string saved_model, saved_amp = "fp32";
-  for (const auto& [key, value] : mg::read_safetensors_metadata(path)) {
-    if (key == "optimizer") optimizer_state.kind = value;
-    if (key == "model") saved_model = value;
-    if (key == "amp") saved_amp = value;
-  }
-  MG_CHECK(!saved_model.empty() && !optimizer_state.kind.empty(), "'", path, "' is not a checkpoint of this ",
-           "program: its metadata names no model and optimizer. Hint: --resume takes a file written by --save.");
-  MG_CHECK(saved_model == model_name, "checkpoint '", path, "' holds a ", saved_model, ", not a ", model_name, ".");
-  const std::string amp = amp_name(precision.dtype());
-  MG_CHECK(saved_amp == amp, "checkpoint '", path, "' was saved by a run with --amp ", saved_amp, "; this run has --amp ",
-           amp, ". Hint: resume with the --amp the run started with.");
+                         const DistributedRun& distributed, const std::function<void(const RunFields&)>& read_run) {
+  targets.load_optimizer = [&](const mg::optim::OptimizerStateDict& state, const std::string& source) {
+    load_checkpoint_state(optimizer, state, source);
+  };
+  targets.scaler = &precision.scaler();
+  targets.default_generator = true;
+  targets.check = [&](const mg::Checkpoint& checkpoint) {
+    check_checkpoint_model(path, checkpoint.metadata, model_name);
+    const std::string saved_amp = metadata_value(checkpoint.metadata, kAmpKey);
+    const std::string amp = amp_name(precision.dtype());
+    MG_CHECK(saved_amp == amp, "checkpoint '", path, "' was saved by a run with --amp ", saved_amp,
+             "; this run has --amp ", amp, ". Hint: resume with the --amp the run started with.");
+    read_run(RunFields(checkpoint));
+  };
+  mg::load_checkpoint(path, targets);
 
-  // Read onto the model's device, so that the copies into parameters and state stay there.
-  const NamedTensors model_tensors = model.state_dict();
-  const mg::Device device = model_tensors.empty() ? mg::Device::cpu() : model_tensors.front().second.device();
-  NamedTensors model_state, scaler_state;
-  std::map<std::string, mg::Tensor> run_fields;
-  for (auto& [key, tensor] : mg::load_safetensors(path, device)) {
-    if (starts_with(key, kModelPrefix)) {
-      model_state.emplace_back(key.substr(kModelPrefix.size()), tensor);
-    } else if (starts_with(key, kOptimizerPrefix)) {
-      optimizer_state.tensors.emplace_back(key.substr(kOptimizerPrefix.size()), tensor);
-    } else if (starts_with(key, kScalerPrefix)) {
-      scaler_state.emplace_back(key, tensor);
-    } else if (starts_with(key, kRunPrefix)) {
-      run_fields.emplace(key.substr(kRunPrefix.size()), tensor.to(mg::Device::cpu()));
-    } else {
-      MG_CHECK(false, "checkpoint '", path, "': unexpected entry \"", key,
-               "\" (expected model.*, optimizer.*, scaler.* or run.*).");
-    }
+  // NOTE: the file holds rank 0's streams; every rank draws as many numbers per step, so
+  // rank r continues its own stream (its seed from rank 0's) at the same offset.
+  std::vector<mg::Generator*> generators = {&mg::default_generator()};
+  for (const auto& [name, generator] : targets.generators) generators.push_back(generator);
+  for (mg::Generator* generator : generators) {
+    const mg::PhiloxState state = generator->state();
+    generator->set_state({.seed = distributed.rank_seed(state.seed), .offset = state.offset});
   }
-  read_run(RunFields(std::move(run_fields), path));
-
-  // NOTE: each load checks its whole part before copying, but if the optimizer's part is
-  // refused after the model's was taken, the model keeps the checkpoint's values.
-  try {
-    model.load_state_dict(model_state);
-  } catch (const mg::Error& error) {
-    throw mg::Error(mg::detail::str_cat("loading checkpoint '", path, "' into ", model.type_name(), ": ", error.what()));
-  }
-  load_checkpoint_state(optimizer, optimizer_state, "checkpoint '" + path + "'");
-  precision.scaler().load_state_dict(scaler_state, "checkpoint '" + path + "'");
 }
 
 }  // namespace examples

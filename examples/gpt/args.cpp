@@ -10,6 +10,7 @@
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/output_path.h"
@@ -70,6 +71,7 @@ Args parse_args(int argc, char** argv) {
       {"--eval-iters", [&](const std::string& value) { args.eval_iters = examples::parse_count("--eval-iters", value); }},
       {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
       {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
+      {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
@@ -123,6 +125,11 @@ Args parse_args(int argc, char** argv) {
   examples::refuse_distributed(args.distributed, dumping, "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
+  examples::check_init_from_flags(args.init_from, args.resume_path,
+                                  args.bench                   ? "--bench"
+                                  : predicting                 ? "--predict-memory (or --fit-batch)"
+                                  : dumping                    ? "--dump-windows"
+                                                               : "");
   if (args.detect_anomaly) examples::check_detect_anomaly(args.amp, predicting);
   const mg::nn::GPTOptions options = model_options(args);
   if (options.n_embd % options.n_head != 0) {
@@ -259,7 +266,7 @@ Files:
                            the same model, --steps, --batch, --accum, --lr and --amp; on
                            as many ranks, exactly; on another number, each rank goes on
                            with its own windows from the saved step)
-  --stop-after N           end after step N of the --steps the schedule is laid out for
+)" + examples::init_from_usage() + R"(  --stop-after N           end after step N of the --steps the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (losses, their history, speed, memory by
                            category) as JSON

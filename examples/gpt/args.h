@@ -38,6 +38,7 @@ struct Args {
   // Checkpoints and files.
   std::string save_path;
   std::string resume_path;
+  std::string init_from;  // --init-from FILE: a new run from a checkpoint's weights
   int64_t stop_after = 0;  // > 0: end after this many steps of the schedule
   std::string summary_json;
   std::string memory_timeline;

@@ -26,6 +26,7 @@
 #include <memgrad/io/safetensors.h>
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
@@ -119,10 +120,12 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, gpt::kModelName);
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   const gpt::TextCorpus corpus = load_text(args);
 
   std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);
+  if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, gpt::kModelName, *model);
   distributed.wrap(model);  // DDP when distributed: the step's losses go through it
   std::unique_ptr<mg::optim::Optimizer> optimizer =
       distributed.make_optimizer<mg::optim::AdamW>(gpt::adamw_groups(*model, args.lr), args.zero);
@@ -136,35 +139,29 @@ int run_training(const Args& command_line) {
   mg::data::DataLoader train_loader(
       train_windows, gpt::random_window_batches(train_windows, windows, args.batch_size, args.accum, args.device));
 
+  const gpt::RunParts parts{.precision = precision, .scheduler = scheduler, .windows = windows};
   RunState state{.total_steps = args.steps};
   if (!args.resume_path.empty()) {
-    state = gpt::load_checkpoint(args.resume_path, *model, *optimizer, precision, args.steps);
-    // The schedule is a closed form of the step: replaying its counter puts it where the
-    // saved run was; the generators continue from their saved offsets.
-    // NOTE: the file holds rank 0's streams; every rank draws as many numbers per step, so
-    // rank r continues its own stream (its seed from rank 0's) at the same offset, on any
-    // number of ranks.
-    for (int64_t i = 0; i < state.step; ++i) scheduler.step();
-    windows.set_state({.seed = distributed.rank_seed(state.windows.seed), .offset = state.windows.offset});
-    mg::default_generator().set_state({.seed = distributed.rank_seed(state.dropout.seed), .offset = state.dropout.offset});
+    // The schedule and both generators continue where the saved run was (on any number of
+    // ranks: examples/common/run_checkpoint.h).
+    state = gpt::load_checkpoint(args.resume_path, *model, *optimizer, parts, args.steps, distributed);
   }
   if (!args.save_init.empty()) {
     distributed.on_main("write " + args.save_init, [&] { mg::nn::save(*model, args.save_init); });
   }
   gpt::SessionFacts facts{.parameters = model->num_parameters(), .ranks = distributed.size(), .resumed_from = state.step};
   print_setup(args, corpus, *model, facts.resumed_from, distributed);
+  if (!args.init_from.empty()) std::printf("starting from the weights in %s\n", args.init_from.c_str());
 
   const Clock::time_point session_start = Clock::now();
   const double seconds_before = state.seconds;
   auto save = [&] {
-    state.windows = windows.state();
-    state.dropout = mg::default_generator().state();
     state.seconds = seconds_before + seconds_since(session_start);
     if (args.save_path.empty()) return;
     // NOTE: every rank takes part (ZeRO-1 consolidates its state on rank 0), rank 0 writes.
     const std::optional<mg::optim::OptimizerStateDict> optimizer_state = examples::checkpoint_state(*optimizer);
     distributed.on_main("write the checkpoint " + args.save_path,
-                        [&] { gpt::save_checkpoint(args.save_path, *model, *optimizer_state, precision, state); });
+                        [&] { gpt::save_checkpoint(args.save_path, *model, *optimizer_state, parts, state); });
   };
   // Both splits' losses after `state.step` steps, recorded and printed.
   auto estimate = [&] {

@@ -8,6 +8,7 @@
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/output_path.h"
@@ -82,6 +83,8 @@ Args parse_args(int argc, char** argv) {
       {"--memory-timeline",
        [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
+      {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
+      {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
   };
   const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
@@ -107,19 +110,22 @@ Args parse_args(int argc, char** argv) {
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
                              !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
+  const bool predicting = args.predict_memory || args.fit_batch.has_value();
   // The flags a mode leaves out (main.cpp: run() trains, predict() runs the first steps on
   // the simulated device); the run's settings (--epochs, --lr, --limit, ...) stay
   // welcome with --predict-memory: it predicts the run they describe.
   examples::refuse_ignored_flags(
-      given, {{args.predict_memory || args.fit_batch.has_value(), {"--memory-timeline"},
+      given, {{predicting, {"--memory-timeline", "--save"},
                "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are "
                "not recorded"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
                "with --fit-batch: it searches the batch itself and predicts its peak"}});
+  examples::check_init_from_flags(args.init_from, /*resume=*/"", predicting ? "--predict-memory (or --fit-batch)" : "");
   check_distributed(args);
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
-  examples::check_output_paths({{"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
+  examples::check_output_paths(
+      {{"--save", args.save_path}, {"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
   return args;
 }
 
@@ -161,7 +167,10 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --memory-timeline FILE   record every allocation and free of the first 3 optimizer
                            steps and write FILE, an HTML chart of bytes by category
                            over time (opens offline)
-)" + examples::detect_anomaly_usage() + examples::distributed_usage(/*with_zero=*/true) +
+  --save FILE              after every epoch, write the model, the optimizer, the
+                           schedule and the step (one safetensors file, written
+                           atomically, that PyTorch's safetensors.torch.load_file reads)
+)" + examples::init_from_usage() + R"()" + examples::detect_anomaly_usage() + examples::distributed_usage(/*with_zero=*/true) +
          R"(  --help                   show this text
 
 Predicting memory (--device names the target, no GPU needed):

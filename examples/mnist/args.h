@@ -28,6 +28,8 @@ struct Args {
   std::optional<int> threads;  // unset after parsing: OMP_NUM_THREADS decides (cpu_cores.h)
   std::string summary_json;    // empty: no summary file
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
+  std::string save_path;        // --save FILE: a checkpoint after every epoch; empty: none
+  std::string init_from;        // --init-from FILE: a new run from a checkpoint's weights
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool detect_anomaly = false;       // --detect-anomaly: train under autograd's anomaly mode

@@ -1,7 +1,9 @@
 // examples/mnist/main.cpp — trains an MLP or PyTorch's MNIST example CNN on an MNIST-format
 // dataset (Fashion-MNIST by default), evaluates it after every epoch, and ends with where
 // the memory went: bytes by category (parameters, gradients, optimizer state, activations,
-// inputs, ...), current and peak. `--summary-json FILE` writes the same facts for scripts.
+// inputs, ...), current and peak. `--summary-json FILE` writes the same facts for scripts;
+// `--save FILE` a checkpoint after every epoch, which `--init-from FILE` starts a new run
+// from (examples/common/init_from.h).
 //
 // Exit codes: 0 done, 1 an error while running (printed as "error: ..."), 2 a bad command
 // line (printed as one line, before any work).
@@ -24,10 +26,12 @@
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/common/run_checkpoint.h"
 #include "examples/common/summary.h"
 #include "examples/common/training.h"
 #include "examples/mnist/args.h"
@@ -52,6 +56,9 @@ std::shared_ptr<mg::nn::Module> build_mlp(int64_t pixels, int64_t classes,
       std::make_shared<Linear>(512, 256, true, &generator), std::make_shared<ReLU>(),
       std::make_shared<Linear>(256, classes, true, &generator));
 }
+
+// The model's name in a checkpoint's metadata: a checkpoint of the other model is refused.
+std::string model_name(const Args& args) { return "mnist-" + args.model; }
 
 // --model's network, initialised from --seed, on `device`.
 std::shared_ptr<mg::nn::Module> build_model(const Args& args, const mg::Shape& image_shape, int64_t classes,
@@ -157,6 +164,7 @@ int run(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, model_name(args));
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));  // dropout: other masks on every rank
 
@@ -176,6 +184,7 @@ int run(const Args& command_line) {
   const mg::Shape image_shape = train_set.image_shape();
   const int64_t classes = train_set.num_classes();
   std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, args.device);
+  if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, model_name(args), *model);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
   std::unique_ptr<mg::optim::Optimizer> optimizer = make_optimizer(args, trained->parameters(), distributed);
   // NOTE: --limit counts samples over all ranks, in global batches.
@@ -204,11 +213,13 @@ int run(const Args& command_line) {
               args.checkpoint ? ", convolutions checkpointed" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               args.device.str().c_str());
+  if (!args.init_from.empty()) std::printf("starting from the weights in %s\n", args.init_from.c_str());
   std::fflush(stdout);
 
   std::optional<examples::GraphedStep> graph;
   if (args.cuda_graph) graph.emplace(args.device);
   memory_timeline.start();
+  int64_t steps_done = 0;
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
     const examples::EpochResult epoch_result = examples::train_epoch(
@@ -234,6 +245,20 @@ int run(const Args& command_line) {
                 static_cast<long long>(epoch + 1), result.final_train_loss,
                 100.0 * result.test_accuracy, result.seconds_per_epoch.back(),
                 epoch_result.samples / train_seconds);
+    steps_done += epoch_result.steps;
+    if (!args.save_path.empty()) {
+      // NOTE: every rank takes part (ZeRO-1 consolidates its state on rank 0), rank 0 writes.
+      const std::optional<mg::optim::OptimizerStateDict> optimizer_state = examples::checkpoint_state(*optimizer);
+      distributed.on_main("write the checkpoint " + args.save_path, [&] {
+        examples::save_run_checkpoint(args.save_path, model_name(args), precision,
+                                      {.model = model.get(),
+                                       .optimizer_state = &*optimizer_state,
+                                       .scheduler = scheduler.get(),
+                                       .step = steps_done,
+                                       .epoch = epoch + 1,
+                                       .tensors = {{"test_accuracy", examples::run_real(result.test_accuracy)}}});
+      });
+    }
     std::fflush(stdout);
   }
   memory_timeline.finish();

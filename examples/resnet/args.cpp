@@ -6,6 +6,7 @@
 #include "examples/common/detect_anomaly.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/output_path.h"
@@ -38,6 +39,7 @@ Args parse_args(int argc, char** argv) {
       {"--limit", [&](const std::string& value) { args.limit = examples::parse_count("--limit", value); }},
       {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
       {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
+      {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
@@ -104,6 +106,8 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--stop-after " + std::to_string(args.stop_after) + " is past the run's end (--epochs " +
                      std::to_string(args.epochs) + ")");
   }
+  examples::check_init_from_flags(args.init_from, args.resume_path,
+                                  args.bench ? "--bench" : predicting ? "--predict-memory (or --fit-batch)" : "");
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
                                      .predicting = predicting, .world_size = args.world_size});
   examples::check_output_paths(
@@ -181,7 +185,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            the same --epochs, --batch, --accum, --lr, --limit and
                            --augment; on another number of ranks, the same global batch:
                            ranks x --batch)
-  --stop-after N           end after epoch N of the --epochs the schedule is laid out for
+)" + examples::init_from_usage() + R"(  --stop-after N           end after epoch N of the --epochs the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
                            category) as JSON

@@ -36,6 +36,7 @@ struct Args {
   int64_t limit = 0;           // > 0: about this many training and test samples per epoch
   std::string save_path;       // empty: no checkpoints
   std::string resume_path;     // empty: start afresh
+  std::string init_from;       // --init-from FILE: a new run from a checkpoint's weights
   int64_t stop_after = 0;      // > 0: end after this many epochs of the schedule
   std::string summary_json;    // empty: no summary file
   std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording

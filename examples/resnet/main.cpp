@@ -39,6 +39,7 @@
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
+#include "examples/common/init_from.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
@@ -182,6 +183,7 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, kModelName);
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));
 
@@ -210,6 +212,7 @@ int run_training(const Args& command_line) {
 
   const int64_t classes = train_set.num_classes();
   std::shared_ptr<mg::nn::ResNet> model = build_model(args, classes, args.device);
+  if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, kModelName, *model);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
   std::unique_ptr<mg::optim::Optimizer> optimizer =
       distributed.make_optimizer<mg::optim::SGD>(trained->parameters(), sgd_options(args), args.zero);
@@ -224,16 +227,15 @@ int run_training(const Args& command_line) {
   RunProgress progress;
   progress.total_steps = args.epochs * train_steps;
   if (!args.resume_path.empty()) {
-    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, *optimizer, precision);
+    progress = resnet::load_checkpoint(args.resume_path, kModelName, *model, *optimizer, precision, scheduler,
+                                       distributed);
     MG_CHECK(progress.total_steps == args.epochs * train_steps, "checkpoint '", args.resume_path,
              "' belongs to a run of ", progress.total_steps, " steps, but this one has ", args.epochs, " epochs of ",
              train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with "
              "(on another number of ranks, the same global batch: ranks x --batch).");
     MG_CHECK(progress.epochs_done <= args.epochs, "checkpoint '", args.resume_path, "' is past the run's end.");
-    // The schedule and the shuffling are closed forms of the step and the epoch: replaying
-    // the schedule's counter and setting the loader's epoch put both exactly where the
-    // saved run was.
-    for (int64_t i = 0; i < progress.scheduler_steps; ++i) scheduler.step();
+    // The shuffling is a closed form of the epoch: setting the loader's epoch puts it
+    // exactly where the saved run was (the schedule came back with the checkpoint).
     train_loader.set_epoch(progress.epochs_done);
   }
   SessionFacts facts{.parameters = model->num_parameters(),
@@ -254,7 +256,8 @@ int run_training(const Args& command_line) {
               args.checkpoint ? ", checkpointed block by block" : "",
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               static_cast<long long>(train_steps), args.device.str().c_str(),
-              facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str() : "");
+              facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str()
+              : args.init_from.empty() ? "" : (", starting from the weights in " + args.init_from).c_str());
   std::fflush(stdout);
 
   std::optional<examples::GraphedStep> graph;
@@ -300,7 +303,7 @@ int run_training(const Args& command_line) {
       // NOTE: every rank takes part (ZeRO-1 consolidates its state on rank 0), rank 0 writes.
       const std::optional<mg::optim::OptimizerStateDict> optimizer_state = examples::checkpoint_state(*optimizer);
       distributed.on_main("write the checkpoint " + args.save_path, [&] {
-        resnet::save_checkpoint(args.save_path, kModelName, *model, *optimizer_state, precision, progress);
+        resnet::save_checkpoint(args.save_path, kModelName, *model, *optimizer_state, precision, scheduler, progress);
       });
     }
     std::fflush(stdout);

@@ -215,6 +215,10 @@ void GradScaler::load_state_dict(const NamedTensors& state, const std::string& s
   apply(checked_state(state, source));
 }
 
+void GradScaler::check_state_dict(const NamedTensors& state, const std::string& source) const {
+  if (options_.enabled) checked_state(state, source);
+}
+
 void save(const optim::Optimizer& optimizer, const GradScaler& scaler, const std::string& path,
           const std::vector<std::pair<std::string, std::string>>& metadata) {
   optim::OptimizerStateDict state = optim::state_dict(optimizer);

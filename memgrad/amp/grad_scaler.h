@@ -86,6 +86,9 @@ class GradScaler {
   // Checks everything before it changes anything; a disabled scaler ignores `state`.
   // `source` names where the state came from in error messages.
   void load_state_dict(const NamedTensors& state, const std::string& source = "the GradScaler state dict");
+  // Throws what load_state_dict(state, source) would throw, changing nothing: for a caller
+  // that checks several states before it loads any (training/checkpoint.h).
+  void check_state_dict(const NamedTensors& state, const std::string& source = "the GradScaler state dict") const;
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };

@@ -1,5 +1,6 @@
 // nn/module.cpp — the module tree: registration, traversal, moving, state_dict and printing.
 #include "memgrad/nn/module.h"
+#include "memgrad/nn/check_state_dict.h"
 
 #include <optional>
 #include <sstream>
@@ -277,7 +278,13 @@ NamedTensors Module::state_dict() const {
   return state;
 }
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
+namespace {
+
+// The pairs (model tensor, state tensor) that load_state_dict copies, after checking every
+// key, shape and dtype of `state` against `model_state`: throws, naming each problem, when
+// `state` does not fit.
+std::vector<std::pair<Tensor, const Tensor*>> checked_copies(const NamedTensors& model_state,
+                                                             const NamedTensors& state, bool strict) {
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [name, tensor] : state) {
     MG_CHECK(given.emplace(name, &tensor).second, "load_state_dict: the state holds key ", name,
@@ -285,8 +292,6 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     MG_CHECK(tensor.defined(), "load_state_dict: the state's tensor for key ", name, " is undefined");
   }
 
-  // Check everything first, then copy: a failed load leaves the model as it was.
-  NamedTensors model_state = state_dict();
   std::vector<std::string> problems, missing;
   std::string hint;
   std::vector<std::pair<Tensor, const Tensor*>> copies;  // (model tensor, state tensor)
@@ -331,8 +336,20 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     throw Error(message + hint);
   }
 
+  return copies;
+}
+
+}  // namespace
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  // Check everything first, then copy: a failed load leaves the model as it was.
+  const std::vector<std::pair<Tensor, const Tensor*>> copies = checked_copies(state_dict(), state, strict);
   NoGradGuard no_grad;
   for (const auto& [target, source] : copies) target.copy_(*source);
+}
+
+void check_state_dict(const Module& module, const NamedTensors& state, bool strict) {
+  checked_copies(module.state_dict(), state, strict);
 }
 
 // ---- printing ----

@@ -4,9 +4,11 @@
 #include "memgrad/optim/scheduler.h"
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 #include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
 
 namespace mg::optim {
 
@@ -32,6 +34,52 @@ void LRScheduler::step() {
   for (size_t g = 0; g < groups.size(); ++g) optimizer_.set_group_lr(g, lrs[g]);
   last_lrs_ = std::move(lrs);
   last_epoch_ = epoch;
+}
+
+std::vector<std::pair<std::string, Tensor>> LRScheduler::state_dict() const {
+  const auto groups = static_cast<int64_t>(base_lrs_.size());
+  // NOTE: through from_vector, not scalar_tensor's double, so that every int64 survives.
+  return {{"last_epoch", from_vector(std::vector<int64_t>{last_epoch_}, {1}).view({})},
+          {"base_lrs", from_vector(base_lrs_, {groups})},
+          {"last_lrs", from_vector(last_lrs_, {groups})}};
+}
+
+void LRScheduler::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                                  const std::string& source) {
+  std::map<std::string, Tensor> entries;
+  for (const auto& [key, tensor] : state) {
+    MG_CHECK(key == "last_epoch" || key == "base_lrs" || key == "last_lrs", source, ": unexpected entry \"", key,
+             "\"; an LR scheduler's state holds last_epoch, base_lrs and last_lrs. Hint: load a scheduler's ",
+             "state into a scheduler of the same kind.");
+    MG_CHECK(tensor.defined(), source, ": the entry \"", key, "\" is an undefined tensor.");
+    entries[key] = tensor;
+  }
+  const auto groups = static_cast<int64_t>(base_lrs_.size());
+  auto take = [&](const std::string& key, DType dtype, const Shape& shape) {
+    auto found = entries.find(key);
+    MG_CHECK(found != entries.end(), source, ": \"", key, "\" is missing. Hint: the state was not written by ",
+             "LRScheduler::state_dict().");
+    const Tensor& tensor = found->second;
+    MG_CHECK(tensor.dtype() == dtype && tensor.sizes() == shape, source, ": \"", key, "\" is ", tensor.sizes(),
+             " ", tensor.dtype(), " but this scheduler needs ", shape, " ", dtype,
+             key == "last_epoch" ? "." : " (one lr per parameter group). Hint: the optimizer must have the groups "
+                                         "it had when the state was saved.");
+    return tensor.to(Device::cpu());
+  };
+  const int64_t last_epoch = take("last_epoch", DType::Int64, {}).item<int64_t>();
+  std::vector<double> base_lrs = take("base_lrs", DType::Float64, {groups}).to_vector<double>();
+  std::vector<double> last_lrs = take("last_lrs", DType::Float64, {groups}).to_vector<double>();
+  MG_CHECK(last_epoch >= 0, source, ": last_epoch is ", last_epoch,
+           "; a scheduler applies epoch 0 when it is made, so a saved one is at 0 or later.");
+  for (const std::vector<double>* lrs : {&base_lrs, &last_lrs}) {
+    for (double lr : *lrs) {
+      MG_CHECK(std::isfinite(lr) && lr >= 0, source, ": a saved learning rate is ", lr,
+               "; learning rates are finite and >= 0.");
+    }
+  }
+  last_epoch_ = last_epoch;
+  base_lrs_ = std::move(base_lrs);
+  last_lrs_ = std::move(last_lrs);
 }
 
 // ---- StepLR ----

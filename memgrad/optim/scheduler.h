@@ -6,11 +6,19 @@
 // Each scheduler is a closed form lr_at(epoch, base_lr) of the epoch and the group's lr
 // at construction (its base lr), so a schedule never drifts from repeated multiplication.
 // They only write doubles into the optimizer's groups: no tensors, no device work.
+//
+// A scheduler's state (state_dict) is where it stands: last_epoch, the base lrs and the
+// last lrs, as PyTorch's scheduler.state_dict() holds them; a checkpoint saves it beside
+// the optimizer's (training/checkpoint.h), so that a resumed run continues the schedule
+// exactly instead of replaying step() once per step done.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "memgrad/core/tensor.h"
 #include "memgrad/optim/optimizer.h"
 
 namespace mg::optim {
@@ -32,6 +40,22 @@ class LRScheduler {
   const std::vector<double>& last_lrs() const { return last_lrs_; }
   // The epoch last applied: 0 right after construction.
   int64_t last_epoch() const { return last_epoch_; }
+
+  // "last_epoch" (0-d int64), "base_lrs" and "last_lrs" (1-d float64, one per group):
+  // everything that moves as the schedule runs. The closed forms' own settings (step_size,
+  // t_max, ...) belong to the constructor and are not saved, as an optimizer's
+  // hyper-parameters other than lr are checked rather than restored.
+  virtual std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Restores what state_dict() saved, after checking every entry (name, dtype, shape, one
+  // lr per group of this scheduler's optimizer): a state that does not fit changes nothing.
+  // The optimizer's lrs are not written (as in PyTorch: they come back with the
+  // optimizer's own state dict). `source` names where the state came from in errors.
+  // NOTE: a scheduler with more state overrides both: its state_dict() appends its entries
+  // to LRScheduler::state_dict()'s, its load_state_dict() checks and removes its own
+  // entries, hands the rest to LRScheduler::load_state_dict (which refuses names it does
+  // not know), then applies its own.
+  virtual void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                               const std::string& source = "the LR scheduler state dict");
 
  protected:
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;

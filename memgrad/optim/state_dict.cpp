@@ -97,7 +97,8 @@ OptimizerStateDict state_dict(const Optimizer& optimizer) {
   return result;
 }
 
-void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, const std::string& source) {
+CheckedOptimizerState check_state_dict(const Optimizer& optimizer, const OptimizerStateDict& state,
+                                       const std::string& source) {
   const std::string kind = kind_name(optimizer);
   MG_CHECK(state.kind == kind, source, " was written by ", state.kind, " but this is ", kind,
            ". Hint: build the optimizer the checkpoint was saved from.");
@@ -148,6 +149,8 @@ void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, cons
     }
     first_index += group_size;
     lrs.push_back(scalar_value(source, where + ".lr", take("lr")));
+    MG_CHECK(lrs.back() >= 0, source, ": parameter group ", g, " was saved with lr = ", lrs.back(),
+             "; a learning rate is >= 0.");
     for (const auto& [name, value] : optimizer.hyper_parameters(g)) {
       const double saved_value = scalar_value(source, where + "." + name, take(name));
       MG_CHECK(saved_value == value, source, ": parameter group ", g, " was saved with ", name, " = ",
@@ -186,9 +189,19 @@ void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, cons
       states[index].*member = copy;
     }
   }
+  return {std::move(lrs), std::move(states)};
+}
 
-  for (size_t g = 0; g < groups.size(); ++g) optimizer.param_groups()[g].lr = lrs[g];
-  optimizer.set_states(std::move(states));
+void apply_state_dict(Optimizer& optimizer, CheckedOptimizerState checked) {
+  MG_ASSERT(checked.lrs.size() == optimizer.param_groups().size(), "a checked state of ", checked.lrs.size(),
+            " groups applied to an optimizer of ", optimizer.param_groups().size());
+  // NOTE: through set_group_lr, so that a rate kept on the device for a captured step follows.
+  for (size_t g = 0; g < checked.lrs.size(); ++g) optimizer.set_group_lr(g, checked.lrs[g]);
+  optimizer.set_states(std::move(checked.states));
+}
+
+void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state, const std::string& source) {
+  apply_state_dict(optimizer, check_state_dict(optimizer, state, source));
 }
 
 void save(const Optimizer& optimizer, const std::string& path,

@@ -46,6 +46,18 @@ OptimizerStateDict state_dict(const Optimizer& optimizer);
 void load_state_dict(Optimizer& optimizer, const OptimizerStateDict& state,
                      const std::string& source = "the optimizer state dict");
 
+// load_state_dict in two halves, for a caller that checks several states before it changes
+// any (training/checkpoint.h): check_state_dict checks `state` against `optimizer` and
+// copies it onto the parameters' devices, changing nothing; apply_state_dict then takes it
+// and cannot fail.
+struct CheckedOptimizerState {
+  std::vector<double> lrs;         // one per group
+  std::vector<ParamState> states;  // one per all_params() entry
+};
+CheckedOptimizerState check_state_dict(const Optimizer& optimizer, const OptimizerStateDict& state,
+                                       const std::string& source = "the optimizer state dict");
+void apply_state_dict(Optimizer& optimizer, CheckedOptimizerState checked);
+
 // Writes state_dict(optimizer) to `path` atomically (an earlier file survives a failed
 // save); `metadata` is added to the file's __metadata__.
 void save(const Optimizer& optimizer, const std::string& path,

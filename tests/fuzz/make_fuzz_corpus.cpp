@@ -109,18 +109,19 @@ void write_checkpoint_seeds(const fs::path& folder) {
     mg::nn::GPT model(fuzz::tiny_gpt_options(), &init);
     mg::optim::AdamW optimizer = gpt::make_optimizer(model, 1e-3);
     examples::MixedPrecision precision(amp, mg::Device::cpu());
-    gpt::RunState state{.total_steps = fuzz::kTinyRunSteps, .windows = windows.state()};
+    mg::optim::WarmupCosineLR scheduler(optimizer, fuzz::kTinyWarmupSteps, fuzz::kTinyRunSteps, 0.1);
+    gpt::RunState state{.total_steps = fuzz::kTinyRunSteps};
     if (!amp) {
       std::vector<uint8_t> tokens(64);
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint8_t>((i * 7) % 16);
       const gpt::WindowsDataset dataset(tokens, model.options().block_size);
       mg::data::DataLoader loader(dataset, gpt::random_window_batches(dataset, windows, 2, 1, mg::Device::cpu()));
-      gpt::train_step(model, optimizer, precision, nullptr, loader, /*step=*/0, {.batch_size = 2});
-      state = {.step = 1, .total_steps = fuzz::kTinyRunSteps, .windows = windows.state(), .best_val_loss = 2.5,
-               .best_step = 1, .seconds = 0.5, .seconds_to_best = 0.5, .eval_steps = {1}, .val_losses = {2.5},
-               .train_losses = {2.7}};
+      gpt::train_step(model, optimizer, precision, &scheduler, loader, /*step=*/0, {.batch_size = 2});
+      state = {.step = 1, .total_steps = fuzz::kTinyRunSteps, .best_val_loss = 2.5, .best_step = 1, .seconds = 0.5,
+               .seconds_to_best = 0.5, .eval_steps = {1}, .val_losses = {2.5}, .train_losses = {2.7}};
     }
-    gpt::save_checkpoint((folder / ("gpt-" + name + ".safetensors")).string(), model, optimizer, precision, state);
+    gpt::save_checkpoint((folder / ("gpt-" + name + ".safetensors")).string(), model, optimizer,
+                         {.precision = precision, .scheduler = scheduler, .windows = windows}, state);
   }
 }
 

@@ -14,5 +14,7 @@ inline mg::nn::GPTOptions tiny_gpt_options() {
 
 // The run's length, which a resumed run must share with the saved one.
 constexpr int64_t kTinyRunSteps = 10;
+// Its schedule's warm-up (a WarmupCosineLR, as the gpt program's).
+constexpr int64_t kTinyWarmupSteps = 2;
 
 }  // namespace fuzz

@@ -37,6 +37,7 @@ ROOMS = [
     "optim",     # optimizers and schedulers over nn's parameters
     "amp",       # the GradScaler, which wraps an optimizer's step
     "data",      # datasets and the DataLoader, used by the programs above the library
+    "training",  # one-call checkpoints of a whole training state: over nn, optim and amp
     "distributed",  # process groups (MPI), the distributed sampler: over nn, optim and data
 ]
 HEIGHT = {room: height for height, room in enumerate(ROOMS)}
