@@ -172,7 +172,7 @@ def load_corpus(path):
 
 
 def window_starts(data, batch_size, block_size, generator):
-    """data.cpp's random_windows' offsets: batch_size draws from [0, len - block)."""
+    """examples/gpt/windows.cpp's offsets of a batch: batch_size draws from [0, len - block)."""
     return generator.randint(0, len(data) - block_size, batch_size)
 
 

@@ -56,8 +56,11 @@
 #include "memgrad/optim/optim.h"
 
 // data: datasets and the DataLoader
+#include "memgrad/data/batch.h"
 #include "memgrad/data/dataloader.h"
 #include "memgrad/data/dataset.h"
+#include "memgrad/data/mnist_dataset.h"
+#include "memgrad/data/tensor_dataset.h"
 #include "memgrad/data/transforms.h"
 
 // training: a whole training state saved and restored in one call

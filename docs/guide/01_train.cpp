@@ -24,7 +24,7 @@ void show_fashion_mnist() {
   const std::string folder = "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
   if (std::filesystem::exists(folder)) {
     mg::data::MnistDataset train(folder, mg::data::Split::Train);
-    mg::data::MnistDataset test(folder, mg::data::Split::Test, train.normalization());
+    mg::data::MnistDataset test(folder, mg::data::Split::Test, {.normalization = train.normalization()});
     std::cout << "Fashion-MNIST: " << train.size() << " + " << test.size() << " images of " << train.image_shape()
               << ", " << train.num_classes() << " classes\n";
   }
@@ -61,7 +61,7 @@ int main() {
   std::printf("test accuracy %.1f%% before training; 5 epochs (%lld steps) in %.2f s; the nearest of the ten "
               "patterns is right for %.1f%% of the test split\n", 100 * accuracy_before,
               static_cast<long long>(5 * data.train_loader.num_batches()), seconds,
-              100 * data.files.nearest_pattern_accuracy());
+              100 * data.synthetic.nearest_pattern_accuracy());
 
   if (!(losses.back() < 0.5 * losses.front()) || accuracy_after < 0.9) {
     std::fprintf(stderr, "FAILED: the loss went from %.4f to %.4f (expected to halve at least), test accuracy "

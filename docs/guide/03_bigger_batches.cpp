@@ -90,7 +90,7 @@ int main() {
   model->zero_grad();
   mg::optim::Adam optimizer(model->parameters(), {.lr = 1e-3});
   mg::data::DataLoader micro_loader(data.train_set, {.batch_size = 16, .shuffle = true, .seed = 1,
-                                                     .flatten = true, .device = device});
+                                                     .device = device});
   std::vector<double> epoch_losses;
   for (int epoch = 0; epoch < 3; ++epoch) {
     epoch_losses.push_back(train_epoch_accumulating(*model, optimizer, micro_loader, 4));
@@ -108,7 +108,7 @@ int main() {
   // [guide: end]
   plain->to(device);
   recomputing->to(device);
-  mg::data::DataLoader big_batches(data.train_set, {.batch_size = 256, .flatten = true, .device = device});
+  mg::data::DataLoader big_batches(data.train_set, {.batch_size = 256, .device = device});
   mg::data::Batch big;
   big_batches.next(big);
   const int64_t plain_peak = activation_peak(*plain, big, device);

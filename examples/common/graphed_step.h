@@ -11,7 +11,7 @@
 #include <string>
 
 #include <memgrad/cuda/captured_step.h>
-#include <memgrad/data/dataset.h>
+#include <memgrad/data/batch.h>
 
 namespace examples {
 

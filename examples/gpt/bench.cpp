@@ -114,7 +114,7 @@ class BenchStep {
   std::shared_ptr<mg::nn::GPT> model_;
   mg::distributed::DistributedDataParallel* ddp_;  // model_'s DDP, or nullptr
   std::unique_ptr<mg::optim::Optimizer> optimizer_;
-  TokenBatch batch_;  // (B, T) int64 inputs and targets
+  mg::data::Batch batch_;  // (B, T) int64 inputs and targets
 };
 
 // The run's settings, the first members of its JSON line (measured or predicted).

@@ -1,4 +1,4 @@
-// examples/gpt/data.cpp — reading the text, the split, and the random windows.
+// examples/gpt/data.cpp — reading the text and the split.
 #include "examples/gpt/data.h"
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <set>
 
 #include <memgrad/core/error.h>
-#include <memgrad/core/factory.h>
 
 namespace gpt {
 namespace {
@@ -130,33 +129,6 @@ void check_fits_windows(const TextCorpus& corpus, int64_t block_size) {
            block_size, " bytes: of its ", total, " bytes the validation part (the last 10%) holds ", validation,
            ", fewer than the ", block_size + 1, " a window takes (block + 1 for the targets). Hint: give at least ",
            10 * (block_size + 1), " bytes of text, or a smaller --block.");
-}
-
-TokenBatch random_windows(const std::vector<uint8_t>& bytes, int64_t batch_size, int64_t block_size,
-                          mg::Generator& generator, mg::Device device) {
-  const auto size = static_cast<int64_t>(bytes.size());
-  MG_ASSERT(size >= block_size + 1, "check_fits_windows accepted the text");
-  const std::vector<int64_t> starts =
-      mg::randint(0, size - block_size, {batch_size}, {.dtype = mg::DType::Int64}, &generator).to_vector<int64_t>();
-  const mg::TensorOptions host{.dtype = mg::DType::Int64,
-                               .category = mg::MemoryCategory::Input,
-                               .pin_memory = device.is_cuda()};
-  TokenBatch batch{mg::empty({batch_size, block_size}, host), mg::empty({batch_size, block_size}, host)};
-  int64_t* inputs = batch.inputs.data_ptr<int64_t>();
-  int64_t* targets = batch.targets.data_ptr<int64_t>();
-  for (int64_t row = 0; row < batch_size; ++row) {
-    const uint8_t* window = bytes.data() + starts[row];
-    for (int64_t t = 0; t < block_size; ++t) {
-      inputs[row * block_size + t] = window[t];
-      targets[row * block_size + t] = window[t + 1];
-    }
-  }
-  if (device.is_cpu()) return batch;
-  // Pinned on CUDA, so that the copy does not wait for the GPU to finish the previous step.
-  TokenBatch on_device{batch.inputs.to(device, /*non_blocking=*/true), batch.targets.to(device, /*non_blocking=*/true)};
-  on_device.inputs.set_memory_category(mg::MemoryCategory::Input);
-  on_device.targets.set_memory_category(mg::MemoryCategory::Input);
-  return on_device;
 }
 
 }  // namespace gpt

@@ -1,21 +1,12 @@
 // examples/gpt/data.h — the text a GPT trains on, as bytes: read from a file or a folder,
-// split once (the last 10% of the bytes is the validation part), and served as batches of
-// random windows drawn from a seeded generator.
-//
-// A window is block_size + 1 consecutive bytes: its first block_size bytes are the input,
-// its last block_size the targets (each position predicts the next byte). The windows'
-// start offsets come from an mg::Generator (Philox: a seed and an offset), so a saved run
-// that restores the generator's state draws exactly the windows an uninterrupted run would.
+// and split once (the last 10% of the bytes is the validation part). The model reads it
+// as windows of block_size + 1 bytes (examples/gpt/windows.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <memgrad/core/device.h>
-#include <memgrad/core/random.h>
-#include <memgrad/core/tensor.h>
 
 namespace gpt {
 
@@ -50,16 +41,5 @@ std::optional<NotText> find_not_text(const std::vector<uint8_t>& bytes);
 
 // Whether `bytes` is valid UTF-8 without NUL bytes (what this program calls text).
 bool is_utf8_text(const std::vector<uint8_t>& bytes);
-
-struct TokenBatch {
-  mg::Tensor inputs;   // (B, T) int64: window bytes 0..T-1
-  mg::Tensor targets;  // (B, T) int64: window bytes 1..T
-};
-
-// `batch_size` windows of block_size + 1 bytes of `bytes` at offsets drawn from
-// `generator`, on `device` (built in host memory, tagged INPUT; on CUDA copied from pinned
-// memory without waiting).
-TokenBatch random_windows(const std::vector<uint8_t>& bytes, int64_t batch_size, int64_t block_size,
-                          mg::Generator& generator, mg::Device device);
 
 }  // namespace gpt

@@ -41,6 +41,7 @@
 #include "examples/gpt/sampling.h"
 #include "examples/gpt/summary.h"
 #include "examples/gpt/training.h"
+#include "examples/gpt/windows.h"
 #include <memgrad/nn/gpt.h>
 #include <memgrad/nn/module.h>
 #include <memgrad/optim/adam.h>
@@ -133,6 +134,10 @@ int run_training(const Args& command_line) {
   // Dropout masks and windows: rank 0's streams are one process's, every other rank its own.
   mg::manual_seed(distributed.rank_seed(stream_seed(args.seed, Stream::Dropout)));
   mg::Generator windows(distributed.rank_seed(stream_seed(args.seed, Stream::Windows)));
+  const gpt::WindowsDataset train_windows(corpus.train, model->options().block_size);
+  // Epoch k of the loader: step k's accumulated batches, drawn when the step begins.
+  mg::data::DataLoader train_loader(
+      train_windows, gpt::random_window_batches(train_windows, windows, args.batch_size, args.accum, args.device));
 
   const gpt::RunParts parts{.precision = precision, .scheduler = scheduler, .windows = windows};
   RunState state{.total_steps = args.steps};
@@ -198,7 +203,7 @@ int run_training(const Args& command_line) {
   const Clock::time_point loop_start = Clock::now();
   while (state.step < last_step) {
     const mg::Tensor loss =
-        gpt::train_step(*model, *optimizer, precision, &scheduler, corpus.train, windows,
+        gpt::train_step(*model, *optimizer, precision, &scheduler, train_loader, state.step,
                         {.batch_size = args.batch_size, .accum = args.accum, .ddp = distributed.ddp()},
                         graph ? &*graph : nullptr);
     memory_timeline.step_done();
@@ -275,11 +280,14 @@ int predict_training_memory(const Args& args) {
     examples::MixedPrecision precision(args.amp, device);
     mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
     mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+    const gpt::WindowsDataset train_windows(corpus.train, model->options().block_size);
+    mg::data::DataLoader train_loader(
+        train_windows, gpt::random_window_batches(train_windows, windows, batch_size, args.accum, device));
     // The training loop's sum of the losses, for its progress line.
     mg::Tensor loss_since_line = mg::zeros({}, {.device = device});
     for (int64_t step = 0; step < examples::kPredictedSteps; ++step) {
       loss_since_line = loss_since_line +
-                        gpt::train_step(*model, *optimizer, precision, /*scheduler=*/nullptr, corpus.train, windows,
+                        gpt::train_step(*model, *optimizer, precision, /*scheduler=*/nullptr, train_loader, step,
                                         {.batch_size = batch_size, .accum = args.accum, .ddp = distributed.ddp()});
     }
     // NOTE: rank 0's share of the estimate, not summed over the ranks: the simulated device
@@ -316,13 +324,14 @@ int dump_windows(const Args& args) {
   const gpt::TextCorpus corpus = load_text(args);
   const int64_t block_size = gpt::model_options(args).block_size;
   mg::Generator windows(stream_seed(args.seed, Stream::Windows));
+  const gpt::WindowsDataset train_windows(corpus.train, block_size);
+  mg::data::DataLoader train_loader(
+      train_windows, gpt::random_window_batches(train_windows, windows, args.batch_size, args.accum, mg::Device::cpu()));
   std::vector<mg::Tensor> steps;
   for (int64_t step = 0; step < args.steps; ++step) {
+    train_loader.set_epoch(step);
     std::vector<mg::Tensor> micro_batches;
-    for (int64_t micro_batch = 0; micro_batch < args.accum; ++micro_batch) {
-      micro_batches.push_back(
-          gpt::random_windows(corpus.train, args.batch_size, block_size, windows, mg::Device::cpu()).inputs);
-    }
+    for (const mg::data::Batch& batch : train_loader) micro_batches.push_back(batch.inputs);
     steps.push_back(mg::cat(micro_batches));  // (accum x B, T)
   }
   mg::save_safetensors(args.dump_windows, {{"inputs", mg::stack(steps)}});

@@ -5,10 +5,11 @@
 
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/grad_mode.h>
+#include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/memory/context.h>
 #include "examples/common/accumulation.h"
-#include "examples/gpt/data.h"
+#include "examples/gpt/windows.h"
 #include <memgrad/optim/clip_grad.h>
 #include <memgrad/optim/param_groups.h>
 
@@ -17,7 +18,7 @@ namespace {
 
 // The cross-entropy of every position's prediction of the next byte (through `ddp` when
 // given, so that its backward averages the gradients over the ranks).
-mg::Tensor next_byte_loss(mg::nn::GPT& model, const TokenBatch& batch,
+mg::Tensor next_byte_loss(mg::nn::GPT& model, const mg::data::Batch& batch,
                           mg::distributed::DistributedDataParallel* ddp = nullptr) {
   if (ddp != nullptr) return ddp->call([&] { return model.loss(batch.inputs, batch.targets); });
   return model.loss(batch.inputs, batch.targets);
@@ -33,11 +34,11 @@ std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(
 mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) { return mg::optim::AdamW(adamw_groups(model, lr)); }
 
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
-                          const std::function<TokenBatch()>& next_batch, const StepPlan& plan) {
+                          const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan) {
   optimizer.zero_grad();
   mg::Tensor step_loss;
   for (int64_t micro_batch = 0; micro_batch < plan.accum; ++micro_batch) {
-    const TokenBatch batch = next_batch();
+    const mg::data::Batch batch = next_batch();
     // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
     // guard spans both.
     std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
@@ -61,18 +62,22 @@ mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, e
 }
 
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
-                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
+                      mg::optim::LRScheduler* scheduler, mg::data::DataLoader& windows, int64_t step,
                       const StepPlan& plan, examples::GraphedStep* graph) {
-  const int64_t block_size = model.options().block_size;
-  auto draw_windows = [&] { return random_windows(bytes, plan.batch_size, block_size, windows, precision.device()); };
+  windows.set_epoch(step);
+  auto next_batch = [&] {
+    mg::data::Batch batch;
+    MG_CHECK(windows.next(batch), "gpt: the windows' loader ran out within step ", step,
+             ". Hint: make it with random_window_batches(..., plan.batch_size, plan.accum, ...).");
+    return batch;
+  };
   mg::Tensor loss;
   if (graph == nullptr) {
-    loss = optimizer_step(model, optimizer, precision, draw_windows, plan);
+    loss = optimizer_step(model, optimizer, precision, next_batch, plan);
   } else {
-    const TokenBatch drawn = draw_windows();  // host work and copies: outside the captured step
-    loss = graph->run({drawn.inputs, drawn.targets}, [&](const mg::data::Batch& on_device) {
-      return optimizer_step(model, optimizer, precision, [&] { return TokenBatch{on_device.inputs, on_device.targets}; },
-                            plan);
+    const mg::data::Batch drawn = next_batch();  // host work and copies: outside the captured step
+    loss = graph->run(drawn, [&](const mg::data::Batch& on_device) {
+      return optimizer_step(model, optimizer, precision, [&] { return on_device; }, plan);
     });
   }
   if (scheduler != nullptr) scheduler->step();
@@ -85,18 +90,14 @@ mg::Tensor estimate_loss(mg::nn::GPT& model, const examples::MixedPrecision& pre
   mg::NoGradGuard no_grad;
   const examples::AutocastRegion autocast(precision);
   model.eval();
-  mg::Generator windows(seed);
-  const int rank = distributed != nullptr ? distributed->rank() : 0;
-  const int ranks = distributed != nullptr ? distributed->size() : 1;
+  mg::Generator generator(seed);
+  const WindowsDataset windows(bytes, model.options().block_size);
+  // This rank's share of the `iters` batches (every rank draws them all, to keep in step).
+  mg::data::DataLoader batches(windows, random_window_batches(windows, generator, batch_size, iters, precision.device(),
+                                                              distributed != nullptr ? distributed->rank() : 0,
+                                                              distributed != nullptr ? distributed->size() : 1));
   mg::Tensor total = mg::zeros({}, {.dtype = mg::DType::Float64, .device = precision.device()});
-  for (int64_t i = 0; i < iters; ++i) {
-    if (i % ranks != rank) {  // another rank's batch: drawn (on the host) only to keep the windows in step
-      random_windows(bytes, batch_size, model.options().block_size, windows, mg::Device::cpu());
-      continue;
-    }
-    total = total + next_byte_loss(model, random_windows(bytes, batch_size, model.options().block_size, windows,
-                                                          precision.device()));
-  }
+  for (const mg::data::Batch& batch : batches) total = total + next_byte_loss(model, batch);
   model.train();
   if (distributed != nullptr && distributed->active()) distributed->group()->all_reduce(total)->wait();
   return total * (1.0 / static_cast<double>(iters));

@@ -1,7 +1,7 @@
 // examples/gpt/training.h — one optimizer step of a language model and the loss estimate,
 // as the gpt program runs them for training and for --predict-memory alike:
 //
-//   step:      zero_grad; per micro-batch: random windows, forward under autocast, the
+//   step:      zero_grad; per micro-batch: a batch of random windows (windows.h), forward under autocast, the
 //              cross-entropy of every position's next byte, backward of loss / accum;
 //              unscale (fp16), clip the gradients' norm to 1, optimizer step (skipped on
 //              the device after an fp16 overflow), scheduler step
@@ -31,7 +31,8 @@
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/mixed_precision.h"
-#include "examples/gpt/data.h"
+#include <memgrad/data/batch.h>
+#include <memgrad/data/dataloader.h>
 #include <memgrad/nn/gpt.h>
 #include <memgrad/optim/adam.h>
 #include <memgrad/optim/optimizer.h>
@@ -55,18 +56,21 @@ mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr);
 // Its parameter groups and options (for ZeRO-1, which builds the AdamW of its shards).
 std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr);
 
-// One optimizer step over plan.accum micro-batches, each next_batch()'s: no scheduler
-// step. Returns the step's mean loss (over its micro-batches) as a 0-d float32 tensor on
-// the device. The bench times this on one fixed batch.
+// One optimizer step over plan.accum micro-batches, each next_batch()'s ((B, T) int64
+// inputs and targets on the device): no scheduler step. Returns the step's mean loss
+// (over its micro-batches) as a 0-d float32 tensor on the device. The bench times this on
+// one fixed batch.
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
-                          const std::function<TokenBatch()>& next_batch, const StepPlan& plan);
+                          const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan);
 
-// One optimizer step on windows of `bytes` drawn from `windows`, then the scheduler's
-// step (when given); returns the step's mean loss as optimizer_step does. With `graph`
-// (--cuda-graph, accum 1), the windows are drawn and copied to the device outside the step,
-// and the step itself runs through the graph (captured on the first call, replayed after).
+// Optimizer step `step` on epoch `step` of `windows` (a loader made with
+// random_window_batches(..., plan.batch_size, plan.accum, device): an epoch a step), then
+// the scheduler's step (when given); returns the step's mean loss as optimizer_step does.
+// With `graph` (--cuda-graph, accum 1), the windows are gathered and copied to the device
+// outside the step, and the step itself runs through the graph (captured on the first
+// call, replayed after).
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
-                      mg::optim::LRScheduler* scheduler, const std::vector<uint8_t>& bytes, mg::Generator& windows,
+                      mg::optim::LRScheduler* scheduler, mg::data::DataLoader& windows, int64_t step,
                       const StepPlan& plan, examples::GraphedStep* graph = nullptr);
 
 // The mean loss of `iters` batches of `batch_size` windows of `bytes`, drawn from a

@@ -22,7 +22,7 @@
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/random.h>
 #include <memgrad/data/dataloader.h>
-#include <memgrad/data/dataset.h>
+#include <memgrad/data/mnist_dataset.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
@@ -86,14 +86,23 @@ std::unique_ptr<mg::optim::Optimizer> make_optimizer(const Args& args, const std
 // GPU need not wait for the host to gather and copy the next one.
 int prefetched_batches(mg::Device device) { return device.is_cuda() ? 2 : 0; }
 
+// One split of --data, as the model takes its images: flat (H*W) rows for the MLP,
+// (1, H, W) for the CNN; the test split normalised as `train` is.
+// NOTE: 10 classes (MNIST's and Fashion-MNIST's): a label outside [0, 10) is an error
+// naming the labels file and the sample, before any training step.
+mg::data::MnistDataset load_split(const Args& args, mg::data::Split split, const mg::data::MnistDataset* train = nullptr) {
+  return mg::data::MnistDataset(
+      args.data_dir, split,
+      {.normalization = train != nullptr ? std::optional(train->normalization()) : std::nullopt,
+       .flatten = args.model == "mlp"});
+}
+
 // The loader of the training split (shuffled) or of the test split, yielding batches on `device`.
 mg::data::DataLoaderOptions loader_options(const Args& args, mg::Device device, int64_t batch_size, bool train) {
   const bool on_gpu = device.is_cuda();
   return {.batch_size = batch_size,
           .shuffle = train,
           .seed = train ? args.seed : 0,
-          // The MLP takes flat (B, H*W) rows, the CNN (B, 1, H, W) images.
-          .flatten = args.model == "mlp",
           .device = device,
           .pin_memory = on_gpu,
           .prefetch = prefetched_batches(device)};
@@ -161,9 +170,8 @@ int run(const Args& command_line) {
 
   // NOTE: the test split is normalised with the training split's pixel statistics: a
   // model in use sees inputs normalised the way it was trained.
-  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test,
-                                        train_set.normalization());
+  const mg::data::MnistDataset train_set = load_split(args, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set = load_split(args, mg::data::Split::Test, &train_set);
   // Each rank its shard of the training set; the test samples (about --limit of them)
   // shared out among the ranks, each evaluated once.
   mg::data::DataLoader train_loader(
@@ -174,7 +182,7 @@ int run(const Args& command_line) {
                                              distributed.limited_samples(test_set.size(), args.batch_size, args.limit)));
 
   const mg::Shape image_shape = train_set.image_shape();
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const int64_t classes = train_set.num_classes();
   std::shared_ptr<mg::nn::Module> model = build_model(args, image_shape, classes, args.device);
   if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, model_name(args), *model);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
@@ -282,10 +290,10 @@ int run(const Args& command_line) {
 // same allocations.
 int predict(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
-  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
+  const mg::data::MnistDataset train_set = load_split(args, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set = load_split(args, mg::data::Split::Test, &train_set);
   const mg::Shape image_shape = train_set.image_shape();
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const int64_t classes = train_set.num_classes();
   const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
                                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
     examples::DistributedRun distributed(device, group);

@@ -34,7 +34,7 @@
 #include <memgrad/cuda/runtime.h>
 #endif
 #include <memgrad/data/dataloader.h>
-#include <memgrad/data/dataset.h>
+#include <memgrad/data/mnist_dataset.h>
 #include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/cli.h"
@@ -187,8 +187,10 @@ int run_training(const Args& command_line) {
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));
 
+  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
+  // labels file and the sample, before any training step.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
   const mg::Shape image_shape = train_set.image_shape();
   MG_CHECK(image_shape[0] <= kImageSize && image_shape[1] <= kImageSize, "the images in '", args.data_dir,
            "' are ", image_shape[0], "x", image_shape[1], "; this program pads them to ", kImageSize, "x",
@@ -208,7 +210,7 @@ int run_training(const Args& command_line) {
   const mg::data::Normalization& normalization = train_set.normalization();
   BatchPreparer prepare(args, static_cast<float>(-normalization.mean / normalization.std), distributed.rank());
 
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const int64_t classes = train_set.num_classes();
   std::shared_ptr<mg::nn::ResNet> model = build_model(args, classes, args.device);
   if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, kModelName, *model);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
@@ -232,9 +234,9 @@ int run_training(const Args& command_line) {
              train_steps, " steps. Hint: resume with the --epochs, --batch, --accum and --limit it was saved with "
              "(on another number of ranks, the same global batch: ranks x --batch).");
     MG_CHECK(progress.epochs_done <= args.epochs, "checkpoint '", args.resume_path, "' is past the run's end.");
-    // The shuffling is a closed form of the epoch: replaying its counter puts it exactly
-    // where the saved run was (the schedule came back with the checkpoint).
-    for (int64_t i = 0; i < progress.epochs_done; ++i) train_loader.reset();
+    // The shuffling is a closed form of the epoch: setting the loader's epoch puts it
+    // exactly where the saved run was (the schedule came back with the checkpoint).
+    train_loader.set_epoch(progress.epochs_done);
   }
   SessionFacts facts{.parameters = model->num_parameters(),
                      .samples_per_epoch = std::min(train_batches * args.batch_size * distributed.size(), train_set.size()),
@@ -335,9 +337,11 @@ int run_training(const Args& command_line) {
 // allocations.
 int predict_training_memory(const Args& args) {
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
+  // labels file and the sample, before any training step.
   const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, train_set.normalization());
-  const int64_t classes = std::max(train_set.num_classes(), test_set.num_classes());
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
+  const int64_t classes = train_set.num_classes();
   const mg::data::Normalization& normalization = train_set.normalization();
   const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
                                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group) {

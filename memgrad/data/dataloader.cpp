@@ -1,28 +1,34 @@
-// data/dataloader.cpp — batching, per-epoch shuffling, the uint8 → float32 gather into
-// (optionally pinned) host memory, the copy to the device, and the prefetching thread.
+// data/dataloader.cpp — batching, per-epoch orders, the gather into (optionally pinned)
+// host memory, the copy to the device, and the prefetching thread.
 #include "memgrad/data/dataloader.h"
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 #include <utility>
 
 #include "memgrad/core/error.h"
-#include "memgrad/core/factory.h"
 #include "memgrad/data/permutation.h"
+#include "memgrad/memory/recorder.h"
 
 namespace mg::data {
+namespace {
 
-DataLoader::DataLoader(const MnistDataset& dataset, DataLoaderOptions options)
-    : dataset_(dataset), options_(options) {
-  MG_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ",
-           options_.batch_size, ".");
-  const Normalization& normalization = dataset_.normalization();
-  for (int value = 0; value < 256; ++value) {
-    normalized_[value] =
-        static_cast<float>((value / 255.0 - normalization.mean) / normalization.std);
-  }
-  MG_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be 0 or more batches, got ",
-           options_.prefetch, ".");
+// A shared_ptr that does not own: for a borrowed dataset.
+std::shared_ptr<const Dataset> borrowed(const Dataset& dataset) {
+  return std::shared_ptr<const Dataset>(std::shared_ptr<const Dataset>(), &dataset);
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
+    : DataLoader(borrowed(dataset), std::move(options)) {}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(std::move(options)) {
+  MG_CHECK(dataset_ != nullptr, "DataLoader: no dataset (a null shared_ptr).");
+  MG_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size, ".");
+  MG_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be 0 or more batches, got ", options_.prefetch, ".");
   MG_CHECK(!(options_.sampler && options_.shuffle),
            "DataLoader: shuffle = true and a sampler were both given; the sampler chooses each "
            "epoch's order. Hint: leave shuffle false and let the sampler shuffle.");
@@ -32,33 +38,43 @@ DataLoader::DataLoader(const MnistDataset& dataset, DataLoaderOptions options)
 DataLoader::~DataLoader() { stop_prefetching(); }
 
 int64_t DataLoader::num_batches() const {
+  ensure_order();
   const auto size = static_cast<int64_t>(order_.size());
-  return options_.drop_last ? size / options_.batch_size
-                            : (size + options_.batch_size - 1) / options_.batch_size;
+  return options_.drop_last ? size / options_.batch_size : (size + options_.batch_size - 1) / options_.batch_size;
 }
 
 void DataLoader::start_epoch(int64_t epoch) {
   epoch_ = epoch;
   position_ = 0;
   served_ = 0;
-  if (options_.sampler) {
-    order_ = options_.sampler(epoch);
-    for (const int64_t sample : order_) {
-      MG_CHECK(sample >= 0 && sample < dataset_.size(), "DataLoader: the sampler gave index ",
-               sample, " in epoch ", epoch, ", outside the dataset's ", dataset_.size(),
-               " samples. Hint: build the sampler with this dataset's size.");
-    }
-  } else if (options_.shuffle) {
-    order_ = random_permutation(dataset_.size(), options_.seed + static_cast<uint64_t>(epoch));
-  } else {
-    order_.resize(dataset_.size());
-    std::iota(order_.begin(), order_.end(), int64_t{0});
-  }
+  order_.clear();
+  has_order_ = false;
 }
 
-void DataLoader::reset() {
+void DataLoader::ensure_order() const {
+  if (has_order_) return;
+  const int64_t size = dataset_->size();
+  if (options_.sampler) {
+    order_ = options_.sampler(epoch_);
+    for (const int64_t sample : order_) {
+      MG_CHECK(sample >= 0 && sample < size, "DataLoader: the sampler gave index ", sample, " in epoch ", epoch_,
+               ", outside the dataset's ", size, " samples. Hint: build the sampler with this dataset's size.");
+    }
+  } else if (options_.shuffle) {
+    order_ = random_permutation(size, options_.seed + static_cast<uint64_t>(epoch_));
+  } else {
+    order_.resize(static_cast<size_t>(size));
+    std::iota(order_.begin(), order_.end(), int64_t{0});
+  }
+  has_order_ = true;
+}
+
+void DataLoader::reset() { set_epoch(epoch_ + 1); }
+
+void DataLoader::set_epoch(int64_t epoch) {
+  MG_CHECK(epoch >= 0, "DataLoader::set_epoch: epochs count from 0, got ", epoch, ".");
   stop_prefetching();
-  start_epoch(epoch_ + 1);
+  start_epoch(epoch);
 }
 
 DataLoader::Iterator DataLoader::begin() {
@@ -70,6 +86,7 @@ bool DataLoader::next(Batch& batch) {
   // NOTE: dropping the previous batch first lets its bytes be reused for this one, so a
   // loop holds one batch of INPUT memory rather than two (plus those prefetched).
   batch = Batch{};
+  ensure_order();
   const bool more = options_.prefetch > 0 ? next_prefetched(batch) : build_next(batch);
   if (more) ++served_;
   return more;
@@ -80,43 +97,26 @@ bool DataLoader::build_next(Batch& batch) {
   const int64_t batch_size = std::min(options_.batch_size, remaining);
   if (batch_size <= 0 || (options_.drop_last && batch_size < options_.batch_size)) return false;
 
-  const Shape image_shape = dataset_.image_shape();
-  const int64_t pixels_per_image = image_shape.numel();
-  const Shape input_shape = options_.flatten
-                                ? Shape{batch_size, pixels_per_image}
-                                : Shape{batch_size, 1, image_shape[0], image_shape[1]};
   // Pinned host memory only helps (and only exists) for copies to a CUDA device.
   const bool pinned = options_.pin_memory && options_.device.is_cuda();
-  Tensor inputs = empty(input_shape, {.dtype = DType::Float32,
-                                      .category = MemoryCategory::Input,
-                                      .pin_memory = pinned});
-  Tensor targets = empty({batch_size}, {.dtype = DType::Int64,
-                                        .category = MemoryCategory::Input,
-                                        .pin_memory = pinned});
-
-  const uint8_t* pixels = dataset_.images().data_ptr<uint8_t>();
-  const int64_t* labels = dataset_.labels().data_ptr<int64_t>();
-  float* input_values = inputs.data_ptr<float>();
-  int64_t* target_values = targets.data_ptr<int64_t>();
-  for (int64_t row = 0; row < batch_size; ++row) {
-    const int64_t sample = order_[position_ + row];
-    const uint8_t* image = pixels + sample * pixels_per_image;
-    float* out = input_values + row * pixels_per_image;
-    for (int64_t pixel = 0; pixel < pixels_per_image; ++pixel) out[pixel] = normalized_[image[pixel]];
-    target_values[row] = labels[sample];
+  const std::span<const int64_t> indices(order_.data() + position_, static_cast<size_t>(batch_size));
+  std::vector<Tensor> tensors = dataset_->get_batch(indices, pinned);
+  MG_CHECK(!tensors.empty(), "DataLoader: the dataset's get_batch returned no tensors for ", batch_size, " samples.");
+  for (Tensor& tensor : tensors) {
+    MG_CHECK(tensor.defined() && tensor.dim() >= 1 && tensor.size(0) == batch_size,
+             "DataLoader: the dataset's get_batch returned a tensor of shape ",
+             tensor.defined() ? tensor.sizes() : Shape{}, " for ", batch_size,
+             " samples. Hint: each tensor of a batch has one row per sample along its first dimension.");
+    if (!options_.device.is_cpu()) {
+      // NOTE: from pinned memory the copy is queued on the current stream and the host goes
+      // on; the pinned block stays reserved until that copy has run, so dropping the host
+      // tensor here is safe.
+      tensor = tensor.to(options_.device, /*non_blocking=*/tensor.is_pinned());
+    }
+    tensor.set_memory_category(MemoryCategory::Input);
   }
   position_ += batch_size;
-
-  if (!options_.device.is_cpu()) {
-    // NOTE: from pinned memory the copy is queued on the current stream and the host goes
-    // on; the pinned block stays reserved until that copy has run, so dropping `inputs`
-    // here is safe.
-    inputs = inputs.to(options_.device, /*non_blocking=*/pinned);
-    targets = targets.to(options_.device, /*non_blocking=*/pinned);
-    inputs.set_memory_category(MemoryCategory::Input);
-    targets.set_memory_category(MemoryCategory::Input);
-  }
-  batch = {std::move(inputs), std::move(targets)};
+  batch = Batch::from_tensors(std::move(tensors));
   return true;
 }
 
@@ -147,6 +147,7 @@ bool DataLoader::next_prefetched(Batch& batch) {
       queue_.pop_front();
       lock.unlock();
       has_room_.notify_one();
+      for (size_t i = 0; i < batch.num_tensors(); ++i) memory::mark_input_taken(batch[i].storage()->data());
       return true;
     }
     lock.unlock();
@@ -173,6 +174,7 @@ void DataLoader::prefetch_epoch() {
     Batch batch;
     bool more = false;
     try {
+      const memory::PreparedInputScope ahead;  // no step's leftovers while they wait (memory/recorder.h)
       more = build_next(batch);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -1,22 +1,36 @@
-// data/dataloader.h — DataLoader: cuts an MnistDataset into batches, shuffled per epoch,
-// converted to normalised float32 and tagged INPUT (this is where that fact is known).
+// data/dataloader.h — DataLoader: cuts any Dataset into batches, shuffled per epoch,
+// gathered on the host (pinned for a GPU), copied to the device without blocking and
+// tagged INPUT (this is where that fact is known).
 //
-//   DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 1});
+//   mg::data::TensorDataset dataset({inputs, targets});
+//   mg::data::DataLoader loader(dataset, {.batch_size = 128, .shuffle = true, .seed = 1});
 //   for (int epoch = 0; epoch < 3; ++epoch)
-//     for (const Batch& batch : loader) { ... }   // each loop is a new epoch
+//     for (const mg::data::Batch& batch : loader) { ... }   // each loop is a new epoch
 //
-// NOTE: the shuffle is data/permutation.h's random_permutation seeded with seed + epoch,
-// so a seed gives the same batches everywhere.
+// Lifetime: a loader made from a reference borrows the dataset, which must outlive it (a
+// temporary is refused at compile time); one made from a shared_ptr shares it, and
+// make_data_loader(dataset, options) moves the dataset into the loader it returns.
 //
-// A `.sampler` chooses each epoch's samples instead (e.g. a distributed::DistributedSampler,
-// which gives every rank its own shard):
+// Order: epoch e's samples are data/permutation.h's random_permutation seeded with
+// seed + e (so a seed gives the same batches everywhere, and a resumed run the same as
+// one that never stopped), or 0, 1, ... without shuffling, or whatever a `.sampler`
+// returns for the epoch (e.g. a distributed::DistributedSampler's shard):
 //   .sampler = [&](int64_t epoch) { return sampler.indices(epoch); }
+// set_epoch(e) makes the next loop serve epoch e (resuming a run after e epochs). The
+// order is computed when the epoch's first batch or num_batches() is asked for, so a
+// sampler that draws from a generator draws for exactly the epochs served.
 //
-// For a GPU, `.pin_memory = true` assembles each batch in page-locked host memory and
-// copies it with to(device, /*non_blocking=*/true), and `.prefetch = N` lets a background
-// thread prepare up to N batches ahead while the GPU trains on the current one. Prefetched
+// For a GPU, `.pin_memory = true` gathers each batch in page-locked host memory and copies
+// it with to(device, /*non_blocking=*/true), and `.prefetch = N` lets a background thread
+// prepare up to N batches ahead while the GPU trains on the current one. Prefetched
 // batches are the same batches, in the same order; they are INPUT memory too, so a loader
-// with prefetch N holds up to N + 1 batches (N ahead, plus the one being used).
+// with prefetch N holds up to N + 1 batches (N ahead, plus the one being used). A
+// memory::Recorder does not count the waiting ones as a step's leftovers, and counts a
+// batch as allocated by the step that takes it (memory::mark_input_taken).
+//
+// NOTE: one background thread, not a pool of workers: a batch is a gather of rows, which
+// one thread does far faster than a GPU step consumes it; the dataset's get_batch can use
+// threads of its own where that is not so.
 #pragma once
 
 #include <condition_variable>
@@ -25,11 +39,14 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "memgrad/core/device.h"
+#include "memgrad/data/batch.h"
 #include "memgrad/data/dataset.h"
 
 namespace mg::data {
@@ -40,30 +57,34 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   // Leaves out the last batch when it would be smaller than batch_size.
   bool drop_last = false;
-  // Inputs of shape (B, H*W), ready for a Linear layer, instead of (B, 1, H, W).
-  bool flatten = false;
-  // Batches are built on the host, then copied here.
+  // Batches are gathered on the host, then copied here.
   Device device = Device::cpu();
-  // CUDA devices: build batches in pinned host memory and copy them without blocking the
+  // CUDA devices: gather batches in pinned host memory and copy them without blocking the
   // host. Ignored for other devices (pinned memory exists for CUDA copies only).
   bool pin_memory = false;
   // Batches prepared ahead by a background thread (0: each batch is built when asked for).
   int prefetch = 0;
-  // When set, the dataset indices of each epoch, in order (called once per epoch, with the
-  // epoch from 0); replaces `shuffle`, which must then be false.
+  // When set, the dataset indices of each epoch, in order (called once per epoch served,
+  // with the epoch from 0); replaces `shuffle`, which must then be false.
   std::function<std::vector<int64_t>(int64_t epoch)> sampler = nullptr;
 };
 
 class DataLoader {
  public:
-  // Keeps handles to the dataset's tensors (not a copy of their bytes).
-  explicit DataLoader(const MnistDataset& dataset, DataLoaderOptions options = {});
+  // Borrows `dataset`: it must outlive the loader.
+  explicit DataLoader(const Dataset& dataset, DataLoaderOptions options = {});
+  // Shares `dataset`.
+  explicit DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
+  // NOTE: a temporary dataset would die before the loader reads it: pass a named one, a
+  // shared_ptr, or use make_data_loader().
+  DataLoader(const Dataset&& dataset, DataLoaderOptions options = {}) = delete;
   // Stops the prefetching thread (if any), dropping the batches it prepared.
   ~DataLoader();
   // NOTE: not copyable or movable: the prefetching thread works on this object.
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
+  const Dataset& dataset() const { return *dataset_; }
   int64_t num_batches() const;
   // The epoch being served, from 0.
   int64_t epoch() const { return epoch_; }
@@ -75,9 +96,13 @@ class DataLoader {
   // Starts the next epoch (reshuffled when shuffling); a prefetching thread still working
   // on the current epoch is stopped first.
   void reset();
+  // Makes epoch `epoch` the one served next, from its first batch, as if reset() had been
+  // called until it came: a run resumed after e epochs calls set_epoch(e) once.
+  void set_epoch(int64_t epoch);
 
   // Input iterator over one epoch: begin() starts a new epoch, unless the current one has
-  // not served a batch yet (so the first loop serves epoch 0).
+  // not served a batch yet (so the first loop serves epoch 0, and the first loop after
+  // set_epoch(e) serves epoch e).
   class Iterator {
    public:
     using iterator_category = std::input_iterator_tag;
@@ -93,9 +118,7 @@ class DataLoader {
       return *this;
     }
     void operator++(int) { ++*this; }
-    friend bool operator==(const Iterator& it, std::default_sentinel_t) {
-      return it.loader_ == nullptr;
-    }
+    friend bool operator==(const Iterator& it, std::default_sentinel_t) { return it.loader_ == nullptr; }
 
    private:
     DataLoader* loader_ = nullptr;
@@ -106,6 +129,8 @@ class DataLoader {
 
  private:
   void start_epoch(int64_t epoch);
+  // Computes this epoch's order_ unless done (the sampler is called here).
+  void ensure_order() const;
   // Builds the batch at position_ and moves position_ past it; false at the epoch's end.
   bool build_next(Batch& batch);
   // The prefetching thread: builds this epoch's batches into the queue, at most
@@ -114,16 +139,16 @@ class DataLoader {
   bool next_prefetched(Batch& batch);
   void stop_prefetching();
 
-  MnistDataset dataset_;
+  std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
-  // What each of the 256 pixel values becomes: (value / 255 - mean) / std.
-  float normalized_[256];
-  std::vector<int64_t> order_;  // dataset indices in the order of this epoch
   int64_t epoch_ = 0;
+  // The dataset indices of this epoch, in order; computed on first use (ensure_order).
+  mutable std::vector<int64_t> order_;
+  mutable bool has_order_ = false;
   // Index into order_ of the next batch's first sample. NOTE: while the prefetching thread
   // runs, it alone touches position_ (and reads order_).
   int64_t position_ = 0;
-  int64_t served_ = 0;          // batches next() has returned in this epoch
+  int64_t served_ = 0;  // batches next() has returned in this epoch
 
   // ---- prefetching (options_.prefetch > 0) ----
   enum class PrefetchState { Idle, Running, Finished };
@@ -137,5 +162,15 @@ class DataLoader {
   bool worker_done_ = false;           // the worker built its last batch (or failed)
   std::exception_ptr worker_error_;    // what the worker threw, for the consumer
 };
+
+// A loader that owns `dataset` (moved in), as libtorch's make_data_loader:
+//   auto loader = mg::data::make_data_loader(mg::data::TensorDataset({x, y}), {.batch_size = 32});
+//   for (const mg::data::Batch& batch : *loader) ...
+template <typename D>
+  requires std::is_base_of_v<Dataset, std::remove_cvref_t<D>>
+std::unique_ptr<DataLoader> make_data_loader(D&& dataset, DataLoaderOptions options = {}) {
+  return std::make_unique<DataLoader>(std::make_shared<const std::remove_cvref_t<D>>(std::forward<D>(dataset)),
+                                      std::move(options));
+}
 
 }  // namespace mg::data

@@ -1,97 +1,56 @@
-// data/dataset.cpp — loads an MNIST-format split into two INPUT tensors and checks that
-// the image and label files belong together.
+// data/dataset.cpp — the default batch of a Dataset (its examples stacked row by row) and
+// the batch tensors every dataset fills.
 #include "memgrad/data/dataset.h"
 
-#include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstring>
 
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
-#include "memgrad/data/idx.h"
 
 namespace mg::data {
-namespace {
 
-// The IDX file stems of each split, as the MNIST distribution names them.
-struct SplitFiles {
-  const char* images;
-  const char* labels;
-};
-
-SplitFiles split_files(Split split) {
-  if (split == Split::Train) return {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"};
-  return {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+Tensor batch_tensor(int64_t rows, const Shape& sample_shape, DType dtype, bool pin_memory) {
+  Shape sizes = sample_shape;
+  sizes.insert(0, rows);
+  return empty(sizes, {.dtype = dtype, .category = MemoryCategory::Input, .pin_memory = pin_memory});
 }
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string text;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) text += 'x';
-    text += std::to_string(dims[i]);
+std::vector<Tensor> Dataset::get_batch(std::span<const int64_t> indices, bool pin_memory) const {
+  MG_CHECK(!indices.empty(), "Dataset::get_batch: no indices. Hint: a batch holds at least one example.");
+  const auto rows = static_cast<int64_t>(indices.size());
+  std::vector<Tensor> batch;
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t index = indices[static_cast<size_t>(row)];
+    const Example example = get(index);
+    if (row == 0) {
+      MG_CHECK(!example.empty(), "Dataset::get(", index, ") returned no tensors. Hint: an example holds at least one.");
+      for (const Tensor& tensor : example) {
+        MG_CHECK(tensor.defined() && tensor.device().is_cpu(), "Dataset::get(", index, ") returned ",
+                 tensor.defined() ? "a tensor on " + tensor.device().str() : std::string("an undefined tensor"),
+                 "; the loader stacks examples in host memory. Hint: return CPU tensors.");
+        batch.push_back(batch_tensor(rows, tensor.sizes(), tensor.dtype(), pin_memory));
+      }
+    }
+    MG_CHECK(example.size() == batch.size(), "Dataset::get(", index, ") returned ", example.size(),
+             " tensors, but get(", indices[0], ") returned ", batch.size(),
+             ". Hint: every example of a dataset holds the same tensors.");
+    for (size_t position = 0; position < batch.size(); ++position) {
+      const Tensor& tensor = example[position];
+      Tensor& stacked = batch[position];
+      const Shape sample_shape(stacked.sizes().begin() + 1, stacked.sizes().end());
+      MG_CHECK(tensor.defined() && tensor.device().is_cpu(), "Dataset::get(", index, ")'s tensor ", position,
+               " is ", tensor.defined() ? "on " + tensor.device().str() : std::string("undefined"),
+               ". Hint: return defined CPU tensors.");
+      MG_CHECK(tensor.sizes() == sample_shape && tensor.dtype() == stacked.dtype(), "Dataset::get(", index,
+               ")'s tensor ", position, " is ", tensor.dtype(), " ", tensor.sizes(), ", but get(", indices[0],
+               ")'s is ", stacked.dtype(), " ", sample_shape, ". Hint: every example's tensor ", position,
+               " has one shape and dtype (pad or crop in get()).");
+      const size_t bytes = tensor.nbytes();
+      std::memcpy(static_cast<char*>(stacked.raw_data()) + static_cast<size_t>(row) * bytes,
+                  tensor.contiguous().raw_data(), bytes);
+    }
   }
-  return text;
-}
-
-// Mean and standard deviation of the pixels of `images` (contiguous uint8) scaled to [0, 1].
-Normalization pixel_statistics(const Tensor& images) {
-  // A histogram of the 256 byte values makes the sums exact and cheap.
-  std::array<int64_t, 256> counts{};
-  const uint8_t* pixels = images.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < images.numel(); ++i) ++counts[pixels[i]];
-
-  double sum = 0.0, sum_of_squares = 0.0;
-  for (int value = 0; value < 256; ++value) {
-    const double scaled = value / 255.0;
-    sum += counts[value] * scaled;
-    sum_of_squares += counts[value] * scaled * scaled;
-  }
-  const double count = static_cast<double>(images.numel());
-  const double mean = sum / count;
-  const double variance = std::max(0.0, sum_of_squares / count - mean * mean);
-  return {mean, std::sqrt(variance)};
-}
-
-}  // namespace
-
-MnistDataset::MnistDataset(const std::string& dir, Split split,
-                           std::optional<Normalization> normalization) {
-  const SplitFiles stems = split_files(split);
-  const std::string images_path = find_idx_file(dir, stems.images);
-  const std::string labels_path = find_idx_file(dir, stems.labels);
-  IdxArray images = read_idx(images_path);
-  IdxArray labels = read_idx(labels_path);
-
-  MG_CHECK(images.type == IdxType::UnsignedByte && images.dims.size() == 3, "'", images_path,
-           "' holds ", idx_type_name(images.type), " elements of shape ", dims_text(images.dims),
-           "; MNIST-format images are ubyte of shape (N, rows, cols).");
-  // NOTE: requiring ubyte labels also bounds them below 256, so num_classes() stays small
-  // whatever the file holds.
-  MG_CHECK(labels.type == IdxType::UnsignedByte && labels.dims.size() == 1, "'", labels_path,
-           "' holds ", idx_type_name(labels.type), " elements of shape ", dims_text(labels.dims),
-           "; MNIST-format labels are ubyte of shape (N).");
-  MG_CHECK(images.dims[0] == labels.dims[0], "'", images_path, "' holds ", images.dims[0],
-           " images but '", labels_path, "' holds ", labels.dims[0],
-           " labels. Hint: the two files must come from the same split of the same dataset.");
-  MG_CHECK(images.dims[0] > 0 && images.dims[1] > 0 && images.dims[2] > 0, "'", images_path,
-           "' holds no pixels (shape ", dims_text(images.dims), ").");
-
-  images_ = empty(Shape(images.dims), {.dtype = DType::UInt8, .category = MemoryCategory::Input});
-  std::memcpy(images_.raw_data(), images.bytes.data(), images.bytes.size());
-
-  labels_ = empty({labels.dims[0]}, {.dtype = DType::Int64, .category = MemoryCategory::Input});
-  int64_t* label_values = labels_.data_ptr<int64_t>();
-  for (size_t i = 0; i < labels.bytes.size(); ++i) {
-    label_values[i] = labels.bytes[i];
-    num_classes_ = std::max<int64_t>(num_classes_, label_values[i] + 1);
-  }
-
-  normalization_ = normalization ? *normalization : pixel_statistics(images_);
-  MG_CHECK(normalization_.std > 0, "cannot normalise the images of '", images_path,
-           "' with std ", normalization_.std,
-           normalization ? "" : " (every pixel has the same value)",
-           ". Hint: pass a Normalization with a positive std.");
+  return batch;
 }
 
 }  // namespace mg::data

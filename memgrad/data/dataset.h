@@ -1,60 +1,56 @@
-// data/dataset.h — MnistDataset: one split (train or test) of an MNIST-format folder,
-// held in memory as the raw bytes the files contain, and Batch, what a DataLoader yields.
+// data/dataset.h — Dataset, what a DataLoader reads: a number of examples, each a list of
+// tensors (an image and its label, a sequence and its targets, ...), fetched by index.
 //
-// NOTE: images stay uint8 (1 byte per pixel, 47 MB for Fashion-MNIST's training split)
-// instead of being converted to float32 up front (4x that): the DataLoader converts and
-// normalises only the images of one batch at a time. Both tensors are tagged INPUT, so
-// the dataset's bytes show up in the memory report under the category they belong to.
+//   class Squares : public mg::data::Dataset {
+//    public:
+//     int64_t size() const override { return 100; }
+//     mg::data::Example get(int64_t i) const override {
+//       return {mg::full({1}, double(i)), mg::full({1}, double(i * i))};   // (x, x^2)
+//     }
+//   };
+//   mg::data::DataLoader loader(squares, {.batch_size = 10});   // batches of (10, 1), (10, 1)
+//
+// A loader asks for a whole batch at once (get_batch). The default gathers get(i) for
+// each index and stacks each tensor position along a new first dimension; a dataset whose
+// samples sit in one buffer overrides it to copy rows straight into the batch
+// (TensorDataset, MnistDataset), which saves a tensor per sample.
+//
+// NOTE: get() and get_batch() are const and a DataLoader with prefetch calls them from its
+// background thread while the owner may call them too: a dataset must not change itself
+// when read (keep caches behind a lock, or build them up front).
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string>
+#include <span>
+#include <vector>
 
+#include "memgrad/core/dtype.h"
+#include "memgrad/core/shape.h"
 #include "memgrad/core/tensor.h"
 
 namespace mg::data {
 
-// What a DataLoader yields: float32 images and their int64 class indices.
-struct Batch {
-  Tensor inputs;   // (B, 1, H, W), or (B, H*W) when flattened
-  Tensor targets;  // (B)
-};
+// One sample: its tensors, in an order the dataset documents (e.g. image, label).
+using Example = std::vector<Tensor>;
 
-// Pixels are scaled to [0, 1] (x / 255), then normalised as (x - mean) / std.
-struct Normalization {
-  double mean = 0.0;
-  double std = 1.0;
-};
-
-enum class Split { Train, Test };
-
-class MnistDataset {
+class Dataset {
  public:
-  // Loads `split` from `dir` (train-images-idx3-ubyte and train-labels-idx1-ubyte, or the
-  // t10k-* pair; gzipped or not). Images may have any rows x cols. Without
-  // `normalization`, the mean and std of this split's own pixels are used.
-  // NOTE: pass the training split's normalization() when loading the test split, so that
-  // both are normalised with statistics of the training data only (as a model in use
-  // would be: the test set must not shape its own inputs).
-  MnistDataset(const std::string& dir, Split split,
-               std::optional<Normalization> normalization = std::nullopt);
+  virtual ~Dataset() = default;
 
-  int64_t size() const { return images_.size(0); }
-  // (H, W) of one image.
-  Shape image_shape() const { return {images_.size(1), images_.size(2)}; }
-  // The largest label + 1.
-  int64_t num_classes() const { return num_classes_; }
-  const Normalization& normalization() const { return normalization_; }
-
-  const Tensor& images() const { return images_; }  // (N, H, W) uint8
-  const Tensor& labels() const { return labels_; }  // (N) int64
-
- private:
-  Tensor images_;
-  Tensor labels_;
-  int64_t num_classes_ = 0;
-  Normalization normalization_;
+  // The number of examples; get() takes indices 0 .. size() - 1.
+  virtual int64_t size() const = 0;
+  // Example `index`: CPU tensors, the same count, shapes and dtypes for every index.
+  virtual Example get(int64_t index) const = 0;
+  // The examples at `indices` (each in range, as the loader checks), each tensor position
+  // stacked into one CPU tensor of shape (indices.size(), ...): the tensors of a batch.
+  // They are new INPUT tensors, in pinned host memory when `pin_memory` is true (make
+  // them with batch_tensor()). The default stacks get(i); it throws mg::Error naming the
+  // index when an example's tensors differ from the first one's in count, shape or dtype.
+  virtual std::vector<Tensor> get_batch(std::span<const int64_t> indices, bool pin_memory) const;
 };
+
+// An uninitialised (rows, sample_shape...) CPU tensor of `dtype`, tagged INPUT, pinned when
+// `pin_memory` is true: what get_batch() fills.
+Tensor batch_tensor(int64_t rows, const Shape& sample_shape, DType dtype, bool pin_memory);
 
 }  // namespace mg::data

@@ -64,6 +64,7 @@ struct LiveBlock {
   bool described = false;
   Shape sizes;
   DType dtype = DType::Float32;
+  bool prepared_ahead = false;  // allocated in a PreparedInputScope, until mark_input_taken
 };
 
 // What an event adds to each category's requested bytes.
@@ -97,6 +98,9 @@ std::mutex& recorder_mutex() {
 }
 
 Recorder::State* running_state = nullptr;  // guarded by recorder_mutex()
+
+// Inside a PreparedInputScope: this thread builds input ahead of the step that uses it.
+thread_local bool preparing_input_ahead = false;
 
 // The node name an op records, without "Backward": the forward op's name.
 std::string_view forward_name(std::string_view node_name) {
@@ -159,6 +163,7 @@ struct Recorder::State {
         block = LiveBlock{};
         block.sequence = total - 1;
         block.allocation = event;
+        block.prepared_ahead = preparing_input_ahead;  // the allocating thread's
         break;
       }
       case EventKind::Free: live.erase(address); break;
@@ -349,7 +354,8 @@ std::vector<LiveTensor> Recorder::live_tensors() const {
                                                     .step = event.step,
                                                     .described = block.described,
                                                     .sizes = block.sizes,
-                                                    .dtype = block.dtype});
+                                                    .dtype = block.dtype,
+                                                    .prepared_ahead = block.prepared_ahead});
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -367,9 +373,22 @@ std::vector<LiveTensor> Recorder::leaked_tensors(int64_t step) const {
     const bool kept_on_purpose = tensor.category == MemoryCategory::Parameter ||
                                  tensor.category == MemoryCategory::Gradient ||
                                  tensor.category == MemoryCategory::OptimizerState;
-    if (tensor.step == step && !kept_on_purpose) leaked.push_back(std::move(tensor));
+    if (tensor.step == step && !kept_on_purpose && !tensor.prepared_ahead) leaked.push_back(std::move(tensor));
   }
   return leaked;
+}
+
+PreparedInputScope::PreparedInputScope() : previous_(preparing_input_ahead) { preparing_input_ahead = true; }
+
+PreparedInputScope::~PreparedInputScope() { preparing_input_ahead = previous_; }
+
+void mark_input_taken(const void* block) {
+  std::lock_guard<std::mutex> lock(recorder_mutex());
+  if (running_state == nullptr) return;
+  if (auto found = running_state->live.find(block); found != running_state->live.end()) {
+    found->second.prepared_ahead = false;
+    found->second.allocation.step = running_state->step;
+  }
 }
 
 std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title) {

@@ -99,6 +99,8 @@ struct LiveTensor {
   bool described = false;
   Shape sizes;
   DType dtype = DType::Float32;
+  // Input built ahead of the step that will use it and not yet taken (mark_input_prepared_ahead).
+  bool prepared_ahead = false;
 };
 
 struct RecorderOptions {
@@ -140,7 +142,8 @@ class Recorder {
   std::vector<LiveTensor> live_tensors() const;
   // The leak check: tensors allocated during step `step` (which must have ended) that are
   // still alive, except the kinds a training step keeps on purpose (PARAMETER, GRADIENT,
-  // OPTIMIZER_STATE). A loss kept in a list, with the graph it holds, shows here.
+  // OPTIMIZER_STATE) and input prepared ahead that no step has taken yet (a DataLoader's
+  // prefetched batches). A loss kept in a list, with the graph it holds, shows here.
   std::vector<LiveTensor> leaked_tensors(int64_t step) const;
 
   struct State;  // the ring buffer and counters; defined in recorder.cpp
@@ -148,6 +151,27 @@ class Recorder {
  private:
   std::unique_ptr<State> state_;
 };
+
+// Input built ahead of the step that will use it: a DataLoader's prefetched batches
+// (data/dataloader.h), built by its thread while an earlier step runs.
+// - While a PreparedInputScope lives, the blocks its thread allocates count, for the
+//   running Recorder, as no step's leftovers (leaked_tensors passes them over): they wait
+//   for their step.
+// - mark_input_taken(block): a step took the block (`block` is tensor.storage()->data());
+//   from now on it counts as allocated by the step running now, so a batch the loop keeps
+//   past its step is that step's leak. It does nothing when no Recorder runs or the block
+//   was allocated before it started.
+class PreparedInputScope {
+ public:
+  PreparedInputScope();
+  ~PreparedInputScope();
+  PreparedInputScope(const PreparedInputScope&) = delete;
+  PreparedInputScope& operator=(const PreparedInputScope&) = delete;
+
+ private:
+  bool previous_;
+};
+void mark_input_taken(const void* block);
 
 // The timeline as one JSON object (the text write_json writes).
 std::string timeline_json(const RecordedTimeline& timeline);

@@ -1,9 +1,9 @@
 // tests/data/test_dataloader.cpp — MnistDataset and DataLoader on a tiny IDX dataset with
 // known pixels: batch shapes and values, the last partial batch and drop_last, shuffling
 // (a permutation, reproducible from the seed, new each epoch), the exact INPUT bytes a
-// batch holds, the error for image and label files that do not belong together, and
-// prefetching (the same batches in the same order, bounded memory, clean stops, errors
-// passed on).
+// batch holds, the errors for image and label files that do not belong together and for a
+// label outside the classes, and prefetching (the same batches in the same order, bounded
+// memory, clean stops, errors passed on).
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,7 +19,7 @@
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
 #include "memgrad/data/dataloader.h"
-#include "memgrad/data/dataset.h"
+#include "memgrad/data/mnist_dataset.h"
 #include "data/mnist_test_files.h"
 
 using mg::DType;
@@ -93,7 +93,7 @@ TEST_CASE("MnistDataset keeps uint8 images and int64 labels, and their pixel sta
 
   CHECK(dataset.size() == kImages);
   CHECK(dataset.image_shape() == mg::Shape{kRows, kCols});
-  CHECK(dataset.num_classes() == kImages);
+  CHECK(dataset.num_classes() == 10);  // MNIST's, by default
   CHECK(dataset.images().dtype() == DType::UInt8);
   CHECK(dataset.images().sizes() == mg::Shape{kImages, kRows, kCols});
   CHECK(dataset.images().memory_category() == MemoryCategory::Input);
@@ -120,7 +120,7 @@ TEST_CASE("DataLoader batches in order, normalised, with a last partial batch",
   TempDir dir("dataloader");
   write_tiny_dataset(dir);
   const Normalization normalization{0.25, 0.5};
-  MnistDataset dataset(dir.path.string(), Split::Train, normalization);
+  MnistDataset dataset(dir.path.string(), Split::Train, {.normalization = normalization});
   DataLoader loader(dataset, {.batch_size = 4});
   CHECK(loader.num_batches() == 3);
 
@@ -151,7 +151,8 @@ TEST_CASE("DataLoader batches in order, normalised, with a last partial batch",
     CHECK(epoch_targets(dropping) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
   }
   SECTION("flatten gives (B, H*W) with the same values") {
-    DataLoader flat(dataset, {.batch_size = 4, .flatten = true});
+    MnistDataset flat_set(dir.path.string(), Split::Train, {.normalization = normalization, .flatten = true});
+    DataLoader flat(flat_set, {.batch_size = 4});
     Batch batch;
     REQUIRE(flat.next(batch));
     CHECK(batch.inputs.sizes() == mg::Shape{4, kPixels});
@@ -244,6 +245,50 @@ TEST_CASE("MnistDataset refuses image and label files of different lengths", "[d
   }
 }
 
+TEST_CASE("MnistDataset refuses a label outside its classes, naming the file, the sample and the label",
+          "[dataloader]") {
+  TempDir dir("dataloader");
+  std::vector<uint8_t> labels = {3, 1, 4, 1, 5, 200, 2};
+  std::vector<uint8_t> pixels;
+  for (size_t image = 0; image < labels.size(); ++image) {
+    for (int64_t pixel = 0; pixel < kPixels; ++pixel) pixels.push_back(pixel_value(static_cast<int64_t>(image), pixel));
+  }
+  mg_test::write_mnist_split(dir, "train", kRows, kCols, pixels, labels);
+  const std::string labels_file = dir.file("train-labels-idx1-ubyte");
+  CHECK_THROWS_WITH(MnistDataset(dir.path.string(), Split::Train),
+                    Catch::Contains("'" + labels_file + "' gives sample 5 the label 200, outside the 10 classes [0, 10)"));
+  // Another class count moves the bound both ways.
+  CHECK(MnistDataset(dir.path.string(), Split::Train, {.num_classes = 201}).num_classes() == 201);
+  CHECK_THROWS_WITH(MnistDataset(dir.path.string(), Split::Train, {.num_classes = 5}),
+                    Catch::Contains("gives sample 4 the label 5, outside the 5 classes"));
+  CHECK_THROWS_WITH(MnistDataset(dir.path.string(), Split::Train, {.num_classes = 0}),
+                    Catch::Contains("num_classes must be positive"));
+}
+
+TEST_CASE("MnistDataset's examples are the rows of its batches", "[dataloader]") {
+  TempDir dir("dataloader");
+  write_tiny_dataset(dir);
+  for (const bool flatten : {false, true}) {
+    const MnistDataset dataset(dir.path.string(), Split::Train, {.flatten = flatten});
+    const mg::Shape image_shape = flatten ? mg::Shape{kPixels} : mg::Shape{1, kRows, kCols};
+    CHECK(dataset.sample_shape() == image_shape);
+    const std::vector<int64_t> indices = {7, 2, 7};
+    const std::vector<mg::Tensor> batch = dataset.get_batch(indices, /*pin_memory=*/false);
+    REQUIRE(batch.size() == 2);
+    const std::vector<float> pixels = batch[0].to_vector<float>();
+    for (size_t row = 0; row < indices.size(); ++row) {
+      const mg::data::Example example = dataset.get(indices[row]);
+      REQUIRE(example.size() == 2);
+      CHECK(example[0].sizes() == image_shape);
+      CHECK(example[1].dim() == 0);
+      CHECK(example[1].item<int64_t>() == indices[row]);
+      const std::vector<float> image = example[0].to_vector<float>();
+      CHECK(std::vector<float>(pixels.begin() + row * kPixels, pixels.begin() + (row + 1) * kPixels) == image);
+    }
+    CHECK(batch[1].to_vector<int64_t>() == indices);
+  }
+}
+
 TEST_CASE("Prefetching serves the same batches in the same order as building on demand",
           "[dataloader][prefetch]") {
   TempDir dir("dataloader");
@@ -253,7 +298,7 @@ TEST_CASE("Prefetching serves the same batches in the same order as building on 
   const std::vector<DataLoaderOptions> settings = {
       {.batch_size = 3, .shuffle = true, .seed = 42},                 // a partial last batch
       {.batch_size = 4, .shuffle = true, .seed = 7, .drop_last = true},
-      {.batch_size = 1, .flatten = true},
+      {.batch_size = 1},
       {.batch_size = 64},                                             // one batch per epoch
   };
   for (const DataLoaderOptions& options : settings) {

@@ -1,6 +1,7 @@
 // tests/data/test_dataloader_sampler.cpp — a DataLoader whose samples a sampler chooses
 // (DataLoaderOptions::sampler): each epoch serves exactly the sampler's indices for that
-// epoch, in order, and indices outside the dataset or a second shuffle are refused.
+// epoch, in order, the sampler is called only for the epochs served, and indices outside
+// the dataset or a second shuffle are refused.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 #include "memgrad/core/error.h"
 #include "memgrad/data/dataloader.h"
-#include "memgrad/data/dataset.h"
+#include "memgrad/data/mnist_dataset.h"
 #include "memgrad/data/permutation.h"
 #include "data/mnist_test_files.h"
 
@@ -60,6 +61,14 @@ TEST_CASE("A DataLoader with a sampler serves the sampler's indices of each epoc
   CHECK(loader.num_batches() == 1);
   CHECK(epochs_asked == std::vector<int64_t>{0, 1});
 
+  // set_epoch asks for no epoch until it is served: a sampler drawing from a generator
+  // draws only for the epochs a resumed run serves.
+  loader.set_epoch(5);
+  loader.set_epoch(1);
+  CHECK(epochs_asked == std::vector<int64_t>{0, 1});
+  CHECK(epoch_targets(loader) == std::vector<int64_t>{1, 2, 5});
+  CHECK(epochs_asked == std::vector<int64_t>{0, 1, 1});
+
   // The loader's own shuffle is the same permutation a sampler gets from random_permutation.
   DataLoader shuffled(dataset, {.batch_size = 2, .shuffle = true, .seed = 5});
   CHECK(epoch_targets(shuffled) == mg::data::random_permutation(kImages, 5));
@@ -71,8 +80,8 @@ TEST_CASE("A DataLoader refuses a sampler's index outside the dataset, and shuff
   using Catch::Matchers::Contains;
   TempDir dir("dataloader-sampler");
   const MnistDataset dataset = tiny_dataset(dir);
-  CHECK_THROWS_WITH(DataLoader(dataset, {.sampler = [](int64_t) { return std::vector<int64_t>{0, 7}; }}),
-                    Contains("the sampler gave index 7 in epoch 0, outside the dataset's 7 samples"));
+  DataLoader outside(dataset, {.sampler = [](int64_t) { return std::vector<int64_t>{0, 7}; }});
+  CHECK_THROWS_WITH(outside.num_batches(), Contains("the sampler gave index 7 in epoch 0, outside the dataset's 7 samples"));
   CHECK_THROWS_WITH(DataLoader(dataset, {.shuffle = true,
                                          .sampler = [](int64_t) { return std::vector<int64_t>{0}; }}),
                     Contains("shuffle = true and a sampler were both given"));

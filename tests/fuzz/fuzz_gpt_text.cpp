@@ -1,7 +1,8 @@
 // tests/fuzz/fuzz_gpt_text.cpp — libFuzzer target for the gpt example's text loader
 // (examples/gpt/data.h): a file of any bytes, and a folder holding it twice (as a file and
 // a symlink to it), are read or refused with an error naming them. What is read must be
-// the file's bytes split 90/10, and the windows drawn from it must be its bytes.
+// the file's bytes split 90/10, and the windows drawn from it (examples/gpt/windows.h)
+// must be its bytes, each target the byte after its input.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "examples/gpt/data.h"
+#include "examples/gpt/windows.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -42,10 +44,16 @@ void check_read(const gpt::TextCorpus& corpus, const std::vector<uint8_t>& bytes
     fuzz::refuse_unless_named(error, corpus.source);
     return;
   }
-  mg::Generator windows(/*seed=*/1);
-  const gpt::TokenBatch batch = gpt::random_windows(corpus.train, 2, kBlockSize, windows, mg::Device::cpu());
-  for (int64_t token : batch.inputs.to_vector<int64_t>()) {
-    if (token < 0 || token > 255) fail("a window holds a value that is not a byte");
+  mg::Generator generator(/*seed=*/1);
+  const gpt::WindowsDataset windows(corpus.train, kBlockSize);
+  mg::data::DataLoader loader(windows, gpt::random_window_batches(windows, generator, 2, 1, mg::Device::cpu()));
+  mg::data::Batch batch;
+  if (!loader.next(batch)) fail("no batch of windows");
+  const std::vector<int64_t> inputs = batch.inputs.to_vector<int64_t>();
+  const std::vector<int64_t> targets = batch.targets.to_vector<int64_t>();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] < 0 || inputs[i] > 255) fail("a window holds a value that is not a byte");
+    if (i % kBlockSize != 0 && inputs[i] != targets[i - 1]) fail("a window's target is not the byte after its input");
   }
 }
 

@@ -22,6 +22,7 @@
 #include "examples/common/mixed_precision.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/training.h"
+#include "examples/gpt/windows.h"
 #include "tiny_gpt.h"
 
 namespace {
@@ -113,7 +114,9 @@ void write_checkpoint_seeds(const fs::path& folder) {
     if (!amp) {
       std::vector<uint8_t> tokens(64);
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint8_t>((i * 7) % 16);
-      gpt::train_step(model, optimizer, precision, &scheduler, tokens, windows, {.batch_size = 2});
+      const gpt::WindowsDataset dataset(tokens, model.options().block_size);
+      mg::data::DataLoader loader(dataset, gpt::random_window_batches(dataset, windows, 2, 1, mg::Device::cpu()));
+      gpt::train_step(model, optimizer, precision, &scheduler, loader, /*step=*/0, {.batch_size = 2});
       state = {.step = 1, .total_steps = fuzz::kTinyRunSteps, .best_val_loss = 2.5, .best_step = 1, .seconds = 0.5,
                .seconds_to_best = 0.5, .eval_steps = {1}, .val_losses = {2.5}, .train_losses = {2.7}};
     }
