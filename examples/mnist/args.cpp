@@ -116,8 +116,8 @@ Args parse_args(int argc, char** argv) {
   // welcome with --predict-memory: it predicts the run they describe.
   examples::refuse_ignored_flags(
       given, {{predicting, {"--memory-timeline", "--save"},
-               "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are "
-               "not recorded"},
+               "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
+               "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
                "with --fit-batch: it searches the batch itself and predicts its peak"}});
   examples::check_init_from_flags(args.init_from, /*resume=*/"", predicting ? "--predict-memory (or --fit-batch)" : "");

@@ -95,8 +95,8 @@ Args parse_args(int argc, char** argv) {
               {!args.bench, {"--steps", "--warmup"},
                "without --bench: they count --bench's timed and untimed steps; training runs --epochs"},
               {predicting, {"--save", "--resume", "--memory-timeline"},
-               "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are "
-               "not recorded"},
+               "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
+               "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
                "with --fit-batch: it searches the batch itself and predicts its peak"},
               {args.device.is_cpu(), {"--no-cudnn-fusion", "--no-cudnn-backward-fusion", "--cudnn-benchmark",

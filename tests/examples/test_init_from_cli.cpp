@@ -118,7 +118,7 @@ TEST_CASE("the examples refuse --init-from with --resume, or where nothing train
       {"resnet", "--init-from a --resume b", "--init-from starts a new run from a checkpoint's weights and --resume"},
       {"resnet", "--bench --init-from a", "--init-from is for training: --bench trains nothing"},
       {"mnist", "--predict-memory --init-from a", "--init-from is for training: --predict-memory"},
-      {"mnist", "--fit-batch 1000000 --save a", "--predict-memory and --fit-batch train nothing: --save"},
+      {"mnist", "--fit-batch 1000000 --save a", "--save does nothing with --predict-memory or --fit-batch"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
 }
