@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -186,6 +187,17 @@ inline Pair random_pair(const Shape& sizes, DType dtype, uint64_t seed, Layout l
   REQUIRE(pair.cpu.sizes() == sizes);
   REQUIRE(pair.cuda.strides() == pair.cpu.strides());
   return pair;
+}
+
+// The message of the mg::Error that `fn` throws, or "no error" (for checks of what a
+// device-side error report says, found at the next synchronisation).
+inline std::string error_text(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
 }
 
 }  // namespace cuda_checks

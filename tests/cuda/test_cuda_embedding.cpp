@@ -23,6 +23,7 @@ using namespace mg;
 namespace {
 
 using cuda_checks::check_within_scale;
+using cuda_checks::error_text;
 using cuda_checks::host_values;
 using cuda_checks::kCuda;
 using cuda_checks::random_values;
@@ -39,15 +40,6 @@ struct Case {
   int64_t rows, width, count;
   DType dtype;
 };
-
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

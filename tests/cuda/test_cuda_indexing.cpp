@@ -25,6 +25,7 @@ namespace {
 
 using cuda_checks::check_equal;
 using cuda_checks::check_within_scale;
+using cuda_checks::error_text;
 using cuda_checks::kAllTypes;
 using cuda_checks::kCuda;
 using cuda_checks::Layout;
@@ -38,15 +39,6 @@ Tensor random_index(const Shape& sizes, int64_t bound, uint64_t seed) {
   std::vector<int64_t> values = randint(0, bound, sizes, {.dtype = DType::Int64}, &generator).to_vector<int64_t>();
   for (size_t n = 0; n < values.size(); n += 3) values[n] %= 2;
   return from_vector(values, sizes);
-}
-
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 }  // namespace

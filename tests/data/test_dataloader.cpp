@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/epoch_batches.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
 #include "memgrad/data/dataloader.h"
@@ -23,6 +24,8 @@
 #include "data/mnist_test_files.h"
 
 using mg::DType;
+using mg_test::BatchValues;
+using mg_test::epoch_batches;
 using mg::MemoryCategory;
 using mg::data::Batch;
 using mg::data::DataLoader;
@@ -58,20 +61,6 @@ std::vector<int64_t> epoch_targets(DataLoader& loader) {
     for (int64_t target : batch.targets.to_vector<int64_t>()) targets.push_back(target);
   }
   return targets;
-}
-
-// Every value of every batch of one epoch, in order: what a loader serves.
-struct BatchValues {
-  std::vector<float> inputs;
-  std::vector<int64_t> targets;
-  friend bool operator==(const BatchValues&, const BatchValues&) = default;
-};
-std::vector<BatchValues> epoch_batches(DataLoader& loader) {
-  std::vector<BatchValues> batches;
-  for (const Batch& batch : loader) {
-    batches.push_back({batch.inputs.to_vector<float>(), batch.targets.to_vector<int64_t>()});
-  }
-  return batches;
 }
 
 int64_t input_bytes() {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/epoch_batches.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
@@ -23,6 +24,8 @@
 
 using Catch::Matchers::Contains;
 using mg::DType;
+using mg_test::BatchValues;
+using mg_test::epoch_batches;
 using mg::MemoryCategory;
 using mg::Tensor;
 using mg::data::Batch;
@@ -46,20 +49,6 @@ Tensor labels() {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < kSamples; ++i) values.push_back(7 * i);
   return mg::from_vector(values, {kSamples});
-}
-
-// Every value of every batch of one epoch, in order.
-struct BatchValues {
-  std::vector<float> inputs;
-  std::vector<int64_t> targets;
-  friend bool operator==(const BatchValues&, const BatchValues&) = default;
-};
-std::vector<BatchValues> epoch_batches(DataLoader& loader) {
-  std::vector<BatchValues> batches;
-  for (const Batch& batch : loader) {
-    batches.push_back({batch.inputs.to_vector<float>(), batch.targets.to_vector<int64_t>()});
-  }
-  return batches;
 }
 
 // What a hand-written loop over `order` in batches of `batch_size` gives.
