@@ -37,6 +37,16 @@ void check_initial_weights(const std::string& path, const std::string& model_nam
 
 void load_initial_weights(const std::string& path, const std::string& model_name, mg::nn::Module& model) {
   try {
+    const mg::CheckpointMetadata file_metadata = mg::read_safetensors_metadata(path);
+    if (is_pre_library_checkpoint(file_metadata)) {  // its model.* entries are the weights
+      check_checkpoint_model(path, file_metadata, model_name);
+      mg::nn::NamedTensors weights;
+      for (auto& [key, tensor] : mg::load_safetensors(path)) {
+        if (key.starts_with("model.")) weights.emplace_back(key.substr(6), std::move(tensor));
+      }
+      model.load_state_dict(weights);
+      return;
+    }
     mg::load_checkpoint(path, {.model = &model,
                                .default_generator = false,
                                .check = [&](const mg::Checkpoint& checkpoint) {

@@ -6,6 +6,7 @@
 #include "examples/common/distributed_run.h"
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
+#include <memgrad/io/safetensors.h>
 
 namespace examples {
 namespace {
@@ -21,6 +22,11 @@ std::string metadata_value(const mg::CheckpointMetadata& metadata, const std::st
 }
 
 }  // namespace
+
+bool is_pre_library_checkpoint(const mg::CheckpointMetadata& file_metadata) {
+  return !metadata_value(file_metadata, kModelKey).empty() &&
+         metadata_value(file_metadata, "memgrad_checkpoint").empty();
+}
 
 void check_checkpoint_model(const std::string& path, const mg::CheckpointMetadata& metadata,
                             const std::string& model_name) {
@@ -70,6 +76,10 @@ void save_run_checkpoint(const std::string& path, const std::string& model_name,
 void load_run_checkpoint(const std::string& path, const std::string& model_name, mg::CheckpointTargets targets,
                          mg::optim::Optimizer& optimizer, MixedPrecision& precision,
                          const DistributedRun& distributed, const std::function<void(const RunFields&)>& read_run) {
+  MG_CHECK(!is_pre_library_checkpoint(mg::read_safetensors_metadata(path)), "checkpoint '", path,
+           "' was written by this program before 2026-12-07 (commit 875b42c or earlier), without the schedule and ",
+           "generator states a run needs to continue exactly. Hint: start a new run from its weights with ",
+           "--init-from ", path, ".");
   targets.load_optimizer = [&](const mg::optim::OptimizerStateDict& state, const std::string& source) {
     load_checkpoint_state(optimizer, state, source);
   };

@@ -79,6 +79,12 @@ void load_run_checkpoint(const std::string& path, const std::string& model_name,
                          mg::optim::Optimizer& optimizer, MixedPrecision& precision,
                          const DistributedRun& distributed, const std::function<void(const RunFields&)>& read_run);
 
+// Whether a file's __metadata__ (read_safetensors_metadata: every key) is that of a
+// checkpoint the examples wrote before 2026-12-07 (commit 875b42c or earlier): model.*,
+// optimizer.*, scaler.* and run.* entries without mg::save_checkpoint's marker, schedule or
+// generator states. Such a file cannot resume a run; --init-from takes its weights.
+bool is_pre_library_checkpoint(const mg::CheckpointMetadata& file_metadata);
+
 // Throws mg::Error unless the checkpoint `path`'s `metadata` names `model_name` (a
 // checkpoint of another program, or a file that is no program's checkpoint, is refused).
 void check_checkpoint_model(const std::string& path, const mg::CheckpointMetadata& metadata,

@@ -8,9 +8,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
+#include "memgrad/core/factory.h"
 #include "memgrad/io/safetensors.h"
 
 using Catch::Matchers::Contains;
@@ -121,4 +124,41 @@ TEST_CASE("the examples refuse --init-from with --resume, or where nothing train
       {"mnist", "--fit-batch 1000000 --save a", "--save does nothing with --predict-memory or --fit-batch"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
+}
+
+TEST_CASE("a gpt checkpoint from before mg::save_checkpoint cannot resume, and --init-from takes its weights",
+          "[examples][gpt]") {
+  TempDir dir("init-from-old");
+  const std::string common = "--data " + kText + " --preset tiny --batch 2 --eval-iters 1 --threads 2 ";
+  const std::string saved = dir.file("saved.safetensors");
+  run_ok(dir, "gpt", common + "--steps 4 --eval-interval 4 --save " + saved);
+  // The same run as the examples saved it until 2026-12-07 (commit 875b42c): no marker, no
+  // scheduler.* or rng.* entries, the run's position in run.* fields of their own.
+  std::vector<std::pair<std::string, mg::Tensor>> old_entries;
+  for (auto& [key, tensor] : mg::load_safetensors(saved)) {
+    if (key.starts_with("model.") || key.starts_with("optimizer.")) old_entries.emplace_back(key, tensor);
+  }
+  old_entries.emplace_back("run.steps_done", mg::full({}, 4.0, {.dtype = mg::DType::Int64}));
+  std::vector<std::pair<std::string, std::string>> old_metadata;
+  for (const auto& [key, value] : mg::read_safetensors_metadata(saved)) {
+    if (key != "memgrad_checkpoint") old_metadata.emplace_back(key, value);
+  }
+  const std::string old = dir.file("old.safetensors");
+  mg::save_safetensors(old, old_entries, old_metadata);
+
+  const Outcome refused = mg_test::run_program(dir, "gpt", common + "--steps 8 --resume " + old);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Contains("before 2026-12-07") && Contains("--init-from " + old));
+  CHECK_THAT(refused.err, !Contains("step 5"));
+
+  const std::string init = dir.file("init.safetensors");
+  const Outcome started = run_ok(dir, "gpt", common + "--steps 2 --eval-interval 2 --init-from " + old +
+                                                  " --save-init " + init);
+  CHECK_THAT(started.out, Contains("starting from the weights in " + old));
+  const auto checkpoint = mg_test::tensor_bytes(old), first_weights = mg_test::tensor_bytes(init);
+  REQUIRE(first_weights.size() > 0);
+  for (const auto& [name, bytes] : first_weights) {
+    INFO(name);
+    CHECK(checkpoint.at("model." + name) == bytes);
+  }
 }
