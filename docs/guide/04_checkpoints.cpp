@@ -35,8 +35,7 @@ std::shared_ptr<Net> run(mg::Device device, int until_epoch, bool resume) {
     const mg::Checkpoint checkpoint = mg::load_checkpoint(
         "guide_checkpoint.safetensors", {.model = model.get(), .optimizer = &optimizer, .scheduler = &scheduler});
     start_epoch = static_cast<int>(checkpoint.epoch);
-    // The loader shuffles epoch e with seed + e: move it to the epoch the run stopped at.
-    for (int epoch = 0; epoch < start_epoch; ++epoch) data.train_loader.reset();
+    data.train_loader.set_epoch(start_epoch);  // its next loop shuffles as that epoch did
   }
   // [guide: end]
   for (int epoch = start_epoch; epoch < until_epoch; ++epoch) {
