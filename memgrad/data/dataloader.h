@@ -28,17 +28,17 @@
 // memory::Recorder does not count the waiting ones as a step's leftovers, and counts a
 // batch as allocated by the step that takes it (memory::mark_input_taken).
 //
-// NOTE: one background thread, not a pool of workers: a batch is a gather of rows, which
-// one thread does far faster than a GPU step consumes it; the dataset's get_batch can use
-// threads of its own where that is not so.
+// `.workers = W` (with prefetch) has W threads build batches at once, each a whole batch,
+// still served in order: for datasets whose get_batch is slow (decoding, augmentation);
+// TensorDataset's and MnistDataset's gathers are far faster than a GPU step with one.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -62,8 +62,11 @@ struct DataLoaderOptions {
   // CUDA devices: gather batches in pinned host memory and copy them without blocking the
   // host. Ignored for other devices (pinned memory exists for CUDA copies only).
   bool pin_memory = false;
-  // Batches prepared ahead by a background thread (0: each batch is built when asked for).
+  // Batches prepared ahead by background threads (0: each batch is built when asked for).
   int prefetch = 0;
+  // Threads preparing them (with prefetch > 0), each building whole batches; more than
+  // `prefetch` would wait for room.
+  int workers = 1;
   // When set, the dataset indices of each epoch, in order (called once per epoch served,
   // with the epoch from 0); replaces `shuffle`, which must then be false.
   std::function<std::vector<int64_t>(int64_t epoch)> sampler = nullptr;
@@ -78,9 +81,9 @@ class DataLoader {
   // NOTE: a temporary dataset would die before the loader reads it: pass a named one, a
   // shared_ptr, or use make_data_loader().
   DataLoader(const Dataset&& dataset, DataLoaderOptions options = {}) = delete;
-  // Stops the prefetching thread (if any), dropping the batches it prepared.
+  // Stops the prefetching threads (if any), dropping the batches they prepared.
   ~DataLoader();
-  // NOTE: not copyable or movable: the prefetching thread works on this object.
+  // NOTE: not copyable or movable: the prefetching threads work on this object.
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
@@ -90,11 +93,11 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
 
   // Fills `batch` with the next batch of the epoch; false (and `batch` emptied) when the
-  // epoch is over. With prefetch, an error met by the background thread is thrown here,
-  // after the batches prepared before it.
+  // epoch is over. With prefetch, an error met by a background thread is thrown here,
+  // after the batches before the one that failed.
   bool next(Batch& batch);
-  // Starts the next epoch (reshuffled when shuffling); a prefetching thread still working
-  // on the current epoch is stopped first.
+  // Starts the next epoch (reshuffled when shuffling); prefetching threads still working
+  // on the current epoch are stopped first.
   void reset();
   // Makes epoch `epoch` the one served next, from its first batch, as if reset() had been
   // called until it came: a run resumed after e epochs calls set_epoch(e) once.
@@ -131,11 +134,12 @@ class DataLoader {
   void start_epoch(int64_t epoch);
   // Computes this epoch's order_ unless done (the sampler is called here).
   void ensure_order() const;
-  // Builds the batch at position_ and moves position_ past it; false at the epoch's end.
-  bool build_next(Batch& batch);
-  // The prefetching thread: builds this epoch's batches into the queue, at most
-  // options_.prefetch ahead of the consumer.
-  void prefetch_epoch();
+  // Builds batch `index` of this epoch (its samples from order_[index * batch_size]);
+  // false past the epoch's end. Thread-safe: order_ is fixed while an epoch is served.
+  bool build_batch(int64_t index, Batch& batch) const;
+  // A prefetching thread: claims the next batch to build, at most options_.prefetch ahead
+  // of the consumer, builds it and files it under its index.
+  void prefetch_batches();
   bool next_prefetched(Batch& batch);
   void stop_prefetching();
 
@@ -145,22 +149,22 @@ class DataLoader {
   // The dataset indices of this epoch, in order; computed on first use (ensure_order).
   mutable std::vector<int64_t> order_;
   mutable bool has_order_ = false;
-  // Index into order_ of the next batch's first sample. NOTE: while the prefetching thread
-  // runs, it alone touches position_ (and reads order_).
-  int64_t position_ = 0;
   int64_t served_ = 0;  // batches next() has returned in this epoch
 
   // ---- prefetching (options_.prefetch > 0) ----
   enum class PrefetchState { Idle, Running, Finished };
   PrefetchState prefetch_state_ = PrefetchState::Idle;  // of this epoch; consumer's view
-  std::thread worker_;
+  std::vector<std::thread> workers_;
   std::mutex mutex_;                   // guards the members below
-  std::condition_variable has_room_;   // the queue shrank, or stop_ was set
-  std::condition_variable has_batch_;  // the queue grew, or the worker finished
-  std::deque<Batch> queue_;
-  bool stop_ = false;                  // the consumer asks the worker to end now
-  bool worker_done_ = false;           // the worker built its last batch (or failed)
-  std::exception_ptr worker_error_;    // what the worker threw, for the consumer
+  std::condition_variable has_room_;   // the consumer took a batch, or stop_ was set
+  std::condition_variable has_batch_;  // a batch was filed, the end was found, or a worker left
+  std::map<int64_t, Batch> ready_;     // built batches by index, waiting to be served
+  int64_t next_to_build_ = 0;          // the index the next worker claims
+  int64_t next_to_serve_ = 0;          // the index the consumer waits for
+  int64_t end_batch_ = 0;              // the first index found not to exist (or to have failed)
+  int running_workers_ = 0;
+  bool stop_ = false;                  // the consumer asks the workers to end now
+  std::exception_ptr worker_error_;    // what the batch at end_batch_ threw, if it did
 };
 
 // A loader that owns `dataset` (moved in), as libtorch's make_data_loader:

@@ -291,11 +291,12 @@ TEST_CASE("Prefetching serves the same batches in the same order as building on 
       {.batch_size = 64},                                             // one batch per epoch
   };
   for (const DataLoaderOptions& options : settings) {
-    for (int prefetch : {1, 2, 5}) {
-      INFO("batch_size " << options.batch_size << ", prefetch " << prefetch);
+    for (const auto [prefetch, workers] : {std::pair{1, 1}, {2, 1}, {5, 1}, {2, 2}, {5, 3}, {1, 4}}) {
+      INFO("batch_size " << options.batch_size << ", prefetch " << prefetch << ", workers " << workers);
       DataLoader plain(dataset, options);
       DataLoaderOptions prefetching_options = options;
       prefetching_options.prefetch = prefetch;
+      prefetching_options.workers = workers;
       DataLoader prefetching(dataset, prefetching_options);
       for (int epoch = 0; epoch < 3; ++epoch) {
         const std::vector<BatchValues> expected = epoch_batches(plain);
@@ -364,7 +365,8 @@ TEST_CASE("A prefetching loader holds at most prefetch batches ahead and frees t
   }
   SECTION("destroyed at once, many times over (no hang, no leak)") {
     for (int i = 0; i < 200; ++i) {
-      DataLoader loader(dataset, {.batch_size = 1, .shuffle = true, .seed = 5, .prefetch = 1 + i % 4});
+      DataLoader loader(dataset,
+                        {.batch_size = 1, .shuffle = true, .seed = 5, .prefetch = 1 + i % 4, .workers = 1 + i % 3});
       Batch batch;
       for (int j = 0; j < i % 5; ++j) REQUIRE(loader.next(batch));
     }

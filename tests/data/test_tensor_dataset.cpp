@@ -76,6 +76,21 @@ class Squares : public mg::data::Dataset {
   }
 };
 
+// Example i is (i), built slowly (as decoding a file would be); example `failing` throws.
+class SlowNumbers : public mg::data::Dataset {
+ public:
+  explicit SlowNumbers(int64_t failing = -1) : failing_(failing) {}
+  int64_t size() const override { return 24; }
+  mg::data::Example get(int64_t index) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (index == failing_) throw mg::Error("example " + std::to_string(index) + " is unreadable");
+    return {mg::full({1}, static_cast<double>(index))};
+  }
+
+ private:
+  int64_t failing_;
+};
+
 int64_t input_bytes() { return mg::allocator_for(mg::Device::cpu()).stats().category(MemoryCategory::Input).current; }
 
 }  // namespace
@@ -265,4 +280,41 @@ TEST_CASE("A Recorder around a prefetching loop counts no batch of the loader as
     recorder.stop();
   }
   CHECK(input_bytes() == before);
+}
+
+TEST_CASE("Several workers build batches at once and serve them in order, errors after the batches before",
+          "[dataloader][prefetch]") {
+  const SlowNumbers dataset;
+  auto epoch_values = [](DataLoader& loader) {
+    std::vector<float> values;
+    for (const Batch& batch : loader) {
+      const std::vector<float> rows = batch.inputs.to_vector<float>();
+      values.insert(values.end(), rows.begin(), rows.end());
+    }
+    return values;
+  };
+  auto seconds_for_an_epoch = [&](int workers) {
+    DataLoader loader(dataset, {.batch_size = 2, .shuffle = true, .seed = 4, .prefetch = 4, .workers = workers});
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<float> values = epoch_values(loader);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    DataLoader plain(dataset, {.batch_size = 2, .shuffle = true, .seed = 4});
+    CHECK(values == epoch_values(plain));  // the same batches, in the same order
+    return seconds;
+  };
+  // 12 batches of two 5 ms examples: about 120 ms on one worker; four sleep side by side.
+  const double one = seconds_for_an_epoch(1), four = seconds_for_an_epoch(4);
+  INFO("one worker " << one << " s, four " << four << " s");
+  CHECK(four < 0.6 * one);
+
+  const SlowNumbers failing(/*failing=*/9);  // in batch 4 of batch size 2
+  DataLoader loader(failing, {.batch_size = 2, .prefetch = 6, .workers = 3});
+  Batch batch;
+  for (int b = 0; b < 4; ++b) {
+    REQUIRE(loader.next(batch));
+    CHECK(batch.inputs.to_vector<float>() == std::vector<float>{2.0f * b, 2.0f * b + 1});
+  }
+  CHECK_THROWS_WITH(loader.next(batch), Contains("example 9 is unreadable"));
+  CHECK_THROWS_WITH(loader.next(batch), Contains("example 9 is unreadable"));  // until reset()
+  CHECK_THROWS_WITH(DataLoader(dataset, {.prefetch = 1, .workers = 0}), Contains("workers must be 1 or more"));
 }
