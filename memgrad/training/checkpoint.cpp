@@ -54,19 +54,20 @@ struct FileParts {
 FileParts split_entries(const std::string& path, CheckpointTensors entries) {
   FileParts parts;
   for (auto& [key, tensor] : entries) {
-    auto strip = [&](const std::string& prefix) { return key.substr(prefix.size()); };
+    // NOTE: the key is passed, not captured: clang 14 cannot capture a structured binding.
+    auto strip = [](const std::string& name, const std::string& prefix) { return name.substr(prefix.size()); };
     if (key.starts_with(kModel)) {
-      parts.model.emplace_back(strip(kModel), std::move(tensor));
+      parts.model.emplace_back(strip(key, kModel), std::move(tensor));
     } else if (key.starts_with(kOptimizer)) {
-      parts.optimizer.emplace_back(strip(kOptimizer), std::move(tensor));
+      parts.optimizer.emplace_back(strip(key, kOptimizer), std::move(tensor));
     } else if (key.starts_with(kScaler)) {
       parts.scaler.emplace_back(key, std::move(tensor));
     } else if (key.starts_with(kScheduler)) {
-      parts.scheduler.emplace_back(strip(kScheduler), std::move(tensor));
+      parts.scheduler.emplace_back(strip(key, kScheduler), std::move(tensor));
     } else if (key.starts_with(kRng)) {
-      parts.rng.emplace(strip(kRng), tensor.to(Device::cpu()));
+      parts.rng.emplace(strip(key, kRng), tensor.to(Device::cpu()));
     } else if (key.starts_with(kRun)) {
-      parts.run.emplace(strip(kRun), tensor.to(Device::cpu()));
+      parts.run.emplace(strip(key, kRun), tensor.to(Device::cpu()));
     } else {
       MG_CHECK(false, source_of(path), ": unexpected entry \"", key, "\" (a checkpoint holds model.*, optimizer.*, ",
                "scaler.*, scheduler.*, rng.* and run.* entries). Hint: was the file changed since mg::save_checkpoint ",
