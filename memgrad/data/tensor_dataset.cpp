@@ -51,6 +51,10 @@ Example TensorDataset::get(int64_t index) const {
 
 std::vector<Tensor> TensorDataset::get_batch(std::span<const int64_t> indices, bool pin_memory) const {
   const auto rows = static_cast<int64_t>(indices.size());
+  for (const int64_t index : indices) {  // once, not once per tensor
+    MG_CHECK(index >= 0 && index < size(), "TensorDataset::get_batch: index ", index, " outside the dataset's ",
+             size(), " examples.");
+  }
   std::vector<Tensor> batch;
   for (const Tensor& tensor : tensors_) {
     const Shape sample_shape(tensor.sizes().begin() + 1, tensor.sizes().end());
@@ -60,8 +64,6 @@ std::vector<Tensor> TensorDataset::get_batch(std::span<const int64_t> indices, b
     char* target = static_cast<char*>(stacked.raw_data());
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t index = indices[static_cast<size_t>(row)];
-      MG_CHECK(index >= 0 && index < size(), "TensorDataset::get_batch: index ", index, " outside the dataset's ",
-               size(), " examples.");
       std::memcpy(target + static_cast<size_t>(row) * row_bytes, source + static_cast<size_t>(index) * row_bytes,
                   row_bytes);
     }
