@@ -487,7 +487,8 @@ cudnnStatus_t execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvOper
 // NOTE: one run timed from an idle stream also measured the host's issue of it (a
 // variant pack and a launch or more, against kernels of 10-300 us), which a training step
 // hides, its host running ahead of the device: so timed, the chosen plans of a ResNet-50
-// step summed to 4.55 ms, and 3.72 ms timed so (H200; docs/benchmarks.md).
+// step summed to 4.55 ms, and 3.72 ms timed so (H200, 2026-12-03, commit 659e58c:
+// docs/history/benchmarks.md).
 float time_plan(cudnnHandle_t handle, Device device, const ConvPlan& plan, const ConvOperands& data) {
   Tensor workspace = borrow_workspace(plan.workspace_bytes, device);
   void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;

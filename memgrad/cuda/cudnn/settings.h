@@ -53,7 +53,7 @@ bool cudnn_deterministic();
 // saves batch norm's statistics pass over the activation; the fused and unfused steps
 // differ by rounding only. Off: the two run apart. Never in deterministic mode: cuDNN does
 // not say in which order the epilogue adds its partial sums.
-// On by default since the seventh session of 2026-12-02 (docs/benchmarks.md): it had been
+// On by default since 2026-12-02, commit 8f74ff5 (docs/history/benchmarks.md): it had been
 // off because ResNet-50's step was slower with it, which one convolution explained, the
 // 7x7 stem with 3 input channels, whose only fused engine (runtime-compiled) took 1.71 ms
 // a step against 0.21 ms plain. The kernel table now fuses only convolutions with a
@@ -69,7 +69,7 @@ bool cudnn_fusion();
 // and its input; the result differs from the unfused one by rounding only. Off: the two run
 // apart. Never in deterministic mode. Separate from set_cudnn_fusion because the two pay
 // differently: ResNet-50 b128 fp16 channels_last took 17.27 ms a step with this one on and
-// 17.45 ms off on the H200, at the same peak (docs/benchmarks.md).
+// 17.45 ms off on the H200, at the same peak (docs/history/benchmarks.md, 2026-12-02).
 void set_cudnn_backward_fusion(bool fusion);
 bool cudnn_backward_fusion();
 

@@ -304,7 +304,7 @@ void conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, cons
 
 // Only cuDNN fuses the statistics into the convolution; the im2col path does not. And only
 // where it pays: with a multiple of kFusedStatisticsChannelMultiple input channels.
-// NOTE: measured on the H200 (docs/benchmarks.md, 2026-12-02, seventh session): ResNet-50's
+// NOTE: measured on the H200 (docs/history/benchmarks.md, 2026-12-02, 8f74ff5): ResNet-50's
 // stem (3 input channels) has no fused engine but a runtime-compiled generic one
 // (convFwd_genStats), 1.71 ms a step against 0.21 ms for its plain convolution's
 // image-first-layer kernel; every other ResNet-50 convolution fuses at about its plain
@@ -326,11 +326,12 @@ bool conv2d_with_statistics(const Tensor& input, const Tensor& weight, const Win
 // float32 (batch_norm_relu's under autocast); and only where it pays, with at least
 // kFusedBackwardMinValues values a channel. Anything else is false, for the caller to run
 // the pieces apart.
-// NOTE: measured on the H200 at batch 128 (docs/benchmarks.md, [fusion-timing]): the fused
-// kernel costs 7-49 µs more than the plain backward data, which the saved summing pass
-// repays where a channel has 100,000 values or more (ResNet-50's 56x56 and 28x28 stages:
-// 7-22 µs saved a convolution) and not at 25,000 or fewer (14x14, 7x7: -4 to +5 µs). There
-// the fused plans' larger workspace also raised ResNet-18's peak by 7.8 MiB (1%).
+// NOTE: measured on the H200 at batch 128 (docs/history/benchmarks.md, 2026-12-02,
+// 7596c42-9104aab, [fusion-timing]): the fused kernel costs 7-49 µs more than the plain
+// backward data, which the saved summing pass repays where a channel has 100,000 values or
+// more (ResNet-50's 56x56 and 28x28 stages: 7-22 µs saved a convolution) and not at 25,000
+// or fewer (14x14, 7x7: -4 to +5 µs). There the fused plans' larger workspace also raised
+// ResNet-18's peak by 7.8 MiB (1%).
 constexpr int64_t kFusedBackwardMinValues = int64_t{1} << 16;
 
 bool conv2d_backward_input_relu_batch_norm(const Tensor& grad_output, const Tensor& weight, const Window2d& window,
