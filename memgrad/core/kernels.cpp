@@ -11,8 +11,13 @@
 namespace mg {
 
 bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
-         op == BinaryOp::Gt || op == BinaryOp::Ge;
+  switch (op) {
+#define MG_BINARY_CASE(name, functor, ...) \
+  case BinaryOp::name: return elementwise::kIsComparison<elementwise::functor>;
+    MG_BINARY_OPS(MG_BINARY_CASE)
+#undef MG_BINARY_CASE
+  }
+  return false;
 }
 
 const KernelTable& kernels(Device device) {

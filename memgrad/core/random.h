@@ -10,14 +10,10 @@
 #include <cstdint>
 #include <mutex>
 
+#include "memgrad/core/host_device.h"
 #include "memgrad/core/kernels.h"
 
 // Philox and the uniform helpers are shared with the CUDA kernels (same numbers there).
-#if defined(__CUDACC__)
-#define MG_HOST_DEVICE __host__ __device__
-#else
-#define MG_HOST_DEVICE
-#endif
 
 namespace mg {
 
