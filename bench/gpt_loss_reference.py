@@ -13,8 +13,8 @@
   * the same initial weights: `gpt --save-init FILE` writes them before step 0 and
     --init FILE loads them (strict) into interop/torch_gpt.py's model;
   * the same optimizer, schedule and step: AdamW (betas 0.9 / 0.99, weight decay 0.1 on
-    the 2-d parameters, bench/torch_reference.py's gpt_optimizer), linear warm-up from 0
-    then a cosine to a tenth of --lr (optim/scheduler.cpp's WarmupCosineLR), --accum
+    the 2-d parameters, bench/torch_reference_models.py's gpt_optimizer), linear warm-up
+    from 0 then a cosine to a tenth of --lr (optim/scheduler.cpp's WarmupCosineLR), --accum
     micro-batches each backpropagating loss / accum, gradients clipped to norm 1; the
     forward under autocast with --amp bf16; estimates every --eval-interval steps and
     after the last, each the mean loss of --eval-iters batches drawn from a generator
@@ -280,13 +280,15 @@ def check_windows(args):
 def train(args):
     import torch
     import torch_gpt
-    import torch_reference  # the GPT optimizer and the TF32 setting, shared with the benchmark
+    # The GPT optimizer and the TF32 setting, shared with the benchmark (bench/torch_reference.py).
+    import torch_reference_harness
+    import torch_reference_models
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda, but PyTorch sees no CUDA device")
     device = torch.device(args.device)
     if device.type == "cuda":
-        torch_reference.set_tf32(matmul=False, cudnn=True)  # memgrad's defaults
+        torch_reference_harness.set_tf32(matmul=False, cudnn=True)  # memgrad's defaults
     torch.manual_seed(args.seed)  # dropout's masks (memgrad's differ)
     train_bytes, validation_bytes, files = load_corpus(args.data)
     sizes = model_sizes(args)
@@ -299,7 +301,7 @@ def train(args):
     model.load_state_dict(load_file(args.init), strict=True)
     model = model.to(device)
     model.train()
-    optimizer = torch_reference.gpt_optimizer(model, args.lr)
+    optimizer = torch_reference_models.gpt_optimizer(model, args.lr)
     amp_dtype = torch.bfloat16 if args.amp == "bf16" else None
 
     def batch(data, generator):

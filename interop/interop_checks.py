@@ -15,7 +15,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from torch_reference import set_tf32  # noqa: E402
+from torch_reference_harness import set_tf32  # noqa: E402
 import safetensors_file  # noqa: E402
 
 

@@ -44,7 +44,7 @@ class Timeline {
 };
 
 // The q-quantile of `values` with linear interpolation between the two nearest ranks
-// (NumPy's default, which bench/torch_reference.py uses too).
+// (NumPy's default, which bench/torch_reference_harness.py uses too).
 double quantile(std::vector<double> values, double q);
 
 }  // namespace examples

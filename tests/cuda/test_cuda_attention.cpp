@@ -23,7 +23,7 @@
 // The cases cover each kernel configuration (attention_forward.cu, attention_backward.cu:
 // head dim <= 64 or 128, with and without dropout, float16 and bfloat16).
 //
-// float32 (attention_simt.cu, FP32 FMA): the same kernel-level comparison against the CPU
+// float32 (attention_simt_*.cu, FP32 FMA): the same kernel-level comparison against the CPU
 // kernel in float32 on the same values, within 1e-5 of the largest value (both sides sum
 // float32 products in different orders; the GPU's exp2 is within 2 ulp), over causal or
 // not, dropout 0 or 0.3, Tq != Tk, T in {1, 17, 130}, head dims 13, 14, 16, 20, 64, 80,

@@ -5,7 +5,7 @@
 // one descriptor type covers NCHW and channels_last (NHWC). The strides come from the
 // layout, not from the tensor: a dim of size 1 may carry any stride in memgrad, and cuDNN
 // recognises its fast packed NCHW/NHWC kernels only from the canonical strides (the
-// backend graph's tensors in cuda/cudnn/conv_engines.cpp follow the same rule).
+// backend graph's tensors in cuda/cudnn/conv_graph.cpp follow the same rule).
 #pragma once
 
 #include <cudnn.h>

@@ -1,8 +1,8 @@
 // cuda/kernels/attention.cu — the table's fused attention entries (attention_forward,
 // attention_backward): the checks on their operands, the empty cases, and the choice of
 // kernels by dtype (float16 / bfloat16: the tensor-core kernels of attention_forward.cu and
-// attention_backward.cu; float32: the FP32 FMA kernels of attention_simt.cu); and what those
-// kernels' host sides share.
+// attention_backward.cu; float32: the FP32 FMA kernels of attention_simt_forward.cu and
+// attention_simt_backward.cu); and what those kernels' host sides share.
 //
 // The tensor-core kernels move rows of 8 elements with 16-byte instructions. q, k and v are
 // usually views of one packed (B, T, 3, H, D) projection and the output a (B, T, H, D)

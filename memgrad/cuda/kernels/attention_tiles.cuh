@@ -1,8 +1,9 @@
 // cuda/kernels/attention_tiles.cuh — what the fused attention kernels share
-// (attention_forward.cu, attention_backward.cu on tensor cores; attention_simt.cu on FP32
-// FMA): tensor-core and shared-memory instructions as inline PTX, the swizzled layout of a
-// tile in shared memory, the asynchronous copy of a tile from global memory, the dropout
-// rule, the block order, and the host's view of the (B, H, T, D) operands.
+// (attention_forward.cu, attention_backward.cu on tensor cores; attention_simt_forward.cu,
+// attention_simt_backward.cu on FP32 FMA, through attention_simt_tiles.cuh): tensor-core and
+// shared-memory instructions as inline PTX, the swizzled layout of a tile in shared memory,
+// the asynchronous copy of a tile from global memory, the dropout rule, the block order, and
+// the host's view of the (B, H, T, D) operands.
 //
 // The matrix products are mma.sync m16n8k16 (float16 or bfloat16 inputs, float32
 // accumulators). A warp's operand fragments come from shared memory through ldmatrix, in one
@@ -232,7 +233,7 @@ void tensor_core_forward(const Tensor& q, const Tensor& k, const Tensor& v, cons
 void tensor_core_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
                           const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
-// attention_simt.cu: float32, on the FP32 FMA units.
+// attention_simt_forward.cu, attention_simt_backward.cu: float32, on the FP32 FMA units.
 void simt_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                   const Tensor& output, const Tensor& log_sum_exp);
 void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -3,8 +3,8 @@
 //   float16 / bfloat16 (cuda/kernels/attention_backward.cu): the (B, H, Tq, D) dQ
 //     accumulator the tensor-core kernel adds into with float32 atomics, then the
 //     (B, H, Tq) D = rowsum(dO o O);
-//   float32 (cuda/kernels/attention_simt.cu): D alone, since its kernel adds dQ into the
-//     float32 grad_q itself.
+//   float32 (cuda/kernels/attention_simt_backward.cu): D alone, since its kernel adds dQ
+//     into the float32 grad_q itself.
 //
 // Host arithmetic only, built in every build, for the kernels and the memory predictor
 // (memory/cuda_scratch_model.cpp) alike.
