@@ -22,8 +22,8 @@ import pathlib
 import re
 import sys
 
-# The room order, bottom to top: the one place it is written down (DESIGN.md and the
-# README describe it). A room's index is its height.
+# The room order, bottom to top: the one place it is written down (README.md's "Layout"
+# section describes each room). A room's index is its height.
 ROOMS = [
     "core",      # Tensor and its parts, the caching allocator, CPU kernels: needs nothing
     "io",        # json, json_parse, safetensors: bytes in and out of files, over core's Tensor
