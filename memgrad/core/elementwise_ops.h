@@ -1,7 +1,8 @@
 // core/elementwise_ops.h — core room: every elementwise op's formula, written once.
 //
 // Each op is a functor on its compute type C (float for the 16-bit types; see each
-// device's kernels for the integer cases), MG_HOST_DEVICE, so the CPU kernels
+// device's kernels for the integer cases), MG_HOST_DEVICE (core/host_device.h, with the
+// math:: functions both devices call), so the CPU kernels
 // (core/cpu/elementwise.cpp) and the CUDA kernels (cuda/kernels/elementwise.cu) apply the
 // same arithmetic term by term. The two lists below name every op once; from them come
 // the UnaryOp and BinaryOp enums (core/kernels.h), each device's dispatch from an op to
@@ -9,7 +10,6 @@
 // each op on every device and dtype the list allows. Adding an op: docs/adding_an_op.md.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <type_traits>
@@ -17,24 +17,6 @@
 #include "memgrad/core/host_device.h"
 
 namespace mg::elementwise {
-
-// ---- math on float and double: the float overloads call the single-precision functions
-// (std::exp(float) is expf on the host too), the same on both devices ----
-
-namespace math {
-MG_HOST_DEVICE inline float exp(float x) { return ::expf(x); }
-MG_HOST_DEVICE inline double exp(double x) { return ::exp(x); }
-MG_HOST_DEVICE inline float log(float x) { return ::logf(x); }
-MG_HOST_DEVICE inline double log(double x) { return ::log(x); }
-MG_HOST_DEVICE inline float sqrt(float x) { return ::sqrtf(x); }
-MG_HOST_DEVICE inline double sqrt(double x) { return ::sqrt(x); }
-MG_HOST_DEVICE inline float tanh(float x) { return ::tanhf(x); }
-MG_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
-MG_HOST_DEVICE inline float erf(float x) { return ::erff(x); }
-MG_HOST_DEVICE inline double erf(double x) { return ::erf(x); }
-MG_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
-MG_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
-}  // namespace math
 
 // ---- GELU: Phi(x) and phi(x) of the exact form, the tanh approximation and its
 // derivative (constants computed in double, then rounded to C) ----

@@ -15,8 +15,10 @@
 // Kernels receive fully-allocated outputs and never allocate their results; they check
 // nothing a caller already checked (shapes, dtypes, devices are validated in autograd/).
 #ifndef MG_KERNEL
-#error "define MG_KERNEL(name, result, parameters) before including memgrad/core/kernel_list.h"
-#endif
+// Included without MG_KERNEL (as the installed package's every-header check does): what the
+// list makes for a user is core/kernels.h's KernelTable.
+#include "memgrad/core/kernels.h"
+#else
 
 // dst = src elementwise; same sizes, any strides, any dtypes (converting).
 MG_KERNEL(copy, void, (const Tensor& source, const Tensor& destination))
@@ -293,3 +295,4 @@ MG_KERNEL(attention_backward, void, (const Tensor& grad_output, const Tensor& q,
                                      const Tensor& grad_v))
 
 #undef MG_KERNEL
+#endif  // MG_KERNEL

@@ -1,15 +1,14 @@
 // core/cpu/optimizer_kernels.cpp — fused CPU optimizer updates: SGD, Adam/AdamW, Adagrad.
 //
 // Each update_* function updates one parameter in place in a single pass over its elements,
-// following PyTorch's published algorithms term by term (so results match torch.optim to
-// rounding).
-// Per-step scalars (bias corrections, decayed learning rate) are computed once in double;
-// the element loop runs in the element's compute type.
-#include <algorithm>
+// with core/optimizer_formulas.h's element arithmetic (the CUDA kernels' too). Per-step
+// scalars (bias corrections, decayed learning rate) are computed once in double; the
+// element loop runs in the element's compute type.
 #include <cmath>
 
 #include "memgrad/core/cpu/cpu_kernels.h"
 #include "memgrad/core/cpu/strided_loop.h"
+#include "memgrad/core/optimizer_formulas.h"
 
 namespace mg::cpu {
 
@@ -51,21 +50,19 @@ void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_
     T* p = static_cast<T*>(param.raw_data());
     const T* g = static_cast<const T*>(grad.raw_data());
     T* buf = data_or_null<T>(momentum_buffer);
-    const C lr = hyper.lr, momentum = hyper.momentum, weight_decay = hyper.weight_decay,
-            undampened = 1.0 - hyper.dampening;
+    const optimizer_formulas::SgdCoefficients<C> k{.lr = static_cast<C>(hyper.lr),
+                                                   .momentum = static_cast<C>(hyper.momentum),
+                                                   .weight_decay = static_cast<C>(hyper.weight_decay),
+                                                   .undampened = static_cast<C>(1.0 - hyper.dampening),
+                                                   .nesterov = hyper.nesterov,
+                                                   .first_step = hyper.first_step};
     const int64_t count = param.numel();
 #pragma omp parallel for schedule(static) if (count >= kParallelGrain)
     for (int64_t i = 0; i < count; ++i) {
-      C param_value = static_cast<C>(p[i]);
-      C d_p = static_cast<C>(g[i]);
-      if (weight_decay != C(0)) d_p += weight_decay * param_value;
-      if (buf != nullptr) {
-        // The first step starts the buffer at d_p itself, undampened (as PyTorch does).
-        C buffer = hyper.first_step ? d_p : momentum * static_cast<C>(buf[i]) + undampened * d_p;
-        buf[i] = static_cast<T>(buffer);
-        d_p = hyper.nesterov ? d_p + momentum * buffer : buffer;
-      }
-      p[i] = static_cast<T>(param_value - lr * d_p);
+      C buffer = buf != nullptr && !hyper.first_step ? static_cast<C>(buf[i]) : C(0);
+      p[i] = static_cast<T>(
+          optimizer_formulas::sgd_element(static_cast<C>(p[i]), static_cast<C>(g[i]), buf != nullptr, buffer, k));
+      if (buf != nullptr) buf[i] = static_cast<T>(buffer);
     }
   });
 }
@@ -83,31 +80,27 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     T* m = static_cast<T*>(exp_avg.raw_data());
     T* v = static_cast<T*>(exp_avg_sq.raw_data());
     T* v_max = data_or_null<T>(max_exp_avg_sq);
-    const C step_size = hyper.lr / bias_correction1;
-    const C correction2_sqrt = bias_correction2_sqrt;
-    const C beta1_complement = 1.0 - hyper.beta1, beta2 = hyper.beta2,
-            beta2_complement = 1.0 - hyper.beta2, eps = hyper.eps;
     // AdamW shrinks the parameter; Adam adds the decay to the gradient.
-    const C param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0;
-    const C grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay;
+    const optimizer_formulas::AdamCoefficients<C> k{
+        .step_size = static_cast<C>(hyper.lr / bias_correction1),
+        .correction2_sqrt = static_cast<C>(bias_correction2_sqrt),
+        .beta1_complement = static_cast<C>(1.0 - hyper.beta1),
+        .beta2 = static_cast<C>(hyper.beta2),
+        .beta2_complement = static_cast<C>(1.0 - hyper.beta2),
+        .eps = static_cast<C>(hyper.eps),
+        .param_scale = static_cast<C>(hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0),
+        .grad_decay = static_cast<C>(hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay)};
     const int64_t count = param.numel();
 #pragma omp parallel for schedule(static) if (count >= kParallelGrain)
     for (int64_t i = 0; i < count; ++i) {
-      C param_value = static_cast<C>(p[i]) * param_scale;
-      C gradient = static_cast<C>(g[i]);
-      if (grad_decay != C(0)) gradient += grad_decay * static_cast<C>(p[i]);
-      // NOTE: m + (1 - beta1) (g - m) is torch's lerp_, not beta1 m + (1 - beta1) g.
-      C first = static_cast<C>(m[i]);
-      first += beta1_complement * (gradient - first);
-      C second = beta2 * static_cast<C>(v[i]) + beta2_complement * gradient * gradient;
+      C first = static_cast<C>(m[i]), second = static_cast<C>(v[i]);
+      C max_second = v_max != nullptr ? static_cast<C>(v_max[i]) : C(0);
+      C updated = optimizer_formulas::adam_element(static_cast<C>(p[i]), static_cast<C>(g[i]), first, second,
+                                                   v_max != nullptr ? &max_second : nullptr, k);
       m[i] = static_cast<T>(first);
       v[i] = static_cast<T>(second);
-      if (v_max != nullptr) {
-        second = std::max(static_cast<C>(v_max[i]), second);
-        v_max[i] = static_cast<T>(second);
-      }
-      C denom = std::sqrt(second) / correction2_sqrt + eps;
-      p[i] = static_cast<T>(param_value - step_size * (first / denom));
+      if (v_max != nullptr) v_max[i] = static_cast<T>(max_second);
+      p[i] = static_cast<T>(updated);
     }
   });
 }
@@ -125,12 +118,10 @@ void update_adagrad(const Tensor& param, const Tensor& grad, const Tensor& state
     const int64_t count = param.numel();
 #pragma omp parallel for schedule(static) if (count >= kParallelGrain)
     for (int64_t i = 0; i < count; ++i) {
-      C param_value = static_cast<C>(p[i]);
-      C gradient = static_cast<C>(g[i]);
-      if (weight_decay != C(0)) gradient += weight_decay * param_value;
-      C accumulated = static_cast<C>(sum[i]) + gradient * gradient;
+      C accumulated = static_cast<C>(sum[i]);
+      p[i] = static_cast<T>(optimizer_formulas::adagrad_element(static_cast<C>(p[i]), static_cast<C>(g[i]),
+                                                                accumulated, clr, weight_decay, eps));
       sum[i] = static_cast<T>(accumulated);
-      p[i] = static_cast<T>(param_value - clr * (gradient / (std::sqrt(accumulated) + eps)));
     }
   });
 }

@@ -1,9 +1,9 @@
 // cuda/kernels/optimizer.cu — fused CUDA optimizer updates: SGD, Adam/AdamW, Adagrad, many
 // parameters per launch, in the manner of PyTorch's multi_tensor_apply.
 //
-// The per-element arithmetic is core/cpu/optimizer_kernels.cpp's, term by term, in the
-// element's compute type; per-step scalars (bias corrections, decayed learning rate) are
-// computed in double, as there.
+// The per-element arithmetic is core/optimizer_formulas.h's, which the CPU kernels run too,
+// in the element's compute type; per-step scalars (bias corrections, decayed learning rate)
+// are computed in double, as there.
 //
 // NOTE: the step counter (a float32 on the device) must be incremented once and then read
 // by every block, without a host sync. One kernel cannot do both race-free — blocks run in
@@ -28,6 +28,7 @@
 #include <cmath>
 #include <span>
 
+#include "memgrad/core/optimizer_formulas.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/multi_tensor_apply.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
@@ -112,9 +113,6 @@ void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, k
                               });
 }
 
-__host__ __device__ __forceinline__ float square_root(float x) { return sqrtf(x); }
-__host__ __device__ __forceinline__ double square_root(double x) { return sqrt(x); }
-
 // ---- SGD ----
 
 struct SgdConstants {
@@ -123,20 +121,19 @@ struct SgdConstants {
 };
 static_assert(kFitsBesideLists<SgdConstants, HyperPointers>, "sgd_kernel's arguments must fit one launch");
 
-// One element of the update, in the compute type C, as the CPU computes it.
+// One element of the update, with the CPU's arithmetic (core/optimizer_formulas.h).
 template <class T, class C>
 __host__ __device__ __forceinline__ void sgd_update(T* p, const T* g, T* buf, int64_t i, const SgdConstants& k) {
-  const C lr = k.lr, momentum = k.momentum, weight_decay = k.weight_decay, undampened = k.undampened;
-  C param_value = to_compute<C>(p[i]);
-  C d_p = to_compute<C>(g[i]);
-  if (weight_decay != C(0)) d_p += weight_decay * param_value;
-  if (buf != nullptr) {
-    // The first step starts the buffer at d_p itself, undampened (as PyTorch does).
-    C buffer = k.first_step ? d_p : momentum * to_compute<C>(buf[i]) + undampened * d_p;
-    buf[i] = from_compute<T>(buffer);
-    d_p = k.nesterov ? d_p + momentum * buffer : buffer;
-  }
-  p[i] = from_compute<T>(param_value - lr * d_p);
+  const optimizer_formulas::SgdCoefficients<C> coefficients{.lr = static_cast<C>(k.lr),
+                                                            .momentum = static_cast<C>(k.momentum),
+                                                            .weight_decay = static_cast<C>(k.weight_decay),
+                                                            .undampened = static_cast<C>(k.undampened),
+                                                            .nesterov = k.nesterov,
+                                                            .first_step = k.first_step};
+  C buffer = buf != nullptr && !k.first_step ? to_compute<C>(buf[i]) : C(0);
+  p[i] = from_compute<T>(
+      optimizer_formulas::sgd_element(to_compute<C>(p[i]), to_compute<C>(g[i]), buf != nullptr, buffer, coefficients));
+  if (buf != nullptr) buf[i] = from_compute<T>(buffer);
 }
 
 template <class T>
@@ -182,25 +179,23 @@ __host__ __device__ __forceinline__ AdamStepScalars adam_step_scalars(const Adam
 template <class T, class C>
 __host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, int64_t i,
                                                      const AdamConstants& k, const AdamStepScalars& scalars) {
-  const C step_size = scalars.step_size, correction2_sqrt = scalars.correction2_sqrt;
-  const C beta1_complement = k.beta1_complement, beta2 = k.beta2, beta2_complement = k.beta2_complement,
-          eps = k.eps, param_scale = k.param_scale, grad_decay = k.grad_decay;
-  C param_value = to_compute<C>(p[i]) * param_scale;
-  C gradient = to_compute<C>(g[i]);
-  if (grad_decay != C(0)) gradient += grad_decay * to_compute<C>(p[i]);
-  // NOTE: m + (1 - beta1) (g - m) is torch's lerp_, not beta1 m + (1 - beta1) g.
-  C first = to_compute<C>(m[i]);
-  first += beta1_complement * (gradient - first);
-  C second = beta2 * to_compute<C>(v[i]) + beta2_complement * gradient * gradient;
+  const optimizer_formulas::AdamCoefficients<C> coefficients{
+      .step_size = static_cast<C>(scalars.step_size),
+      .correction2_sqrt = static_cast<C>(scalars.correction2_sqrt),
+      .beta1_complement = static_cast<C>(k.beta1_complement),
+      .beta2 = static_cast<C>(k.beta2),
+      .beta2_complement = static_cast<C>(k.beta2_complement),
+      .eps = static_cast<C>(k.eps),
+      .param_scale = static_cast<C>(k.param_scale),
+      .grad_decay = static_cast<C>(k.grad_decay)};
+  C first = to_compute<C>(m[i]), second = to_compute<C>(v[i]);
+  C max_second = v_max != nullptr ? to_compute<C>(v_max[i]) : C(0);
+  C updated = optimizer_formulas::adam_element(to_compute<C>(p[i]), to_compute<C>(g[i]), first, second,
+                                               v_max != nullptr ? &max_second : nullptr, coefficients);
   m[i] = from_compute<T>(first);
   v[i] = from_compute<T>(second);
-  if (v_max != nullptr) {
-    C previous = to_compute<C>(v_max[i]);
-    second = previous < second ? second : previous;  // std::max(previous, second)
-    v_max[i] = from_compute<T>(second);
-  }
-  C denom = square_root(second) / correction2_sqrt + eps;
-  p[i] = from_compute<T>(param_value - step_size * (first / denom));
+  if (v_max != nullptr) v_max[i] = from_compute<T>(max_second);
+  p[i] = from_compute<T>(updated);
 }
 
 template <class T>
@@ -242,13 +237,11 @@ __host__ __device__ __forceinline__ double adagrad_clr(const AdagradConstants& k
 template <class T, class C>
 __host__ __device__ __forceinline__ void adagrad_update(T* p, const T* g, T* sum, int64_t i, const AdagradConstants& k,
                                                         double decayed_lr) {
-  const C clr = decayed_lr, weight_decay = k.weight_decay, eps = k.eps;
-  C param_value = to_compute<C>(p[i]);
-  C gradient = to_compute<C>(g[i]);
-  if (weight_decay != C(0)) gradient += weight_decay * param_value;
-  C accumulated = to_compute<C>(sum[i]) + gradient * gradient;
+  C accumulated = to_compute<C>(sum[i]);
+  p[i] = from_compute<T>(optimizer_formulas::adagrad_element(to_compute<C>(p[i]), to_compute<C>(g[i]), accumulated,
+                                                             static_cast<C>(decayed_lr), static_cast<C>(k.weight_decay),
+                                                             static_cast<C>(k.eps)));
   sum[i] = from_compute<T>(accumulated);
-  p[i] = from_compute<T>(param_value - clr * (gradient / (square_root(accumulated) + eps)));
 }
 
 template <class T>
