@@ -42,13 +42,18 @@
 #include "memgrad/autograd/layer_norm.h"
 #include "memgrad/autograd/linear_cross_entropy.h"
 #include "memgrad/autograd/loss.h"
+#include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/save_on_cpu.h"
 #include "memgrad/autograd/saved_tensor_hooks.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/side_stream.h"
 #include "memgrad/autograd/softmax.h"
+#include "memgrad/autograd/split.h"
+#include "memgrad/autograd/topk.h"
+#include "memgrad/autograd/unary.h"
 
 // nn, optim, amp: modules, optimizers and schedulers, the GradScaler
 #include "memgrad/amp/grad_scaler.h"

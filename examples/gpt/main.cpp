@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <memgrad/autograd/anomaly_mode.h>
+#include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/shape.h>
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>

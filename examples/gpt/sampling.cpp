@@ -7,9 +7,9 @@
 
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/grad_mode.h>
-#include <memgrad/autograd/reduce.h>
 #include <memgrad/autograd/shape.h>
 #include <memgrad/autograd/softmax.h>
+#include <memgrad/autograd/topk.h>
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 

@@ -23,6 +23,7 @@
 #include "memgrad/autograd/dropout.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
+#include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/shape.h"

@@ -1,4 +1,7 @@
-// autograd/backward.cpp — the Tensor methods that start or observe backward.
+// autograd/backward.cpp — the Tensor methods that start or observe backward (backward,
+// register_hook, retain_grad). They have no header here: core/tensor.h declares them with
+// the rest of Tensor, and they are defined in autograd/ because they call the engine, a
+// room above core (as PyTorch's TensorBody methods are defined in ATen).
 #include "memgrad/autograd/engine.h"
 #include "memgrad/autograd/node.h"
 

@@ -1,6 +1,6 @@
 // autograd/elementwise.cpp — binary and scalar arithmetic, maximum/minimum, comparisons,
 // and sum_to_size: forward and backward side by side. (Unary math and activations live in
-// activation.cpp.)
+// unary.cpp.)
 //
 // Binary ops broadcast (NumPy rules) and promote dtypes (PyTorch rules). An input whose
 // dtype differs from the result's is converted with the differentiable mg::to, so its
@@ -15,6 +15,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/unary.h"
 
 namespace mg {
 

@@ -1,6 +1,7 @@
-// autograd/elementwise.h — differentiable elementwise ops with NumPy broadcasting and
-// PyTorch's type promotion (integer / integer divides in float32), and comparisons (no
-// gradient, bool result).
+// autograd/elementwise.h — differentiable elementwise ops of two operands (or a tensor and
+// a scalar) with NumPy broadcasting and PyTorch's type promotion (integer / integer divides
+// in float32), and comparisons (no gradient, bool result). The ops of one tensor (exp,
+// relu, gelu, ...) and unary minus are in autograd/unary.h.
 #pragma once
 
 #include "memgrad/core/tensor.h"
@@ -24,19 +25,6 @@ Tensor div(const Tensor& a, double b);
 Tensor rsub(double a, const Tensor& b);  // a - b
 Tensor rdiv(double a, const Tensor& b);  // a / b
 Tensor pow(const Tensor& base, double exponent);
-
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-// GELU as torch.nn.functional.gelu: the exact (erf) form by default, or its tanh
-// approximation (GPT-2's "gelu_new"). Saves its input.
-enum class GeluApproximate { None, Tanh };
-Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -63,7 +51,6 @@ inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 inline Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
-inline Tensor operator-(const Tensor& x) { return neg(x); }
 
 // Sums `grad` over the dimensions that broadcasting expanded, giving `sizes` (the
 // gradient of a broadcast input).

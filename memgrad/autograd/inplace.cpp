@@ -1,6 +1,8 @@
 // autograd/inplace.cpp — the in-place Tensor methods (add_, sub_, mul_, div_, zero_, fill_,
 // copy_): they write into self through the kernels (self may be any strided view) and
 // bump its version, so a tensor saved for backward that changes afterwards is caught.
+// They have no header here: core/tensor.h declares them with the rest of Tensor, and they
+// are defined in autograd/ because they consult grad mode, a room above core.
 //
 // NOTE: they are not differentiable. Their users — optimizers, gradient accumulation,
 // initialisation — run under NoGradGuard; under grad mode, touching a tensor that takes

@@ -24,16 +24,6 @@ namespace mg {
 
 namespace {
 
-// (N) in `dtype`: 1 where target is a class, 0 where it is ignore_index.
-Tensor counted_targets(const Tensor& target, int64_t ignore_index, DType dtype) {
-  const KernelTable& kernel = kernels(target.device());
-  Tensor is_counted = autograd::new_output(target.sizes(), DType::Bool, target);
-  kernel.binary_scalar(BinaryOp::Ne, target, static_cast<double>(ignore_index), is_counted);
-  Tensor weights = autograd::new_output(target.sizes(), dtype, target);
-  kernel.copy(is_counted, weights);
-  return weights;
-}
-
 Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
 
 // Checks (N, C) scores against (N) int64 class indices; `op` names the user's call.
@@ -49,30 +39,6 @@ void check_class_targets(const char* op, const Tensor& scores, const Tensor& tar
            " does not match input of shape ", scores.sizes(), "; expected target of shape [", scores.sizes()[0],
            "] (one class index per row)");
 }
-
-}  // namespace
-
-namespace autograd {
-
-Tensor reduce_per_sample(const Tensor& losses, const Tensor& labels, Reduction reduction, int64_t ignore_index,
-                         Tensor& count) {
-  if (reduction == Reduction::None) return losses;
-  const KernelTable& kernel = kernels(losses.device());
-  Tensor out = autograd::new_output({}, losses.dtype(), losses);
-  Tensor total = make_view(out, {1}, {1}, out.storage_offset());  // the reduce kernel's keepdim form
-  kernel.reduce(ReduceOp::Sum, losses, total);
-  if (reduction == Reduction::Mean) {
-    // NOTE: no counted targets gives 0 / 0 = NaN, as in PyTorch.
-    count = autograd::new_output({1}, losses.dtype(), losses);
-    kernel.reduce(ReduceOp::Sum, counted_targets(labels, ignore_index, losses.dtype()), count);
-    kernel.binary(BinaryOp::Div, total, count, total);
-  }
-  return out;
-}
-
-}  // namespace autograd
-
-namespace {
 
 // The gradient of each sample's loss, (N) contiguous, from the gradient of the reduced loss:
 // grad itself, or the scalar grad spread over the batch (divided by the count for the mean).

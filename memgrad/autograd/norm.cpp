@@ -37,6 +37,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/relu_batch_norm_node.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/memory/context.h"
 
 namespace mg {

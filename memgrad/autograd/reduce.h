@@ -19,9 +19,5 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = fa
 // Values and int64 indices of the maximum along dim; the gradient goes to the index.
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
-// The k largest (largest = false: smallest) values along dim and their int64 indices, as
-// torch.topk (sorted); the values' gradient goes back to the indices.
-std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
-                                bool sorted = true);
 
 }  // namespace mg

@@ -1,5 +1,5 @@
-// autograd/split.cpp — autograd room: split and chunk, views of consecutive pieces of a
-// tensor along one dim, forward and backward side by side.
+// autograd/split.cpp — split.h's split and chunk, views of consecutive pieces of a tensor
+// along one dim, forward and backward side by side.
 //
 // NOTE: all pieces are outputs of ONE node (Node supports several outputs: each piece's
 // AutogradMeta names its output_nr). Its backward receives every piece's gradient at
@@ -11,6 +11,8 @@
 // NOTE: when the pieces' gradients already sit in one storage exactly where the pieces sit
 // in a contiguous input (the fused attention's backward writes q, k and v's gradients so),
 // the backward returns that region as the input's gradient: no allocation, no copy.
+#include "memgrad/autograd/split.h"
+
 #include <algorithm>
 
 #include "memgrad/autograd/function.h"

@@ -186,7 +186,7 @@ class Tensor {
   Tensor amax(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
 
-  // elementwise.cpp
+  // unary.cpp
   Tensor neg() const;
   Tensor exp() const;
   Tensor log() const;
@@ -195,7 +195,7 @@ class Tensor {
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
-  Tensor pow(double exponent) const;
+  Tensor pow(double exponent) const;  // elementwise.cpp
   Tensor matmul(const Tensor& other) const;  // matmul.cpp
   // softmax.cpp
   Tensor softmax(int64_t dim) const;

@@ -2,8 +2,8 @@
 #include "memgrad/nn/activation.h"
 
 #include "memgrad/autograd/dropout.h"
-#include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/unary.h"
 
 namespace mg::nn {
 

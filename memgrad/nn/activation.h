@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/nn/module.h"
 
 namespace mg::nn {

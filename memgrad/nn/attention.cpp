@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/split.h"
 
 namespace mg::nn {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "memgrad/autograd/attention.h"
-#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/unary.h"
 
 namespace mg::nn {
 

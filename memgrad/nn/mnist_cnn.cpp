@@ -2,7 +2,7 @@
 #include "memgrad/nn/mnist_cnn.h"
 
 #include "memgrad/autograd/checkpoint.h"
-#include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/error.h"
 
 namespace mg::nn {

@@ -9,6 +9,7 @@
 
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/grad_mode.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"

@@ -18,6 +18,7 @@
 #include "autograd/anomaly_models.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/memory/context.h"
 #include "memgrad/memory/recorder.h"

@@ -22,6 +22,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/split.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/memory/simulated_target.h"
 

@@ -19,6 +19,7 @@
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/memory/snapshot.h"
 

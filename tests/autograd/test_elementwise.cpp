@@ -13,6 +13,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
 

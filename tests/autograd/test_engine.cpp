@@ -9,6 +9,7 @@
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
 

@@ -16,6 +16,7 @@
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "autograd/op_test_support.h"
 

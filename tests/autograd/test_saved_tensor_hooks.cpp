@@ -18,6 +18,7 @@
 #include "memgrad/autograd/save_on_cpu.h"
 #include "memgrad/autograd/saved_tensor_hooks.h"
 #include "memgrad/autograd/softmax.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
 

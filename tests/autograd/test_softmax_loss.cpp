@@ -12,6 +12,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/softmax.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
 

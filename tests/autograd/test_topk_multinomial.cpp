@@ -15,6 +15,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/topk.h"
 #include "memgrad/core/factory.h"
 
 using namespace mg;

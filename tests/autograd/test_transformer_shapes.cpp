@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/node.h"
 #include "autograd/op_test_support.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/split.h"
 #include "memgrad/core/factory.h"
 
 using namespace mg;

@@ -14,6 +14,7 @@
 #include "autograd/anomaly_models.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
 #include "memgrad/nn/activation.h"

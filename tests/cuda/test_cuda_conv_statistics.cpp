@@ -27,6 +27,7 @@
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
 #include "memgrad/cuda/cudnn/algorithm_cache.h"

@@ -28,6 +28,7 @@
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/memory_format.h"

@@ -17,6 +17,7 @@
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
 

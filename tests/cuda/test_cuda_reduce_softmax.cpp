@@ -16,6 +16,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/softmax.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/memory/snapshot.h"

@@ -16,6 +16,7 @@
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/save_on_cpu.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/core/factory.h"

@@ -22,6 +22,7 @@
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/side_stream.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
 #include "memgrad/cuda/captured_step.h"

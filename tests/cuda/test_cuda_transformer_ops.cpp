@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
+#include "memgrad/autograd/split.h"
+#include "memgrad/autograd/topk.h"
 #include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
 

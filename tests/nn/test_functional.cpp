@@ -11,6 +11,7 @@
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"

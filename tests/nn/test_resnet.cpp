@@ -15,6 +15,7 @@
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/nn/nn.h"
 

@@ -10,11 +10,13 @@
 
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/layer_norm.h"
+#include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/softmax.h"
 #include "autograd/tensor_checks.h"
+#include "memgrad/autograd/unary.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/nn/nn.h"
 

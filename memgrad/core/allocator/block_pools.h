@@ -7,9 +7,10 @@
 // the free ones. Every segment belongs to one BlockPool: the default one, or a private
 // pool of a CUDA graph. Free blocks wait in their pool's small set (requests <= 1 MiB) or
 // large set, each ordered by (stream, size, address): the first entry at or after
-// (stream, size, 0) is the best fit. Live blocks are kept in a hash set so that free()
-// can reject a handle it never gave out, and so that the destructor can find every
-// segment. Every change to a free set goes through Pools::insert_free / erase_free, which
+// (stream, size, 0) is the best fit (best_fit in caching_allocator.cpp, with the other
+// decisions: rounding, pool, splitting, segment size). Live blocks are kept in a hash set
+// so that free() can reject a handle it never gave out, and so that the destructor can
+// find every segment. Every change to a free set goes through Pools::insert_free / erase_free, which
 // tally the change of inactive-split bytes (see caching_allocator.cpp).
 #pragma once
 

@@ -43,6 +43,8 @@ constexpr size_t kMaxRequestBytes = std::numeric_limits<size_t>::max() / 2;
 
 }  // namespace
 
+// ---- The allocator's decisions, one function each (PyTorch's names in parentheses) ----
+
 size_t CachingAllocator::round_size(size_t bytes) {
   // NOTE: zero bytes rounds to zero, matching allocate(0), which takes no block.
   return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
@@ -53,6 +55,55 @@ size_t CachingAllocator::segment_size_for(size_t rounded_bytes) {
   if (rounded_bytes < kLargeRequestDirect) return kLargeSegmentBytes;
   return (rounded_bytes + kLargeRoundBytes - 1) / kLargeRoundBytes * kLargeRoundBytes;
 }
+
+namespace {
+
+using Caching = CachingAllocator::Caching;
+
+// The bytes a request occupies (round_size): rounded up to 512 with caching, so that freed
+// blocks fit later requests of similar size. Without caching, exactly the request: each is
+// its own segment, and a memory checker then sees where the tensor ends.
+size_t rounded_request(size_t bytes, Caching caching) {
+  return caching == Caching::On ? CachingAllocator::round_size(bytes) : bytes;
+}
+
+// Whether a request of `rounded_bytes` is served by the small pool (the size half of
+// get_pool; the stream's routing picks the BlockPool): up to 1 MiB. Small requests are
+// packed into 2 MiB segments of their own, so a short-lived small tensor never splits a
+// large segment that a big tensor could have reused.
+bool is_small_request(size_t rounded_bytes) { return rounded_bytes <= CachingAllocator::kSmallRequestMax; }
+
+// Which cached block serves a request (get_free_block): the smallest free block of `pool`
+// (its small or large set, by the request's size) on `stream` that holds `rounded_bytes`,
+// the lowest address among equal sizes; nullptr when none does. The free set's order
+// (stream, size, address) makes this one lookup. NOTE: any block that fits serves, however
+// much larger: there is no limit on oversize blocks (PyTorch's max_split_size_mb, unset by
+// default), and should_split decides what happens to the rest.
+Block* best_fit(BlockPool& pool, StreamId stream, size_t rounded_bytes) {
+  const FreeBlockSet& free_set = pool.free_blocks(is_small_request(rounded_bytes));
+  auto fit = free_set.lower_bound(FreeBlockKey{stream, rounded_bytes, 0});
+  if (fit == free_set.end() || (*fit)->stream != stream) return nullptr;
+  return *fit;
+}
+
+// Whether the rest of `block` beyond a request of `rounded_bytes` is split off as a free
+// block of its own (should_split), or stays with the request as unused bytes: any rest in
+// the small pool (sizes are multiples of 512), more than a small request's worth in the
+// large pool (a smaller rest there would only ever serve small requests, which never look
+// in the large pool).
+bool should_split(const Block& block, size_t rounded_bytes) {
+  const size_t rest = block.size - rounded_bytes;
+  return block.in_small_pool ? rest >= CachingAllocator::kRoundBytes : rest > CachingAllocator::kSmallRequestMax;
+}
+
+// The segment to take from the backend when no cached block serves a request
+// (get_allocation_size): segment_size_for with caching; without, exactly the request, so
+// nothing is ever split off.
+size_t new_segment_bytes(size_t rounded_bytes, Caching caching) {
+  return caching == Caching::On ? CachingAllocator::segment_size_for(rounded_bytes) : rounded_bytes;
+}
+
+}  // namespace
 
 CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> backend, Caching caching)
     : device_(device), backend_(std::move(backend)), caching_(caching), pools_(std::make_unique<Pools>()) {
@@ -103,26 +154,16 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   // would invalidate it: held-back blocks stay held back until the routing ends.
   const bool routing = !pools_->routes.empty();
   if (!routing) process_pending_frees(/*wait=*/false);
-  const bool caching = caching_ == Caching::On;
-  const size_t rounded = caching ? round_size(bytes) : bytes;
-  const bool small = rounded <= kSmallRequestMax;
+  const size_t rounded = rounded_request(bytes, caching_);
   BlockPool& pool = pools_->pool_for(stream);
-  FreeBlockSet& free_set = pool.free_blocks(small);
   InactiveSplitChange split_change;
 
-  // Best fit: the smallest free block of this pool and stream that is large enough.
-  Block* block = nullptr;
-  if (caching) {
-    auto fit = free_set.lower_bound(FreeBlockKey{stream, rounded, 0});
-    if (fit != free_set.end() && (*fit)->stream == stream) {
-      block = *fit;
-      pools_->erase_free(block, split_change);
-    }
-  }
+  // Without caching nothing is ever reused: every request takes a new segment.
+  Block* block = caching_ == Caching::On ? best_fit(pool, stream, rounded) : nullptr;
+  if (block != nullptr) pools_->erase_free(block, split_change);
 
   if (block == nullptr) {
-    // Without caching the segment is the request itself, so nothing is split off below.
-    const size_t segment_bytes = caching ? segment_size_for(rounded) : rounded;
+    const size_t segment_bytes = new_segment_bytes(rounded, caching_);
     auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
     void* base = backend_->allocate(segment_bytes);
     if (base == nullptr) {
@@ -146,21 +187,16 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     segment->size = segment_bytes;
     segment->stream = stream;
     segment->pool = &pool;
-    segment->in_small_pool = small;
+    segment->in_small_pool = is_small_request(rounded);
     pool.reserved_bytes += static_cast<int64_t>(segment_bytes);
     pool.segment_count += 1;
     block = segment.release();
   }
 
-  // Split off the rest when it is worth keeping: any rest in the small pool (sizes are
-  // multiples of 512), more than a small request's worth in the large pool (a smaller rest
-  // there would only ever serve small requests, which never look in the large pool).
-  const size_t rest = block->size - rounded;
-  const bool split = small ? rest >= kRoundBytes : rest > kSmallRequestMax;
-  if (split) {
+  if (should_split(*block, rounded)) {
     auto remainder = std::make_unique<Block>();
     remainder->address = block->address + rounded;
-    remainder->size = rest;
+    remainder->size = block->size - rounded;
     remainder->stream = block->stream;
     remainder->pool = block->pool;
     remainder->in_small_pool = block->in_small_pool;

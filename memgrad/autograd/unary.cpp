@@ -1,9 +1,12 @@
-// autograd/activation.cpp — unary math (neg, exp, log, sqrt, abs) and activations (relu,
-// sigmoid, tanh, gelu): forward and backward side by side.
+// autograd/unary.cpp — unary.h's math (neg, exp, log, sqrt, abs) and activations (relu,
+// sigmoid, tanh, gelu), with their Tensor methods (declared in core/tensor.h): forward and
+// backward side by side.
 //
 // Each saves the one tensor its gradient needs. Where the gradient is a function of the
 // output (exp, sqrt, relu, sigmoid, tanh), the output is saved: the next op usually keeps
 // it alive anyway, so the saved bytes are often free, and the input can be released.
+#include "memgrad/autograd/unary.h"
+
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"

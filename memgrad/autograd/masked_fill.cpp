@@ -1,15 +1,16 @@
-// autograd/masking.cpp — autograd room: masked_fill, and tril/triu built on it, forward
-// and backward side by side.
+// autograd/masked_fill.cpp — masked_fill.h's masked_fill, and tril/triu built on it,
+// forward and backward side by side.
 //
 // masked_fill writes `value` where a bool mask (broadcast to x's sizes) is true. Its
 // backward is the same op on the gradient with 0: the filled entries do not depend on x.
 // It saves only the mask (1 byte an element, often a broadcast (T, T) causal mask that is
 // far smaller than x). tril and triu are masked_fill with a mask from index comparisons,
 // so their gradient comes from masked_fill's.
+#include "memgrad/autograd/masked_fill.h"
+
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
-#include "memgrad/autograd/shape.h"
 
 namespace mg {
 
