@@ -1,4 +1,4 @@
-// autograd/unary.cpp — unary.h's math (neg, exp, log, sqrt, abs) and activations (relu,
+// autograd/unary.cpp — unary.h's math (neg, exp, log, sqrt, abs, erf) and activations (relu,
 // sigmoid, tanh, gelu), with their Tensor methods (declared in core/tensor.h): forward and
 // backward side by side.
 //
@@ -138,6 +138,16 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
            [backward](const Node&, const Tensor& grad, const Tensor& saved_input) {
              return Gradients{fused_gradient(backward, grad, saved_input)};
            });
+  }
+  return output;
+}
+
+Tensor erf(const Tensor& x) {
+  Tensor output = floating_unary_output("erf", UnaryOp::Erf, x);
+  if (needs_grad(x)) {
+    record("ErfBackward", output, {x}, saved(x), [](const Node&, const Tensor& grad, const Tensor& saved_input) {
+      return Gradients{fused_gradient(BinaryOp::ErfBackward, grad, saved_input)};
+    });
   }
   return output;
 }

@@ -1,5 +1,5 @@
 // autograd/unary.h — differentiable elementwise ops of one tensor: math (neg, exp, log,
-// sqrt, abs) and activations (relu, sigmoid, tanh, gelu). The ops of two operands, or of a
+// sqrt, abs, erf) and activations (relu, sigmoid, tanh, gelu). The ops of two operands, or of a
 // tensor and a scalar (pow among them), are in autograd/elementwise.h.
 #pragma once
 
@@ -19,6 +19,8 @@ Tensor tanh(const Tensor& x);
 // approximation (GPT-2's "gelu_new"). Saves its input.
 enum class GeluApproximate { None, Tanh };
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+// The error function, as torch.erf. Saves its input.
+Tensor erf(const Tensor& x);
 
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 

@@ -25,6 +25,7 @@ constexpr double kInvSqrt2 = 0.5 * std::numbers::sqrt2;                         
 constexpr double kInvSqrt2Pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;  // 1/sqrt(2 pi)
 constexpr double kGeluTanhScale = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;     // sqrt(2/pi)
 constexpr double kGeluTanhCubic = 0.044715;
+constexpr double kTwoOverSqrtPi = 2.0 * std::numbers::inv_sqrtpi;                   // erf's derivative at 0
 
 template <class C>
 MG_HOST_DEVICE inline C gelu_cdf(C x) { return C(0.5) * (C(1) + math::erf(x * C(kInvSqrt2))); }
@@ -61,6 +62,8 @@ struct TanhOp { template <class C> MG_HOST_DEVICE C operator()(C x) const { retu
 struct GeluOp { template <class C> MG_HOST_DEVICE C operator()(C x) const { return x * gelu_cdf(x); } };
 // GELU's tanh approximation.
 struct GeluTanhOp { template <class C> MG_HOST_DEVICE C operator()(C x) const { return gelu_tanh(x); } };
+// The error function, 2/sqrt(pi) times the integral of exp(-t^2) from 0 to x.
+struct ErfOp { template <class C> MG_HOST_DEVICE C operator()(C x) const { return math::erf(x); } };
 struct SignOp {
   template <class C> MG_HOST_DEVICE C operator()(C x) const { return static_cast<C>((C(0) < x) - (x < C(0))); }
 };
@@ -114,6 +117,11 @@ struct GeluTanhBackwardOp {
   template <class C> MG_HOST_DEVICE C operator()(C a, C b) const { return a * gelu_tanh_derivative(b); }
 };
 
+// b = erf's input: d/dx erf(x) = 2/sqrt(pi) exp(-x^2).
+struct ErfBackwardOp {
+  template <class C> MG_HOST_DEVICE C operator()(C a, C b) const { return a * C(kTwoOverSqrtPi) * math::exp(-b * b); }
+};
+
 // Comparisons: the output is bool. A device may run a > b as b < a (Mirror: the op with
 // its operands swapped), which saves it a set of kernels.
 struct EqualOp { template <class C> MG_HOST_DEVICE bool operator()(C a, C b) const { return a == b; } };
@@ -154,6 +162,7 @@ enum class OpForms : uint8_t { TensorAndScalar, TensorOnly, ScalarOnly };
   X(Tanh, TanhOp, Floating)        \
   X(Gelu, GeluOp, Floating)        \
   X(GeluTanh, GeluTanhOp, Floating) \
+  X(Erf, ErfOp, Floating)          \
   X(Sign, SignOp, Any)
 
 // BinaryOp::name, its functor, its dtypes, the kernels that take it.
@@ -176,6 +185,7 @@ enum class OpForms : uint8_t { TensorAndScalar, TensorOnly, ScalarOnly };
   X(TanhBackward, TanhBackwardOp, Floating, TensorOnly)          \
   X(GeluBackward, GeluBackwardOp, Floating, TensorOnly)          \
   X(GeluTanhBackward, GeluTanhBackwardOp, Floating, TensorOnly)  \
+  X(ErfBackward, ErfBackwardOp, Floating, TensorOnly)            \
   X(Pow, PowOp, Any, ScalarOnly)
 
 constexpr bool takes_tensor(OpForms forms) { return forms != OpForms::ScalarOnly; }

@@ -109,6 +109,7 @@ TEST_CASE("unary op gradients match finite differences", "[elementwise]") {
   check_gradcheck([](const Inputs& in) { return sigmoid(in[0]); }, {x});
   check_gradcheck([](const Inputs& in) { return tanh(in[0]); }, {x});
   check_gradcheck([](const Inputs& in) { return gelu(in[0]); }, {x});
+  check_gradcheck([](const Inputs& in) { return erf(in[0]); }, {x});
   // Through a chain, where each op's gradient arrives from the next one.
   check_gradcheck([](const Inputs& in) { return in[0].exp().tanh().sigmoid().relu() * in[0].abs(); }, {kinked});
 }
@@ -128,6 +129,10 @@ TEST_CASE("unary ops compute the textbook values", "[elementwise]") {
   CHECK(values(x.pow(2.0)) == std::vector<double>{1.0, 0.0, 1.0, 4.0});
   CHECK(values(sqrt(from_vector<double>({4.0, 9.0}))) == std::vector<double>{2.0, 3.0});
   CHECK(values(log(from_vector<double>({1.0, std::exp(2.0)})))[1] == Approx(2.0));
+  // torch.erf(torch.tensor([-1., 0., 1., 2.], dtype=torch.float64)), and the C library's.
+  CHECK(values(erf(x)) == std::vector<double>{std::erf(-1.0), 0.0, std::erf(1.0), std::erf(2.0)});
+  CHECK(values(erf(x))[2] == Approx(0.8427007929497149).epsilon(1e-15));
+  CHECK_THROWS_WITH(erf(from_vector<int64_t>({1})), Catch::Contains("erf: expected a floating-point tensor"));
 }
 
 TEST_CASE("activation gradients have the textbook values", "[elementwise]") {
