@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "memgrad/autograd/norm.h"
 #include "memgrad/memgrad.h"
 
 namespace every_op {
