@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "memgrad/memgrad.h"
+#include "ops/every_op.h"
 
 namespace cuda_checks {
 
@@ -133,17 +134,11 @@ inline Tensor random_normal(const Shape& sizes, DType dtype, uint64_t seed, doub
   return converted_copy(from_vector<double>(values, sizes), dtype, Device::cpu());
 }
 
-enum class Layout { Contiguous, Transposed, Strided, Offset };
-
-inline const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::Transposed: return "transposed";
-    case Layout::Strided: return "strided";
-    case Layout::Offset: return "offset";
-  }
-  return "?";
-}
+// The view kinds, and how a view is cut from its base buffer: the every-op loop's.
+using every_op::base_sizes;
+using every_op::Layout;
+using every_op::layout_name;
+using every_op::view_of;
 
 // The same values in the same layout on both devices: a view of a base buffer (random
 // values too, so elements outside the view are checked to stay untouched).
@@ -152,35 +147,11 @@ struct Pair {
   Tensor cpu_base, cuda_base;  // their buffers
 };
 
-inline Tensor view_of(const Tensor& base, const Shape& sizes, Layout layout) {
-  int last = sizes.size() - 1;
-  switch (layout) {
-    case Layout::Contiguous: return base;
-    case Layout::Transposed: return transpose(base, last - 1, last);
-    case Layout::Strided: return slice(base, last, 1, base.size(last), 2);
-    case Layout::Offset: return reshape(narrow(base, 0, 1, sizes.numel()), sizes);
-  }
-  return base;
-}
-
 inline Pair random_pair(const Shape& sizes, DType dtype, uint64_t seed, Layout layout = Layout::Contiguous,
                  Values kind = Values::Normal) {
-  Shape base_sizes = sizes;
-  int last = sizes.size() - 1;
-  switch (layout) {
-    case Layout::Contiguous: break;
-    case Layout::Transposed:
-      REQUIRE(sizes.size() >= 2);
-      std::swap(base_sizes[last - 1], base_sizes[last]);
-      break;
-    case Layout::Strided:
-      REQUIRE(sizes.size() >= 1);
-      base_sizes[last] = 2 * sizes[last] + 1;
-      break;
-    case Layout::Offset: base_sizes = {sizes.numel() + 1}; break;
-  }
+  REQUIRE(every_op::fits(sizes, layout));
   Pair pair;
-  pair.cpu_base = random_values(base_sizes, dtype, seed, kind);
+  pair.cpu_base = random_values(base_sizes(sizes, layout), dtype, seed, kind);
   pair.cuda_base = pair.cpu_base.to(kCuda);
   pair.cpu = view_of(pair.cpu_base, sizes, layout);
   pair.cuda = view_of(pair.cuda_base, sizes, layout);
