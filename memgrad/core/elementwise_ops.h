@@ -93,7 +93,16 @@ struct AddReluOp {
   }
 };
 // a ^ b; a tensor to a scalar power only (binary_scalar).
-struct PowOp { template <class C> MG_HOST_DEVICE C operator()(C a, C b) const { return math::pow(a, b); } };
+// NOTE: b = 0.5 and 2 take sqrt and a * a (correctly rounded, as the C library's pow is on
+// the host), as PyTorch's kernels do: CUDA's double pow(9, 0.5) is 3 - 2^-51, which an
+// int64 tensor then truncates to 2.
+struct PowOp {
+  template <class C> MG_HOST_DEVICE C operator()(C a, C b) const {
+    if (b == C(0.5)) return math::sqrt(a);
+    if (b == C(2)) return a * a;
+    return math::pow(a, b);
+  }
+};
 
 // Gradients of unary ops, fused: a = the incoming gradient, b = what the forward saved.
 // b = relu's output.
