@@ -13,7 +13,9 @@
 
 #include "data/mnist_test_files.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/core/allocator/caching_allocator.h"
 #include "memgrad/core/random.h"
+#include "memgrad/cuda/cuda.h"
 #include "memgrad/memory/snapshot.h"
 #include "memgrad/optim/optim.h"
 
@@ -208,4 +210,11 @@ TEST_CASE("OffloadedAdamW: its state is OPTIMIZER_STATE bytes on the host, 12 pe
   const int64_t expected = 12 * elements + 4 * static_cast<int64_t>(params.size());  // master, 2 moments, step
   CHECK(after - before == expected);
   CHECK(offloaded.state_bytes() == expected);
+  // The report by place lists the host's bytes in their own column; no pinned memory
+  // without a GPU.
+  const std::string report = memory::host_and_device_report(Device::cpu());
+  INFO(report);
+  CHECK_THAT(report, Catch::Matchers::Contains("host (pinned)"));
+  CHECK_THAT(report, Catch::Matchers::Contains(format_bytes(after)));
+  if (!cuda::is_available()) CHECK(memory::pinned_host_snapshot().requested_bytes == 0);
 }
