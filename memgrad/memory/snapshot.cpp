@@ -8,13 +8,18 @@
 #include "memgrad/core/allocator/memory_report.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/io/json.h"
+#ifdef MG_WITH_CUDA
+#include "memgrad/core/cuda_hooks.h"
+#endif
 
 namespace mg::memory {
 
-Snapshot snapshot(Device device) {
-  const MemoryStats stats = allocator_for(device).stats();
+namespace {
+
+Snapshot snapshot_of(const MemoryStats& stats, Device device, bool pinned) {
   Snapshot result;
   result.device = device;
+  result.pinned = pinned;
   result.allocated_bytes = stats.allocated_bytes.current;
   result.reserved_bytes = stats.reserved_bytes.current;
   result.peak_allocated_bytes = stats.allocated_bytes.peak;
@@ -32,6 +37,18 @@ Snapshot snapshot(Device device) {
                                  stats.category_bytes[index].peak};
   }
   return result;
+}
+
+}  // namespace
+
+Snapshot snapshot(Device device) { return snapshot_of(allocator_for(device).stats(), device, /*pinned=*/false); }
+
+Snapshot pinned_host_snapshot() {
+#ifdef MG_WITH_CUDA
+  return snapshot_of(cuda::pinned_host_allocator().stats(), Device::cpu(), /*pinned=*/true);
+#else
+  return snapshot_of(MemoryStats{}, Device::cpu(), /*pinned=*/true);
+#endif
 }
 
 void reset_peak_stats(Device device) { allocator_for(device).reset_peak_stats(); }
@@ -57,7 +74,7 @@ std::string report(Device device) { return report(snapshot(device)); }
 
 std::string report(const Snapshot& snapshot) {
   std::string out;
-  append_line(out, "memgrad memory on %s", snapshot.device.str().c_str());
+  append_line(out, "memgrad memory on %s%s", snapshot.device.str().c_str(), snapshot.pinned ? " (pinned)" : "");
   // NOTE: categories count the bytes tensors asked for; the allocator rounds each block up
   // to 512 bytes and keeps freed segments cached, so allocated >= total and reserved >=
   // allocated.
@@ -82,6 +99,33 @@ std::string report(const Snapshot& snapshot) {
   return out;
 }
 
+std::string host_and_device_report(Device device) {
+  const Snapshot places[] = {snapshot(device), snapshot(Device::cpu()), pinned_host_snapshot()};
+  const bool device_is_host = device.is_cpu();
+  std::string out;
+  append_line(out, "memgrad memory by place: requested bytes, current (peak)");
+  append_line(out, "%-16s %28s %28s %28s", "", device_is_host ? "-" : device.str().c_str(), "host (pageable)",
+              "host (pinned)");
+  out.append(102, '-');
+  out += '\n';
+  auto cell = [](const CategoryBytes& bytes) {
+    return format_bytes(bytes.current) + " (" + format_bytes(bytes.peak) + ")";
+  };
+  for (int index = 0; index < kNumMemoryCategories + 1; ++index) {
+    const bool total = index == kNumMemoryCategories;
+    std::string cells[3];
+    for (int place = 0; place < 3; ++place) {
+      const Snapshot& at = places[place];
+      const CategoryBytes bytes =
+          total ? CategoryBytes{at.requested_bytes, at.peak_requested_bytes} : at.by_category[index];
+      cells[place] = place == 0 && device_is_host ? "-" : cell(bytes);
+    }
+    append_line(out, "%-16s %28s %28s %28s", total ? "Total" : category_name(static_cast<MemoryCategory>(index)),
+                cells[0].c_str(), cells[1].c_str(), cells[2].c_str());
+  }
+  return out;
+}
+
 std::string to_json(const Snapshot& snapshot) {
   JsonWriter json;
   write_json(json, snapshot);
@@ -91,6 +135,7 @@ std::string to_json(const Snapshot& snapshot) {
 void write_json(JsonWriter& json, const Snapshot& snapshot) {
   json.begin_object();
   json.key("device").value(snapshot.device.str());
+  if (snapshot.pinned) json.key("pinned").value(true);
   json.key("allocated_bytes").value(snapshot.allocated_bytes);
   json.key("reserved_bytes").value(snapshot.reserved_bytes);
   json.key("peak_allocated_bytes").value(snapshot.peak_allocated_bytes);

@@ -27,6 +27,8 @@ struct CategoryBytes {
 
 struct Snapshot {
   Device device;
+  // Page-locked host memory (pinned_host_snapshot()): the CPU's, from its own allocator.
+  bool pinned = false;
   // Bytes of blocks handed to tensors (rounded to the allocator's 512-byte granularity).
   int64_t allocated_bytes = 0;
   // Bytes held from the device in segments: allocated plus cached for reuse.
@@ -53,12 +55,20 @@ struct Snapshot {
 };
 
 Snapshot snapshot(Device device = Device::cpu());
+// Pinned host memory (TensorOptions::pin_memory: DataLoader batches, an offloaded
+// optimizer's state), which snapshot(Device::cpu()) does not count: its own allocator.
+// All zeros on a build without CUDA.
+Snapshot pinned_host_snapshot();
 // Makes every peak (allocated, reserved, per category) equal its current value.
 void reset_peak_stats(Device device = Device::cpu());
 // A table: current and peak bytes per category and in total, then the allocator's
 // allocated/reserved bytes, segments, retries and OOMs.
 std::string report(Device device = Device::cpu());
 std::string report(const Snapshot& snapshot);
+// Requested bytes per category, current and peak, in three places side by side: `device`,
+// pageable host memory and pinned host memory, so that what an offloaded optimizer moved
+// off the device shows where it went. (With `device` the CPU, its column is the pageable one.)
+std::string host_and_device_report(Device device);
 // One compact JSON object with every number of the snapshot (integers, keyed by the
 // snake_case field names; categories keyed by their upper-case names).
 std::string to_json(const Snapshot& snapshot);

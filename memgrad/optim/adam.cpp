@@ -78,13 +78,7 @@ AdamW::AdamW(std::vector<ParamGroupOptions<AdamWOptions>> groups) : Adam(/*decou
 }
 
 void AdamW::add_param_group(std::vector<Tensor> params, AdamWOptions options) {
-  // The two option types differ only in a default, so the fields carry over one by one.
-  Adam::add_param_group(std::move(params), {.lr = options.lr,
-                                            .beta1 = options.beta1,
-                                            .beta2 = options.beta2,
-                                            .eps = options.eps,
-                                            .weight_decay = options.weight_decay,
-                                            .amsgrad = options.amsgrad});
+  Adam::add_param_group(std::move(params), as_adam_options(options));
 }
 
 }  // namespace mg::optim

@@ -47,6 +47,20 @@ class Adam : public Optimizer {
   // AdamW's entry: the same algorithm with decoupled weight decay in every group.
   explicit Adam(bool decoupled_weight_decay) : decoupled_weight_decay_(decoupled_weight_decay) {}
 
+  // For updates that run elsewhere (optim/offloaded_adam.h): a group's options, and the flag.
+  const AdamOptions& group_options(size_t group_index) const { return options_.at(group_index); }
+  bool decoupled_weight_decay() const { return decoupled_weight_decay_; }
+  // AdamW's options as Adam's: the two types differ only in a default.
+  template <class Defaults>
+  static AdamOptions as_adam_options(const AdamFamilyOptions<Defaults>& options) {
+    return {.lr = options.lr,
+            .beta1 = options.beta1,
+            .beta2 = options.beta2,
+            .eps = options.eps,
+            .weight_decay = options.weight_decay,
+            .amsgrad = options.amsgrad};
+  }
+
  private:
   bool decoupled_weight_decay_ = false;
   std::vector<AdamOptions> options_;  // per group; their lr is the group's starting lr only

@@ -5,6 +5,7 @@
 #include "memgrad/optim/adam.h"
 #include "memgrad/optim/clip_grad.h"
 #include "memgrad/optim/lambda_lr.h"
+#include "memgrad/optim/offloaded_adam.h"
 #include "memgrad/optim/optimizer.h"
 #include "memgrad/optim/param_groups.h"
 #include "memgrad/optim/reduce_lr_on_plateau.h"

@@ -43,6 +43,7 @@ struct ParamState {
   Tensor exp_avg_sq;       // Adam: second moment
   Tensor max_exp_avg_sq;   // Adam with amsgrad
   Tensor sum;              // Adagrad: sum of squared gradients
+  Tensor master_param;     // offloaded Adam (optim/offloaded_adam.h): the float32 master copy
 
   int64_t bytes() const;
   // No entry defined: the parameter has not been stepped.
@@ -104,6 +105,16 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, double>> hyper_parameters(size_t group_index) const {
     return {};
   }
+  // Where this optimizer keeps `param`'s state tensors (other than the float32 step counter,
+  // which follows `device`), so that a checkpoint's are checked and copied there: the
+  // parameter's device and dtype, unless the optimizer keeps its state elsewhere (an
+  // offloaded one: float32 in host memory, pinned for a CUDA parameter).
+  struct StatePlacement {
+    Device device;
+    DType dtype;
+    bool pinned = false;
+  };
+  virtual StatePlacement state_placement(const Tensor& param) const { return {param.device(), param.dtype()}; }
 
  protected:
   Optimizer() = default;

@@ -11,6 +11,7 @@
 #include "memgrad/io/safetensors.h"
 #include "memgrad/optim/adagrad.h"
 #include "memgrad/optim/adam.h"
+#include "memgrad/optim/offloaded_adam.h"
 #include "memgrad/optim/sgd.h"
 
 namespace mg::optim {
@@ -26,6 +27,7 @@ constexpr std::pair<const char*, Tensor ParamState::*> kStateEntries[] = {
     {"exp_avg_sq", &ParamState::exp_avg_sq},
     {"max_exp_avg_sq", &ParamState::max_exp_avg_sq},
     {"sum", &ParamState::sum},
+    {"master_param", &ParamState::master_param},
 };
 
 Tensor ParamState::* state_member(const std::string& name) {
@@ -61,7 +63,9 @@ double scalar_value(const std::string& source, const std::string& key, const Ten
 }  // namespace
 
 std::string kind_name(const Optimizer& optimizer) {
-  // NOTE: AdamW derives from Adam, so it is asked about first.
+  // NOTE: AdamW derives from Adam, so it is asked about first; so are the offloaded ones.
+  if (dynamic_cast<const OffloadedAdamW*>(&optimizer)) return "OffloadedAdamW";
+  if (dynamic_cast<const OffloadedAdam*>(&optimizer)) return "OffloadedAdam";
   if (dynamic_cast<const AdamW*>(&optimizer)) return "AdamW";
   if (dynamic_cast<const Adam*>(&optimizer)) return "Adam";
   if (dynamic_cast<const SGD*>(&optimizer)) return "SGD";
@@ -175,15 +179,19 @@ CheckedOptimizerState check_state_dict(const Optimizer& optimizer, const Optimiz
       MG_CHECK(member != nullptr, source, ": unexpected entry \"", key, "\" (no optimizer keeps \"",
                field, "\").");
       const bool is_step = member == &ParamState::step;
+      const Optimizer::StatePlacement placement = optimizer.state_placement(param);
       const Shape expected_shape = is_step ? Shape{} : param.sizes();
-      const DType expected_dtype = is_step ? DType::Float32 : param.dtype();
+      const DType expected_dtype = is_step ? DType::Float32 : placement.dtype;
       MG_CHECK(saved.sizes() == expected_shape && saved.dtype() == expected_dtype, source, ": \"", key,
                "\" is ", saved.sizes(), " ", saved.dtype(), " but parameter ", index, " needs ",
                expected_shape, " ", expected_dtype, ". Hint: the checkpoint belongs to another model ",
                "(or to the same model's parameters in another order).");
       // In the parameter's layout (channels-last or not), as the fused updates need.
       Tensor copy = empty(expected_shape,
-                          {.dtype = expected_dtype, .device = param.device(), .category = MemoryCategory::OptimizerState},
+                          {.dtype = expected_dtype,
+                           .device = placement.device,
+                           .category = MemoryCategory::OptimizerState,
+                           .pin_memory = placement.pinned},
                           is_step ? MemoryFormat::Contiguous : suggest_memory_format(param));
       copy.copy_(saved);
       states[index].*member = copy;

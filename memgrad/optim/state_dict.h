@@ -2,7 +2,8 @@
 // safetensors file, laid out like PyTorch's optimizer.state_dict():
 //
 //   state.<i>.<entry>          parameter i's state: momentum_buffer (SGD), exp_avg,
-//                              exp_avg_sq, max_exp_avg_sq (Adam), sum (Adagrad), step (a 0-d
+//                              exp_avg_sq, max_exp_avg_sq (Adam), sum (Adagrad), master_param
+//                              (offloaded Adam: float32, on the host), step (a 0-d
 //                              float32 counter); i counts the parameters of all groups in
 //                              order, and a parameter not stepped yet has no entries
 //   param_groups.<g>.params    1-d int64: the indices i of group g's parameters
@@ -10,7 +11,7 @@
 //                              (param_groups.<g>.momentum, .beta1, .weight_decay, ...)
 //
 // The file's __metadata__ holds {"format": "pt", "optimizer": "<kind>"} (SGD, Adam, AdamW,
-// Adagrad) plus whatever the caller adds (an epoch, say).
+// Adagrad, OffloadedAdam, OffloadedAdamW) plus whatever the caller adds (an epoch, say).
 // NOTE: hyper-parameters are float64 scalar tensors rather than JSON in __metadata__: they
 // read back bit for bit with no float parser, and PyTorch's safetensors loader sees them too.
 //

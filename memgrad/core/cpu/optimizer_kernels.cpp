@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "memgrad/core/cpu/cpu_kernels.h"
+#include "memgrad/core/cpu/host_adam.h"
 #include "memgrad/core/cpu/strided_loop.h"
 #include "memgrad/core/optimizer_formulas.h"
 
@@ -71,8 +72,6 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
                const AdamHyper& hyper) {
   const double step_count = increment_step(step);
-  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, step_count);
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, step_count));
   dispatch_floating(param.dtype(), "adam_step", [&]<class T>() {
     using C = compute_t<T>;
     T* p = static_cast<T*>(param.raw_data());
@@ -80,16 +79,7 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     T* m = static_cast<T*>(exp_avg.raw_data());
     T* v = static_cast<T*>(exp_avg_sq.raw_data());
     T* v_max = data_or_null<T>(max_exp_avg_sq);
-    // AdamW shrinks the parameter; Adam adds the decay to the gradient.
-    const optimizer_formulas::AdamCoefficients<C> k{
-        .step_size = static_cast<C>(hyper.lr / bias_correction1),
-        .correction2_sqrt = static_cast<C>(bias_correction2_sqrt),
-        .beta1_complement = static_cast<C>(1.0 - hyper.beta1),
-        .beta2 = static_cast<C>(hyper.beta2),
-        .beta2_complement = static_cast<C>(1.0 - hyper.beta2),
-        .eps = static_cast<C>(hyper.eps),
-        .param_scale = static_cast<C>(hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0),
-        .grad_decay = static_cast<C>(hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay)};
+    const optimizer_formulas::AdamCoefficients<C> k = adam_coefficients<C>(hyper, step_count);
     const int64_t count = param.numel();
 #pragma omp parallel for schedule(static) if (count >= kParallelGrain)
     for (int64_t i = 0; i < count; ++i) {

@@ -1,0 +1,249 @@
+// optim/offloaded_adam.cpp — Adam/AdamW with host state: the state at the first step, the
+// gradients' trip to the host, the host update (now, or on a background thread in delayed
+// mode), and the parameters' trip back.
+#include "memgrad/optim/offloaded_adam.h"
+
+#include <optional>
+#include <utility>
+
+#include "memgrad/autograd/grad_mode.h"
+#include "memgrad/core/cpu/host_adam.h"
+#include "memgrad/core/error.h"
+#include "memgrad/core/factory.h"
+#include "memgrad/core/memory_format.h"
+#ifdef MG_WITH_CUDA
+#include "memgrad/core/cuda_hooks.h"
+#include "memgrad/cuda/runtime.h"
+#endif
+
+namespace mg::optim {
+
+struct OffloadedAdam::HostUpdate {
+  std::vector<cpu::HostAdamArrays> arrays;
+  std::vector<optimizer_formulas::AdamCoefficients<float>> coefficients;
+  // (parameter, host tensor of its new value) for each parameter not updated in place.
+  std::vector<std::pair<Tensor, Tensor>> copies_back;
+  // Holds what `arrays` point into (gradients read in place) until the update has run.
+  std::vector<Tensor> operands;
+
+  void run() const {
+    for (size_t i = 0; i < arrays.size(); ++i) cpu::host_adam_update(arrays[i], coefficients[i]);
+  }
+};
+
+#ifdef MG_WITH_CUDA
+// One side stream per optimizer (the parameters' device: the first CUDA one seen), for the
+// copies both ways, so that they overlap the caller's stream's kernels.
+struct OffloadedAdam::Transfers {
+  cuda::Stream stream;
+  cuda::Event copies_back_done;  // the last copies back: the host buffers they read are busy until then
+  explicit Transfers(Device device) : stream(device) {}
+};
+#else
+struct OffloadedAdam::Transfers {};
+#endif
+
+namespace {
+
+// A host tensor shaped and laid out like `param`, pinned when `param` is on CUDA (so that
+// the copies to and from it run as DMA without the host waiting).
+Tensor host_like(const Tensor& param, DType dtype, MemoryCategory category) {
+  return empty(param.sizes(),
+               {.dtype = dtype, .device = Device::cpu(), .category = category, .pin_memory = param.device().is_cuda()},
+               suggest_memory_format(param));
+}
+
+}  // namespace
+
+OffloadedAdam::OffloadedAdam(bool decoupled_weight_decay, OffloadOptions offload)
+    : Adam(decoupled_weight_decay), offload_(offload) {}
+
+OffloadedAdam::OffloadedAdam(std::vector<Tensor> params, AdamOptions options, OffloadOptions offload)
+    : OffloadedAdam(/*decoupled_weight_decay=*/false, offload) {
+  add_param_group(std::move(params), options);
+}
+
+OffloadedAdam::OffloadedAdam(std::vector<ParamGroupOptions<AdamOptions>> groups, OffloadOptions offload)
+    : OffloadedAdam(/*decoupled_weight_decay=*/false, offload) {
+  MG_CHECK(!groups.empty(), "OffloadedAdam got no parameter groups. Hint: pass at least one {params, options}.");
+  for (ParamGroupOptions<AdamOptions>& group : groups) add_param_group(std::move(group.params), group.options);
+}
+
+OffloadedAdam::~OffloadedAdam() {
+  // NOTE: the update in flight writes into state this object owns; an error it raised has
+  // nowhere to go from a destructor.
+  if (pending_.valid()) pending_.wait();
+#ifdef MG_WITH_CUDA
+  if (transfers_ != nullptr) transfers_->stream.synchronize();
+#endif
+}
+
+void OffloadedAdam::add_param_group(std::vector<Tensor> params, AdamOptions options) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& param = params[i];
+    MG_CHECK(!param.defined() || param.dtype() == DType::Float32 || param.dtype() == DType::Float16 ||
+                 param.dtype() == DType::BFloat16,
+             "OffloadedAdam: parameter ", i, " (shape ", param.sizes(), ") is ", param.dtype(),
+             "; the host update takes float32, float16 or bfloat16 parameters. Hint: use optim::Adam for it.");
+  }
+  Adam::add_param_group(std::move(params), options);
+}
+
+Optimizer::StatePlacement OffloadedAdam::state_placement(const Tensor& param) const {
+  return {.device = Device::cpu(), .dtype = DType::Float32, .pinned = param.device().is_cuda()};
+}
+
+void OffloadedAdam::prepare(size_t group_index, const Tensor& param, const Tensor& grad, HostUpdate& update) {
+  const AdamOptions& options = group_options(group_index);
+  ParamState& state = state_for(param);
+  if (!state.step.defined()) {
+    state.step = zeros({}, {.dtype = DType::Float32, .category = MemoryCategory::OptimizerState});
+    state.master_param = host_like(param, DType::Float32, MemoryCategory::OptimizerState);
+    state.master_param.copy_(param);
+    for (Tensor* moment : {&state.exp_avg, &state.exp_avg_sq}) {
+      *moment = host_like(param, DType::Float32, MemoryCategory::OptimizerState);
+      moment->zero_();
+    }
+    if (options.amsgrad) {
+      state.max_exp_avg_sq = host_like(param, DType::Float32, MemoryCategory::OptimizerState);
+      state.max_exp_avg_sq.zero_();
+    }
+  }
+  // The counter lives on the host: reading it is no sync.
+  float& step_count = *state.step.data_ptr<float>();
+  step_count += 1.0f;
+  const AdamHyper hyper{.lr = param_groups()[group_index].lr,
+                        .beta1 = options.beta1,
+                        .beta2 = options.beta2,
+                        .eps = options.eps,
+                        .weight_decay = options.weight_decay,
+                        .decoupled_weight_decay = decoupled_weight_decay(),
+                        .amsgrad = options.amsgrad};
+  cpu::HostAdamArrays arrays{.master_param = state.master_param.data_ptr<float>(),
+                             .exp_avg = state.exp_avg.data_ptr<float>(),
+                             .exp_avg_sq = state.exp_avg_sq.data_ptr<float>(),
+                             .max_exp_avg_sq = options.amsgrad ? state.max_exp_avg_sq.data_ptr<float>() : nullptr,
+                             .grad = nullptr,
+                             .grad_dtype = param.dtype(),
+                             .count = param.numel()};
+  if (param.device().is_cpu() && !offload_.delayed_update) {
+    // Nothing to move: the update reads the gradient and writes the parameter in place.
+    arrays.grad = grad.raw_data();
+    arrays.param_out = param.raw_data();
+    arrays.param_out_dtype = param.dtype();
+    update.operands.push_back(grad);
+  } else {
+    HostCopies& copies = host_copies_[param.impl()];
+    if (!copies.grad.defined()) {
+      copies.grad = host_like(param, param.dtype(), MemoryCategory::Gradient);
+      if (param.dtype() != DType::Float32) copies.param = host_like(param, param.dtype(), MemoryCategory::Parameter);
+    }
+#ifdef MG_WITH_CUDA
+    if (param.device().is_cuda()) {
+      cuda::copy_between_devices(grad, copies.grad, /*non_blocking=*/true);  // on the side stream (step())
+      update.operands.push_back(grad);
+    } else {
+      copies.grad.copy_(grad);
+    }
+#else
+    copies.grad.copy_(grad);
+#endif
+    arrays.grad = copies.grad.raw_data();
+    if (copies.param.defined()) {
+      arrays.param_out = copies.param.raw_data();
+      arrays.param_out_dtype = param.dtype();
+    }
+    // A float32 parameter's new value is its master itself.
+    update.copies_back.emplace_back(param, copies.param.defined() ? copies.param : state.master_param);
+  }
+  update.arrays.push_back(arrays);
+  update.coefficients.push_back(cpu::adam_coefficients<float>(hyper, step_count));
+}
+
+void OffloadedAdam::copy_back(const HostUpdate& update) {
+  NoGradGuard no_grad;
+#ifdef MG_WITH_CUDA
+  if (transfers_ != nullptr) {
+    const cuda::Stream current = cuda::Stream::current(transfers_->stream.device());
+    cuda::Event caller_done;
+    caller_done.record(current);  // the forward and backward that read the old values
+    caller_done.block(transfers_->stream);
+    {
+      cuda::StreamGuard on_side(transfers_->stream);
+      for (const auto& [param, source] : update.copies_back) {
+        if (param.device().is_cuda()) cuda::copy_between_devices(source, param, /*non_blocking=*/true);
+      }
+    }
+    transfers_->copies_back_done.record(transfers_->stream);
+    transfers_->copies_back_done.block(current);  // the next forward reads the new values
+  }
+#endif
+  for (const auto& [param, source] : update.copies_back) {
+    if (param.device().is_cpu()) param.copy_(source);
+    param.bump_version();
+  }
+}
+
+void OffloadedAdam::finish_pending_update() {
+  if (!pending_.valid()) return;
+  const std::shared_ptr<HostUpdate> update = pending_.get();  // rethrows what the update threw
+  copy_back(*update);
+}
+
+void OffloadedAdam::step() {
+  finish_pending_update();
+  auto update = std::make_shared<HostUpdate>();
+#ifdef MG_WITH_CUDA
+  // The gradient copies run on the side stream after the caller's stream's backward.
+  std::optional<cuda::StreamGuard> on_side;
+  for (const ParamGroup& group : param_groups()) {
+    for (const Tensor& param : group.params) {
+      if (transfers_ == nullptr && param.device().is_cuda()) transfers_ = std::make_unique<Transfers>(param.device());
+    }
+  }
+  if (transfers_ != nullptr) {
+    cuda::Event gradients_ready;
+    gradients_ready.record(cuda::Stream::current(transfers_->stream.device()));
+    gradients_ready.block(transfers_->stream);
+    on_side.emplace(transfers_->stream);
+  }
+#endif
+  for_each_update([&](size_t group_index, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+    for (size_t i = 0; i < params.size(); ++i) prepare(group_index, params[i], grads[i], *update);
+  });
+#ifdef MG_WITH_CUDA
+  if (transfers_ != nullptr) {
+    on_side.reset();
+    // One wait for every gradient copy, which also orders the previous copies back (same
+    // stream) before the host writes the buffers they read.
+    transfers_->stream.synchronize();
+  }
+#endif
+  if (offload_.delayed_update) {
+    pending_ = std::async(std::launch::async, [update] {
+      update->run();
+      return update;
+    });
+    return;
+  }
+  update->run();
+  copy_back(*update);
+}
+
+OffloadedAdamW::OffloadedAdamW(std::vector<Tensor> params, AdamWOptions options, OffloadOptions offload)
+    : OffloadedAdam(/*decoupled_weight_decay=*/true, offload) {
+  add_param_group(std::move(params), options);
+}
+
+OffloadedAdamW::OffloadedAdamW(std::vector<ParamGroupOptions<AdamWOptions>> groups, OffloadOptions offload)
+    : OffloadedAdam(/*decoupled_weight_decay=*/true, offload) {
+  MG_CHECK(!groups.empty(), "OffloadedAdamW got no parameter groups. Hint: pass at least one {params, options}, e.g. ",
+           "optim::weight_decay_groups(model, options).");
+  for (ParamGroupOptions<AdamWOptions>& group : groups) add_param_group(std::move(group.params), group.options);
+}
+
+void OffloadedAdamW::add_param_group(std::vector<Tensor> params, AdamWOptions options) {
+  OffloadedAdam::add_param_group(std::move(params), as_adam_options(options));
+}
+
+}  // namespace mg::optim
