@@ -43,6 +43,10 @@ struct ParamState {
   Tensor exp_avg_sq;       // Adam: second moment
   Tensor max_exp_avg_sq;   // Adam with amsgrad
   Tensor sum;              // Adagrad: sum of squared gradients
+  // 8-bit Adam (optim/adam_8bit.h): exp_avg and exp_avg_sq then hold uint8 codes, and these
+  // the float32 absmax of each block of them.
+  Tensor exp_avg_absmax;
+  Tensor exp_avg_sq_absmax;
 
   int64_t bytes() const;
   // No entry defined: the parameter has not been stepped.

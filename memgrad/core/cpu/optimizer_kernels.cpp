@@ -7,20 +7,13 @@
 #include <cmath>
 
 #include "memgrad/core/cpu/cpu_kernels.h"
+#include "memgrad/core/cpu/optimizer_steps.h"
 #include "memgrad/core/cpu/strided_loop.h"
 #include "memgrad/core/optimizer_formulas.h"
 
 namespace mg::cpu {
 
 namespace {
-
-// The step counter is a float32 tensor owned by the optimizer state; on the CPU "reading
-// it on the device" is reading host memory.
-double increment_step(const Tensor& step) {
-  float& counter = *step.data_ptr<float>();
-  counter += 1.0f;
-  return counter;
-}
 
 template <class T>
 T* data_or_null(const Tensor& tensor) {
@@ -29,19 +22,6 @@ T* data_or_null(const Tensor& tensor) {
 
 // Element i of an optional list, or an undefined tensor when the list is empty.
 Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty() ? Tensor() : list[i]; }
-
-// Whether a GradScaler found an inf or NaN in this step's gradients, so that the update of
-// the whole list is skipped (parameters, state, step counters). On the CPU the flag is host
-// memory: reading it is no sync.
-bool overflowed(const Tensor* found_inf) { return found_inf != nullptr && *found_inf->data_ptr<float>() != 0.0f; }
-
-// The hyper-parameters with the learning rate that lr_on_device holds, where set (host
-// memory on the CPU, so reading it is no sync).
-template <class Hyper>
-Hyper with_lr_on_device(Hyper hyper) {
-  if (hyper.lr_on_device != nullptr) hyper.lr = *hyper.lr_on_device->template data_ptr<double>();
-  return hyper;
-}
 
 void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdHyper& hyper) {
@@ -71,8 +51,6 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& step,
                const AdamHyper& hyper) {
   const double step_count = increment_step(step);
-  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, step_count);
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, step_count));
   dispatch_floating(param.dtype(), "adam_step", [&]<class T>() {
     using C = compute_t<T>;
     T* p = static_cast<T*>(param.raw_data());
@@ -80,16 +58,7 @@ void update_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     T* m = static_cast<T*>(exp_avg.raw_data());
     T* v = static_cast<T*>(exp_avg_sq.raw_data());
     T* v_max = data_or_null<T>(max_exp_avg_sq);
-    // AdamW shrinks the parameter; Adam adds the decay to the gradient.
-    const optimizer_formulas::AdamCoefficients<C> k{
-        .step_size = static_cast<C>(hyper.lr / bias_correction1),
-        .correction2_sqrt = static_cast<C>(bias_correction2_sqrt),
-        .beta1_complement = static_cast<C>(1.0 - hyper.beta1),
-        .beta2 = static_cast<C>(hyper.beta2),
-        .beta2_complement = static_cast<C>(1.0 - hyper.beta2),
-        .eps = static_cast<C>(hyper.eps),
-        .param_scale = static_cast<C>(hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0),
-        .grad_decay = static_cast<C>(hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay)};
+    const optimizer_formulas::AdamCoefficients<C> k = adam_coefficients<C>(hyper, step_count);
     const int64_t count = param.numel();
 #pragma omp parallel for schedule(static) if (count >= kParallelGrain)
     for (int64_t i = 0; i < count; ++i) {
