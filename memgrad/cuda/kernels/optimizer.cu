@@ -22,7 +22,8 @@
 //
 // The packing of many tensors into one launch is multi_tensor_apply.cuh's; optimizer_apply
 // adds the checks, the counters and the skip flag for every optimizer, and each optimizer
-// adds only its per-element update and its kernel.
+// adds only its per-element update and its kernel. The counters, the flag and Adam's
+// constants are declared in optimizer_steps.cuh, which adam_8bit.cu shares.
 #include <algorithm>
 #include <array>
 #include <cmath>
