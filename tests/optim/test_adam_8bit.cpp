@@ -473,7 +473,7 @@ TEST_CASE("AdamW8bit: each group keeps its options, its lr and its small-paramet
   CHECK(decayed.to_vector<float>()[0] == Approx((1 - 0.1 * 0.5) * (1 - 0.2 * 0.5)));
 }
 
-TEST_CASE("Adam8bit adds weight decay to the gradient; options are checked", "[optim][adam_8bit]") {
+TEST_CASE("Adam8bit adds weight decay to the gradient, and its options are checked", "[optim][adam_8bit]") {
   // Adam's first step moves each element by lr against the sign of its gradient (up to eps),
   // whatever the quantisation: m / sqrt(v) is exactly g / |g| at step 1.
   Tensor param = full({4096}, 1.0).requires_grad_();
