@@ -97,6 +97,21 @@ MG_KERNEL(adam_step, void, (std::span<const Tensor> params, std::span<const Tens
                             std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                             std::span<const Tensor> max_exp_avg_sqs, std::span<const Tensor> steps,
                             const AdamHyper& hyper))
+// Adam/AdamW with 8-bit moments (optim/adam_8bit.h), one fused pass per quantisation block:
+// dequantise, adam_element (hyper.amsgrad false), new absmax, requantise
+// (core/quantize_8bit.h; exp_avg in the signed map, exp_avg_sq in the unsigned one).
+// exp_avg_codes[i] and exp_avg_sq_codes[i] are uint8 of params[i]'s sizes, dense in its
+// layout; exp_avg_absmaxes[i] and exp_avg_sq_absmaxes[i] are 1-d float32 with one value
+// per block of block_size consecutive elements in memory order (ceil(numel / block_size));
+// all overwritten. block_size in quantize_8bit.h's [kMinBlockSize, kMaxBlockSize]. params of
+// one device and dtype (float32, float64, float16, bfloat16: the update is computed in the
+// compute type, the moments' quantisation in float32). steps, hyper.found_inf and
+// hyper.lr_on_device as adam_step's.
+MG_KERNEL(adam_8bit_step, void, (std::span<const Tensor> params, std::span<const Tensor> grads,
+                                 std::span<const Tensor> exp_avg_codes, std::span<const Tensor> exp_avg_sq_codes,
+                                 std::span<const Tensor> exp_avg_absmaxes,
+                                 std::span<const Tensor> exp_avg_sq_absmaxes, std::span<const Tensor> steps,
+                                 const AdamHyper& hyper, int64_t block_size))
 MG_KERNEL(adagrad_step, void, (std::span<const Tensor> params, std::span<const Tensor> grads,
                                std::span<const Tensor> state_sums, std::span<const Tensor> steps,
                                const AdagradHyper& hyper))

@@ -1,6 +1,7 @@
 // core/optimizer_formulas.h — core room: one element of each fused optimizer update (SGD,
-// Adam/AdamW, Adagrad), written once for the CPU kernels (core/cpu/optimizer_kernels.cpp)
-// and the CUDA kernels (cuda/kernels/optimizer.cu), following PyTorch's published
+// Adam/AdamW, 8-bit Adam/AdamW, Adagrad), written once for the CPU kernels
+// (core/cpu/optimizer_kernels.cpp, adam_8bit.cpp) and the CUDA kernels
+// (cuda/kernels/optimizer.cu, adam_8bit.cu), following PyTorch's published
 // algorithms term by term, so that both devices match torch.optim to rounding.
 //
 // Each works on values already read in the compute type C (float for the 16-bit types);
@@ -8,7 +9,10 @@
 // rate) are computed once a step in double by the caller and rounded to C here.
 #pragma once
 
+#include <cstdint>
+
 #include "memgrad/core/host_device.h"
+#include "memgrad/core/quantize_8bit.h"
 
 namespace mg::optimizer_formulas {
 
@@ -58,6 +62,24 @@ MG_HOST_DEVICE inline C adam_element(C param, C grad, C& first, C& second, C* ma
   }
   C denom = math::sqrt(denominator_second) / k.correction2_sqrt + k.eps;
   return param * k.param_scale - k.step_size * (first / denom);
+}
+
+// Adam with 8-bit moments (core/quantize_8bit.h): the new parameter from the moments that
+// codes first_code and second_code hold in blocks of absmax first_absmax and second_absmax,
+// and the new moments, unquantised, in `first` and `second` (the caller requantises them
+// once it knows the block's new absmax). The update reads the new moments at full
+// precision, as bitsandbytes does; only what is kept between steps is 8-bit. No amsgrad.
+template <class C>
+MG_HOST_DEVICE inline C adam_8bit_element(C param, C grad, uint8_t first_code, uint8_t second_code,
+                                          float first_absmax, float second_absmax, const float* signed_map,
+                                          const float* unsigned_map, float& first, float& second,
+                                          const AdamCoefficients<C>& k) {
+  C first_value = static_cast<C>(quantize_8bit::dequantize(first_code, first_absmax, signed_map));
+  C second_value = static_cast<C>(quantize_8bit::dequantize(second_code, second_absmax, unsigned_map));
+  C updated = adam_element(param, grad, first_value, second_value, static_cast<C*>(nullptr), k);
+  first = static_cast<float>(first_value);
+  second = static_cast<float>(second_value);
+  return updated;
 }
 
 // The new parameter, and the new sum of squared gradients in `sum`; clr is the decayed

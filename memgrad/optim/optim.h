@@ -3,6 +3,7 @@
 
 #include "memgrad/optim/adagrad.h"
 #include "memgrad/optim/adam.h"
+#include "memgrad/optim/adam_8bit.h"
 #include "memgrad/optim/clip_grad.h"
 #include "memgrad/optim/lambda_lr.h"
 #include "memgrad/optim/offloaded_adam.h"

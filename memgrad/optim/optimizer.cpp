@@ -16,7 +16,8 @@ namespace mg::optim {
 
 int64_t ParamState::bytes() const {
   int64_t total = 0;
-  for (const Tensor* tensor : {&step, &momentum_buffer, &exp_avg, &exp_avg_sq, &max_exp_avg_sq, &sum, &master_param}) {
+  for (const Tensor* tensor : {&step, &momentum_buffer, &exp_avg, &exp_avg_sq, &max_exp_avg_sq, &sum, &master_param,
+                                &exp_avg_absmax, &exp_avg_sq_absmax}) {
     if (tensor->defined()) total += static_cast<int64_t>(tensor->nbytes());
   }
   return total;
@@ -24,7 +25,8 @@ int64_t ParamState::bytes() const {
 
 bool ParamState::empty() const {
   return !step.defined() && !momentum_buffer.defined() && !exp_avg.defined() && !exp_avg_sq.defined() &&
-         !max_exp_avg_sq.defined() && !sum.defined() && !master_param.defined();
+         !max_exp_avg_sq.defined() && !sum.defined() && !master_param.defined() && !exp_avg_absmax.defined() &&
+         !exp_avg_sq_absmax.defined();
 }
 
 void check_non_negative(double value, const char* what) {

@@ -44,6 +44,10 @@ struct ParamState {
   Tensor max_exp_avg_sq;   // Adam with amsgrad
   Tensor sum;              // Adagrad: sum of squared gradients
   Tensor master_param;     // offloaded Adam (optim/offloaded_adam.h): the float32 master copy
+  // 8-bit Adam (optim/adam_8bit.h): exp_avg and exp_avg_sq then hold uint8 codes, and these
+  // the float32 absmax of each block of them.
+  Tensor exp_avg_absmax;
+  Tensor exp_avg_sq_absmax;
 
   int64_t bytes() const;
   // No entry defined: the parameter has not been stepped.

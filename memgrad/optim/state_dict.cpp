@@ -11,6 +11,7 @@
 #include "memgrad/io/safetensors.h"
 #include "memgrad/optim/adagrad.h"
 #include "memgrad/optim/adam.h"
+#include "memgrad/optim/adam_8bit.h"
 #include "memgrad/optim/offloaded_adam.h"
 #include "memgrad/optim/sgd.h"
 
@@ -28,6 +29,8 @@ constexpr std::pair<const char*, Tensor ParamState::*> kStateEntries[] = {
     {"max_exp_avg_sq", &ParamState::max_exp_avg_sq},
     {"sum", &ParamState::sum},
     {"master_param", &ParamState::master_param},
+    {"exp_avg_absmax", &ParamState::exp_avg_absmax},
+    {"exp_avg_sq_absmax", &ParamState::exp_avg_sq_absmax},
 };
 
 Tensor ParamState::* state_member(const std::string& name) {
@@ -60,12 +63,36 @@ double scalar_value(const std::string& source, const std::string& key, const Ten
   return tensor.item<double>();
 }
 
+// What entry `member` of parameter `index`'s state must be: its shape and dtype, and whether
+// it lies in the parameter's layout. An 8-bit Adam's quantised parameter keeps uint8 codes
+// in exp_avg and exp_avg_sq and a float32 absmax per block; no other state has absmaxes.
+struct ExpectedEntry {
+  bool allowed;
+  Shape shape;
+  DType dtype;
+  bool in_param_layout;
+};
+ExpectedEntry expected_entry(const Optimizer& optimizer, size_t index, const Tensor& param,
+                             Tensor ParamState::*member) {
+  const auto* eight_bit = dynamic_cast<const Adam8bit*>(&optimizer);
+  const int64_t blocks = eight_bit != nullptr ? eight_bit->quantization_blocks(index) : 0;
+  if (member == &ParamState::step) return {true, Shape{}, DType::Float32, false};
+  if (member == &ParamState::exp_avg_absmax || member == &ParamState::exp_avg_sq_absmax) {
+    return {blocks > 0, Shape{blocks}, DType::Float32, false};
+  }
+  const bool codes = blocks > 0 && (member == &ParamState::exp_avg || member == &ParamState::exp_avg_sq);
+  return {true, param.sizes(), codes ? DType::UInt8 : optimizer.state_placement(param).dtype, true};
+}
+
 }  // namespace
 
 std::string kind_name(const Optimizer& optimizer) {
-  // NOTE: AdamW derives from Adam, so it is asked about first; so are the offloaded ones.
+  // NOTE: AdamW derives from Adam (AdamW8bit from Adam8bit), so it is asked about first; so
+  // are the offloaded ones.
   if (dynamic_cast<const OffloadedAdamW*>(&optimizer)) return "OffloadedAdamW";
   if (dynamic_cast<const OffloadedAdam*>(&optimizer)) return "OffloadedAdam";
+  if (dynamic_cast<const AdamW8bit*>(&optimizer)) return "AdamW8bit";
+  if (dynamic_cast<const Adam8bit*>(&optimizer)) return "Adam8bit";
   if (dynamic_cast<const AdamW*>(&optimizer)) return "AdamW";
   if (dynamic_cast<const Adam*>(&optimizer)) return "Adam";
   if (dynamic_cast<const SGD*>(&optimizer)) return "SGD";
@@ -173,26 +200,38 @@ CheckedOptimizerState check_state_dict(const Optimizer& optimizer, const Optimiz
            "built over the same model's parameters() as when saved.");
   for (const auto& [index, entries] : param_entries) {
     const Tensor& param = params[index];
+    if (const auto* eight_bit = dynamic_cast<const Adam8bit*>(&optimizer); eight_bit != nullptr) {
+      // The fused updates read every entry: a partial state would not step.
+      const bool quantized = eight_bit->quantization_blocks(index) > 0;
+      for (const char* needed : {"step", "exp_avg", "exp_avg_sq", "exp_avg_absmax", "exp_avg_sq_absmax"}) {
+        const bool absmax = std::string(needed).ends_with("absmax");
+        MG_CHECK(entries.contains(needed) || (absmax && !quantized), source, ": \"state.", index, ".", needed,
+                 "\" is missing; parameter ", index, "'s state has ", entries.size(), " entries. Hint: the file ",
+                 "was not written by optim::save for a ", kind, ", or was changed since.");
+      }
+    }
     for (const auto& [field, saved] : entries) {
       Tensor ParamState::*member = state_member(field);
       const std::string key = detail::str_cat("state.", index, ".", field);
       MG_CHECK(member != nullptr, source, ": unexpected entry \"", key, "\" (no optimizer keeps \"",
                field, "\").");
-      const bool is_step = member == &ParamState::step;
-      const Optimizer::StatePlacement placement = optimizer.state_placement(param);
-      const Shape expected_shape = is_step ? Shape{} : param.sizes();
-      const DType expected_dtype = is_step ? DType::Float32 : placement.dtype;
-      MG_CHECK(saved.sizes() == expected_shape && saved.dtype() == expected_dtype, source, ": \"", key,
+      const ExpectedEntry expected = expected_entry(optimizer, index, param, member);
+      MG_CHECK(expected.allowed, source, ": unexpected entry \"", key, "\": parameter ", index, " (", param.numel(),
+               " elements) keeps 32-bit moments in this ", kind, ", which have no absmax. Hint: build the optimizer ",
+               "with the block_size and min_8bit_size it was saved with.");
+      MG_CHECK(saved.sizes() == expected.shape && saved.dtype() == expected.dtype, source, ": \"", key,
                "\" is ", saved.sizes(), " ", saved.dtype(), " but parameter ", index, " needs ",
-               expected_shape, " ", expected_dtype, ". Hint: the checkpoint belongs to another model ",
-               "(or to the same model's parameters in another order).");
+               expected.shape, " ", expected.dtype, ". Hint: the checkpoint belongs to another model ",
+               "(or to the same model's parameters in another order), or to an optimizer that keeps its state in ",
+               "other bits.");
       // In the parameter's layout (channels-last or not), as the fused updates need.
-      Tensor copy = empty(expected_shape,
-                          {.dtype = expected_dtype,
+      const Optimizer::StatePlacement placement = optimizer.state_placement(param);
+      Tensor copy = empty(expected.shape,
+                          {.dtype = expected.dtype,
                            .device = placement.device,
                            .category = MemoryCategory::OptimizerState,
                            .pin_memory = placement.pinned},
-                          is_step ? MemoryFormat::Contiguous : suggest_memory_format(param));
+                          expected.in_param_layout ? suggest_memory_format(param) : MemoryFormat::Contiguous);
       copy.copy_(saved);
       states[index].*member = copy;
     }

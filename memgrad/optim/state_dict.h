@@ -5,13 +5,18 @@
 //                              exp_avg_sq, max_exp_avg_sq (Adam), sum (Adagrad), master_param
 //                              (offloaded Adam: float32, on the host), step (a 0-d
 //                              float32 counter); i counts the parameters of all groups in
-//                              order, and a parameter not stepped yet has no entries
+//                              order, and a parameter not stepped yet has no entries.
+//                              Adam8bit/AdamW8bit: exp_avg and exp_avg_sq are uint8 codes
+//                              of the parameter's shape, with exp_avg_absmax and
+//                              exp_avg_sq_absmax (1-d float32, one per block) beside them
+//                              (optim/adam_8bit.h); its small parameters keep Adam's entries
 //   param_groups.<g>.params    1-d int64: the indices i of group g's parameters
 //   param_groups.<g>.lr        0-d float64, and one such tensor per other hyper-parameter
 //                              (param_groups.<g>.momentum, .beta1, .weight_decay, ...)
 //
 // The file's __metadata__ holds {"format": "pt", "optimizer": "<kind>"} (SGD, Adam, AdamW,
-// Adagrad, OffloadedAdam, OffloadedAdamW) plus whatever the caller adds (an epoch, say).
+// Adagrad, Adam8bit, AdamW8bit, OffloadedAdam, OffloadedAdamW) plus whatever the caller adds
+// (an epoch, say).
 // NOTE: hyper-parameters are float64 scalar tensors rather than JSON in __metadata__: they
 // read back bit for bit with no float parser, and PyTorch's safetensors loader sees them too.
 //
@@ -32,11 +37,11 @@
 namespace mg::optim {
 
 struct OptimizerStateDict {
-  std::string kind;  // "SGD", "Adam", "AdamW", "Adagrad"
+  std::string kind;  // "SGD", "Adam", "AdamW", "Adam8bit", "AdamW8bit", "Adagrad"
   std::vector<std::pair<std::string, Tensor>> tensors;  // named as above
 };
 
-// "SGD", "Adam", "AdamW" or "Adagrad" (an optimizer defined elsewhere: its C++ type name).
+// "SGD", "Adam", "AdamW", "Adam8bit", "AdamW8bit" or "Adagrad" (an optimizer defined elsewhere: its C++ type name).
 std::string kind_name(const Optimizer& optimizer);
 
 // The state and hyper-parameters; the state tensors are the optimizer's own (not copies).

@@ -21,23 +21,6 @@
 
 namespace mg::cpu {
 
-template <class C>
-optimizer_formulas::AdamCoefficients<C> adam_coefficients(const AdamHyper& hyper, double step_count) {
-  const double bias_correction1 = 1.0 - std::pow(hyper.beta1, step_count);
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, step_count));
-  // AdamW shrinks the parameter; Adam adds the decay to the gradient.
-  return {.step_size = static_cast<C>(hyper.lr / bias_correction1),
-          .correction2_sqrt = static_cast<C>(bias_correction2_sqrt),
-          .beta1_complement = static_cast<C>(1.0 - hyper.beta1),
-          .beta2 = static_cast<C>(hyper.beta2),
-          .beta2_complement = static_cast<C>(1.0 - hyper.beta2),
-          .eps = static_cast<C>(hyper.eps),
-          .param_scale = static_cast<C>(hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0),
-          .grad_decay = static_cast<C>(hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay)};
-}
-template optimizer_formulas::AdamCoefficients<float> adam_coefficients<float>(const AdamHyper&, double);
-template optimizer_formulas::AdamCoefficients<double> adam_coefficients<double>(const AdamHyper&, double);
-
 namespace {
 
 using Coefficients = optimizer_formulas::AdamCoefficients<float>;

@@ -17,15 +17,11 @@
 #include <cstdint>
 
 #include "memgrad/core/dtype.h"
+#include "memgrad/core/cpu/optimizer_steps.h"  // adam_coefficients
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/optimizer_formulas.h"
 
 namespace mg::cpu {
-
-// The per-step scalars of Adam/AdamW at step `step_count` (1 at the first step), computed
-// in double and rounded to C, as PyTorch's single-tensor Adam computes them.
-template <class C>
-optimizer_formulas::AdamCoefficients<C> adam_coefficients(const AdamHyper& hyper, double step_count);
 
 enum class HostAdamPath { Scalar, Avx2, Avx512 };
 

@@ -7,21 +7,13 @@
 #include <cmath>
 
 #include "memgrad/core/cpu/cpu_kernels.h"
-#include "memgrad/core/cpu/host_adam.h"
+#include "memgrad/core/cpu/optimizer_steps.h"
 #include "memgrad/core/cpu/strided_loop.h"
 #include "memgrad/core/optimizer_formulas.h"
 
 namespace mg::cpu {
 
 namespace {
-
-// The step counter is a float32 tensor owned by the optimizer state; on the CPU "reading
-// it on the device" is reading host memory.
-double increment_step(const Tensor& step) {
-  float& counter = *step.data_ptr<float>();
-  counter += 1.0f;
-  return counter;
-}
 
 template <class T>
 T* data_or_null(const Tensor& tensor) {
@@ -30,19 +22,6 @@ T* data_or_null(const Tensor& tensor) {
 
 // Element i of an optional list, or an undefined tensor when the list is empty.
 Tensor optional_at(std::span<const Tensor> list, size_t i) { return list.empty() ? Tensor() : list[i]; }
-
-// Whether a GradScaler found an inf or NaN in this step's gradients, so that the update of
-// the whole list is skipped (parameters, state, step counters). On the CPU the flag is host
-// memory: reading it is no sync.
-bool overflowed(const Tensor* found_inf) { return found_inf != nullptr && *found_inf->data_ptr<float>() != 0.0f; }
-
-// The hyper-parameters with the learning rate that lr_on_device holds, where set (host
-// memory on the CPU, so reading it is no sync).
-template <class Hyper>
-Hyper with_lr_on_device(Hyper hyper) {
-  if (hyper.lr_on_device != nullptr) hyper.lr = *hyper.lr_on_device->template data_ptr<double>();
-  return hyper;
-}
 
 void update_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdHyper& hyper) {

@@ -22,7 +22,8 @@
 //
 // The packing of many tensors into one launch is multi_tensor_apply.cuh's; optimizer_apply
 // adds the checks, the counters and the skip flag for every optimizer, and each optimizer
-// adds only its per-element update and its kernel.
+// adds only its per-element update and its kernel. The counters, the flag and Adam's
+// constants are declared in optimizer_steps.cuh, which adam_8bit.cu shares.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -31,6 +32,7 @@
 #include "memgrad/core/optimizer_formulas.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/multi_tensor_apply.cuh"
+#include "memgrad/cuda/kernels/optimizer_steps.cuh"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
 
 namespace mg::cuda {
@@ -44,27 +46,10 @@ struct StepList {
   int count;
 };
 
-// Whether a GradScaler found an inf or NaN in this step's gradients (null: no scaler).
-__device__ __forceinline__ bool overflowed(const float* found_inf) {
-  return found_inf != nullptr && *found_inf != 0.0f;
-}
-
 __global__ void increment_steps_kernel(StepList list, const float* found_inf) {
   if (overflowed(found_inf)) return;
   int t = static_cast<int>(threadIdx.x);
   if (t < list.count) *list.step[t] += 1.0f;
-}
-
-// Adds 1 to every counter in `steps` (each tensor is a distinct one-element float32),
-// unless *found_inf is set.
-void increment_steps(std::span<const Tensor> steps, const float* found_inf, cudaStream_t stream) {
-  for (size_t begin = 0; begin < steps.size(); begin += kStepsPerLaunch) {
-    StepList list{};
-    list.count = static_cast<int>(std::min<size_t>(kStepsPerLaunch, steps.size() - begin));
-    for (int t = 0; t < list.count; ++t) list.step[t] = steps[begin + t].data_ptr<float>();
-    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list, found_inf);
-    MG_CUDA_CHECK_LAUNCH();
-  }
 }
 
 // A one-element tensor of `dtype` on `device`, as the optional hyper-parameter tensors
@@ -75,11 +60,32 @@ void check_scalar_on(const char* op, const char* what, const Tensor& tensor, DTy
            " ", tensor.dtype(), " on ", tensor.device());
 }
 
-// The device pointers of the update's optional hyper-parameter tensors (null where unset).
-struct HyperPointers {
-  const float* found_inf;
-  const double* lr;
-};
+}  // namespace
+
+void increment_steps(std::span<const Tensor> steps, const float* found_inf, cudaStream_t stream) {
+  for (size_t begin = 0; begin < steps.size(); begin += kStepsPerLaunch) {
+    StepList list{};
+    list.count = static_cast<int>(std::min<size_t>(kStepsPerLaunch, steps.size() - begin));
+    for (int t = 0; t < list.count; ++t) list.step[t] = steps[begin + t].data_ptr<float>();
+    increment_steps_kernel<<<1, kStepsPerLaunch, 0, stream>>>(list, found_inf);
+    MG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+HyperPointers hyper_pointers(const char* op, const Tensor* found_inf, const Tensor* lr_on_device, Device device) {
+  HyperPointers pointers{nullptr, nullptr};
+  if (found_inf != nullptr) {
+    check_scalar_on(op, "found_inf", *found_inf, DType::Float32, device);
+    pointers.found_inf = found_inf->data_ptr<float>();
+  }
+  if (lr_on_device != nullptr) {
+    check_scalar_on(op, "lr_on_device", *lr_on_device, DType::Float64, device);
+    pointers.lr = lr_on_device->data_ptr<double>();
+  }
+  return pointers;
+}
+
+namespace {
 
 // The update of every parameter of `lists` (see check_lists) in few launches: increments
 // the counters in `steps`, then calls launch.template operator()<T>(packed, blocks, stream,
@@ -95,15 +101,7 @@ void optimizer_apply(const char* op, const std::array<std::span<const Tensor>, k
   std::span<const Tensor> params = lists[0];
   if (params.empty()) return;
   Device device = params[0].device();
-  HyperPointers pointers{nullptr, nullptr};
-  if (found_inf != nullptr) {
-    check_scalar_on(op, "found_inf", *found_inf, DType::Float32, device);
-    pointers.found_inf = found_inf->data_ptr<float>();
-  }
-  if (lr_on_device != nullptr) {
-    check_scalar_on(op, "lr_on_device", *lr_on_device, DType::Float64, device);
-    pointers.lr = lr_on_device->data_ptr<double>();
-  }
+  const HyperPointers pointers = hyper_pointers(op, found_inf, lr_on_device, device);
   DeviceGuard guard(device);  // kernels launch on the current device
   cudaStream_t stream = current_stream(device);
   increment_steps(steps, pointers.found_inf, stream);
@@ -151,43 +149,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 // ---- Adam / AdamW ----
 
-struct AdamConstants {
-  double lr, beta1, beta2, eps;
-  double beta1_complement, beta2_complement;
-  double param_scale;         // AdamW shrinks the parameter: 1 - lr * weight_decay
-  double grad_decay;          // Adam adds weight_decay * param to the gradient
-  double decoupled_decay;     // AdamW's weight_decay (0 for Adam), for param_scale on the device
-};
 static_assert(kFitsBesideLists<AdamConstants, HyperPointers>, "adam_kernel's arguments must fit one launch");
-
-// param_scale for the learning rate `lr`, rounded as the host's 1.0 - lr * weight_decay
-// (no fused multiply-add), so a step with the rate on the device matches one without.
-__device__ __forceinline__ double adam_param_scale(double lr, double decoupled_decay) {
-  return __dsub_rn(1.0, __dmul_rn(lr, decoupled_decay));
-}
-
-// The per-step scalars from the (already incremented) step count, in double as on the CPU.
-struct AdamStepScalars {
-  double step_size;         // lr / (1 - beta1^step)
-  double correction2_sqrt;  // sqrt(1 - beta2^step)
-};
-
-__host__ __device__ __forceinline__ AdamStepScalars adam_step_scalars(const AdamConstants& k, double step_count) {
-  return {k.lr / (1.0 - pow(k.beta1, step_count)), sqrt(1.0 - pow(k.beta2, step_count))};
-}
 
 template <class T, class C>
 __host__ __device__ __forceinline__ void adam_update(T* p, const T* g, T* m, T* v, T* v_max, int64_t i,
                                                      const AdamConstants& k, const AdamStepScalars& scalars) {
-  const optimizer_formulas::AdamCoefficients<C> coefficients{
-      .step_size = static_cast<C>(scalars.step_size),
-      .correction2_sqrt = static_cast<C>(scalars.correction2_sqrt),
-      .beta1_complement = static_cast<C>(k.beta1_complement),
-      .beta2 = static_cast<C>(k.beta2),
-      .beta2_complement = static_cast<C>(k.beta2_complement),
-      .eps = static_cast<C>(k.eps),
-      .param_scale = static_cast<C>(k.param_scale),
-      .grad_decay = static_cast<C>(k.grad_decay)};
+  const optimizer_formulas::AdamCoefficients<C> coefficients = adam_coefficients<C>(k, scalars);
   C first = to_compute<C>(m[i]), second = to_compute<C>(v[i]);
   C max_second = v_max != nullptr ? to_compute<C>(v_max[i]) : C(0);
   C updated = optimizer_formulas::adam_element(to_compute<C>(p[i]), to_compute<C>(g[i]), first, second,
@@ -202,10 +169,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     adam_kernel(TensorLists<5> lists, AdamConstants constants, HyperPointers pointers) {
   if (overflowed(pointers.found_inf)) return;  // every thread of the block, before __syncthreads
-  if (pointers.lr != nullptr) {
-    constants.lr = *pointers.lr;
-    constants.param_scale = adam_param_scale(constants.lr, constants.decoupled_decay);
-  }
+  read_lr_on_device(constants, pointers.lr);
   using C = device_compute_t<T>;
   BlockWork work = block_work(lists);
   __shared__ AdamStepScalars scalars;
@@ -281,16 +245,7 @@ void sgd_step(std::span<const Tensor> params, std::span<const Tensor> grads, std
 void adam_step(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
                std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs,
                std::span<const Tensor> steps, const AdamHyper& hyper) {
-  AdamConstants constants{
-      .lr = hyper.lr,
-      .beta1 = hyper.beta1,
-      .beta2 = hyper.beta2,
-      .eps = hyper.eps,
-      .beta1_complement = 1.0 - hyper.beta1,
-      .beta2_complement = 1.0 - hyper.beta2,
-      .param_scale = hyper.decoupled_weight_decay ? 1.0 - hyper.lr * hyper.weight_decay : 1.0,
-      .grad_decay = hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay,
-      .decoupled_decay = hyper.decoupled_weight_decay ? hyper.weight_decay : 0.0};
+  const AdamConstants constants = adam_constants(hyper);
   optimizer_apply<5>("adam_step", {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
                      /*optional=*/{false, false, false, false, true}, steps, /*needs_steps=*/true, hyper.found_inf,
                      hyper.lr_on_device,
