@@ -237,7 +237,11 @@ TEST_CASE("the CPU kernel matches a float64 reference of dequantise, update, req
   CHECK(ties <= numel / 1000 + 2);
 }
 
-TEST_CASE("AdamW8bit trains a regression MLP to within 10% of AdamW's loss", "[optim][adam_8bit]") {
+// One-sided: the 8-bit moments' rounding lands a noisy fit a little lower or higher than
+// AdamW's (2026-12-07: 0.0972 against 0.1102, and 0.1003 against 0.1099 before the CPU
+// optimizer kernels were built with -ffp-contract=off); what must not happen is a fit much
+// worse than AdamW's.
+TEST_CASE("AdamW8bit trains a regression MLP to a loss at most 10% above AdamW's", "[optim][adam_8bit]") {
   const Regression problem = make_regression();
   constexpr int kSteps = 200;
   auto reference_model = make_mlp();
@@ -257,8 +261,8 @@ TEST_CASE("AdamW8bit trains a regression MLP to within 10% of AdamW's loss", "[o
   INFO("loss at the start " << start_loss << "; after " << kSteps << " steps: AdamW " << adamw_loss << ", AdamW8bit "
                             << adamw_8bit_loss << ", AdamW8bit with every tensor in blocks of 64 " << all_8bit_loss);
   CHECK(adamw_loss < start_loss / 20);
-  CHECK(std::fabs(adamw_8bit_loss - adamw_loss) <= 0.1 * adamw_loss);
-  CHECK(std::fabs(all_8bit_loss - adamw_loss) <= 0.1 * adamw_loss);
+  CHECK(adamw_8bit_loss <= 1.1 * adamw_loss);
+  CHECK(all_8bit_loss <= 1.1 * adamw_loss);
   // The quantised and the small parameters both took their own path.
   CHECK(adamw_8bit.state(model->parameters()[0])->exp_avg.dtype() == DType::UInt8);
   CHECK(adamw_8bit.state(model->parameters()[1])->exp_avg.dtype() == DType::Float32);
