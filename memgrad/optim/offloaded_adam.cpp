@@ -3,6 +3,8 @@
 // mode), and the parameters' trip back.
 #include "memgrad/optim/offloaded_adam.h"
 
+#include <map>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -34,10 +36,27 @@ struct OffloadedAdam::HostUpdate {
 #ifdef MG_WITH_CUDA
 // One side stream per optimizer (the parameters' device: the first CUDA one seen), for the
 // copies both ways, so that they overlap the caller's stream's kernels.
+namespace {
+
+// The side stream of `device`'s offloaded optimizers, made once and never destroyed, as
+// PyTorch's pooled streams are: the tensors its copies used (the model's gradients, the
+// pinned host buffers) may be freed after the optimizer is gone, and freeing a block
+// records an event on every stream that used it (CachingAllocator::record_stream), which
+// needs the stream alive. (An optimizer owning its stream crashed on an H100, 2026-12-07,
+// when the model's gradients were freed after it.)
+cuda::Stream& offload_stream(Device device) {
+  static std::mutex mutex;
+  static auto* streams = new std::map<int, cuda::Stream>();  // never destroyed, on purpose
+  std::lock_guard lock(mutex);
+  return streams->try_emplace(device.index, device).first->second;
+}
+
+}  // namespace
+
 struct OffloadedAdam::Transfers {
-  cuda::Stream stream;
+  cuda::Stream& stream;          // offload_stream(device): shared by the device's offloaded optimizers
   cuda::Event copies_back_done;  // the last copies back: the host buffers they read are busy until then
-  explicit Transfers(Device device) : stream(device) {}
+  explicit Transfers(Device device) : stream(offload_stream(device)) {}
 };
 #else
 struct OffloadedAdam::Transfers {};
