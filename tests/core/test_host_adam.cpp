@@ -103,10 +103,7 @@ Tensor tensor_of(const std::vector<float>& values) { return from_vector(values, 
 
 TEST_CASE("host_adam: each vector path equals the scalar path bit for bit", "[optim][offload]") {
   std::vector<HostAdamPath> paths = {HostAdamPath::Avx2, HostAdamPath::Avx512};
-  std::erase_if(paths, [](HostAdamPath path) {
-    return path == HostAdamPath::Avx512 ? !__builtin_cpu_supports("avx512f")
-                                        : !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"));
-  });
+  std::erase_if(paths, [](HostAdamPath path) { return !cpu::host_adam_path_available(path); });
   if (paths.empty()) WARN("this CPU has neither AVX2 nor AVX-512F: only the scalar path ran");
   uint32_t seed = 1;
   for (HostAdamPath path : paths) {

@@ -232,6 +232,8 @@ bool runs(HostAdamPath path) {
 
 }  // namespace
 
+bool host_adam_path_available(HostAdamPath path) { return runs(path); }
+
 HostAdamPath best_host_adam_path() {
   static const HostAdamPath best = runs(HostAdamPath::Avx512) ? HostAdamPath::Avx512
                                    : runs(HostAdamPath::Avx2) ? HostAdamPath::Avx2

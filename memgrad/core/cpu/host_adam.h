@@ -25,7 +25,9 @@ namespace mg::cpu {
 
 enum class HostAdamPath { Scalar, Avx2, Avx512 };
 
-// The widest path this CPU runs; its name ("scalar", "avx2", "avx512").
+// Whether this CPU runs `path`; the widest path it runs; a path's name ("scalar", "avx2",
+// "avx512").
+bool host_adam_path_available(HostAdamPath path);
 HostAdamPath best_host_adam_path();
 const char* host_adam_path_name(HostAdamPath path);
 
