@@ -19,10 +19,7 @@ Adam::Adam(std::vector<ParamGroupOptions<AdamOptions>> groups) {
 }
 
 void Adam::add_param_group(std::vector<Tensor> params, AdamOptions options) {
-  check_non_negative(options.eps, "epsilon value");
-  check_beta(options.beta1, 0);
-  check_beta(options.beta2, 1);
-  check_non_negative(options.weight_decay, "weight_decay value");
+  check_adam_hyper(options.eps, options.beta1, options.beta2, options.weight_decay);
   add_group(std::move(params), options.lr);
   options_.push_back(options);
 }

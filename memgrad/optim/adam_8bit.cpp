@@ -40,10 +40,7 @@ Adam8bit::Adam8bit(std::vector<ParamGroupOptions<Adam8bitOptions>> groups) {
 }
 
 void Adam8bit::add_param_group(std::vector<Tensor> params, Adam8bitOptions options) {
-  check_non_negative(options.eps, "epsilon value");
-  check_beta(options.beta1, 0);
-  check_beta(options.beta2, 1);
-  check_non_negative(options.weight_decay, "weight_decay value");
+  check_adam_hyper(options.eps, options.beta1, options.beta2, options.weight_decay);
   MG_CHECK(options.block_size >= quantize_8bit::kMinBlockSize && options.block_size <= quantize_8bit::kMaxBlockSize,
            "Invalid block_size: ", options.block_size, " (must be in [", quantize_8bit::kMinBlockSize, ", ",
            quantize_8bit::kMaxBlockSize, "]; the default ", quantize_8bit::kDefaultBlockSize, " is the paper's)");

@@ -39,6 +39,13 @@ void check_beta(double value, int index) {
            " (must be in [0, 1))");
 }
 
+void check_adam_hyper(double eps, double beta1, double beta2, double weight_decay) {
+  check_non_negative(eps, "epsilon value");
+  check_beta(beta1, 0);
+  check_beta(beta2, 1);
+  check_non_negative(weight_decay, "weight_decay value");
+}
+
 void Optimizer::add_group(std::vector<Tensor> params, double lr) {
   MG_CHECK(!params.empty(), "optimizer got an empty parameter list. Hint: pass the model's ",
            "parameters(), and check that the model has some.");

@@ -168,5 +168,7 @@ class Optimizer {
 // "Invalid <what>: <value>".
 void check_non_negative(double value, const char* what);
 void check_beta(double value, int index);
+// Adam's and its variants' (8-bit, offloaded): eps, both betas and weight_decay.
+void check_adam_hyper(double eps, double beta1, double beta2, double weight_decay);
 
 }  // namespace mg::optim
