@@ -86,8 +86,10 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
   // a new process does, and never runs out.
   mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
   const mg::memory::Snapshot memory = steps(kSimulated, batch_size);
-  return {.target = target, .batch_size = batch_size, .memory = memory, .scratch_model = standing_in.describe(),
-          .distributed = std::nullopt};
+  const mg::Device host = mg::simulated_host_of(kSimulated);
+  return {.target = target, .batch_size = batch_size, .memory = memory,
+          .host = host == kSimulated ? mg::memory::Snapshot{} : mg::memory::snapshot(host),
+          .scratch_model = standing_in.describe(), .distributed = std::nullopt};
 }
 
 MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const DistributedPrediction& distributed,
@@ -198,6 +200,16 @@ void print_prediction(std::FILE* out, const MemoryPrediction& prediction, std::o
     std::fprintf(out, "    %-16s %12lld bytes (%.1f MiB)\n", mg::category_name(static_cast<mg::MemoryCategory>(c)),
                  static_cast<long long>(peak), mib(peak));
   }
+  if (prediction.host.peak_allocated_bytes > 0) {
+    std::fprintf(out, "  in host memory (pinned where the target is a GPU): peak allocated %lld bytes (%.1f MiB)\n",
+                 static_cast<long long>(prediction.host.peak_allocated_bytes), mib(prediction.host.peak_allocated_bytes));
+    for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
+      const int64_t peak = prediction.host.by_category[c].peak;
+      if (peak == 0) continue;
+      std::fprintf(out, "    %-16s %12lld bytes (%.1f MiB)\n", mg::category_name(static_cast<mg::MemoryCategory>(c)),
+                   static_cast<long long>(peak), mib(peak));
+    }
+  }
   std::fprintf(out, "  kernel scratch: %s\n", prediction.scratch_model.c_str());
   std::fflush(out);
 }
@@ -219,6 +231,10 @@ void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& predict
   }
   json.end_object().key("memory");
   mg::memory::write_json(json, prediction.memory);
+  if (prediction.host.peak_allocated_bytes > 0) {
+    json.key("host_memory");
+    mg::memory::write_json(json, prediction.host);
+  }
 }
 
 void write_prediction_summary(const std::string& path, const MemoryPrediction& prediction,

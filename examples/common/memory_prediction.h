@@ -75,6 +75,10 @@ struct MemoryPrediction {
   mg::Device target;        // the device predicted for (cpu or cuda)
   int64_t batch_size = 0;   // per rank when distributed
   mg::memory::Snapshot memory;  // on the simulated device: peaks and category peaks
+  // What a CUDA target's run keeps in host memory (an offloaded optimizer's state, master
+  // weights and gradient copies), on the simulated host (memory/simulated_target.h); all
+  // zero when it keeps nothing there, and for a CPU target, whose host is `memory`.
+  mg::memory::Snapshot host;
   std::string scratch_model;    // how the target's kernel scratch was modelled
   std::optional<DistributedPrediction> distributed;  // set for a data-parallel prediction
 };
@@ -135,7 +139,8 @@ int64_t largest_batch_per_rank(int64_t dataset_size, const std::optional<Distrib
 // `flag` for anything else, zero, or a count beyond 2^62.
 int64_t parse_bytes(const std::string& flag, const std::string& text);
 
-// Prints the prediction (peaks, per-category peaks, the scratch model) to `out`, with the
+// Prints the prediction (peaks, per-category peaks, host memory where any, the scratch
+// model) to `out`, with the
 // --fit-batch capacity when one was searched for; a data-parallel one says "per rank
 // (rank r of N, DDP[, ZeRO-1])".
 void print_prediction(std::FILE* out, const MemoryPrediction& prediction,
@@ -143,7 +148,8 @@ void print_prediction(std::FILE* out, const MemoryPrediction& prediction,
 
 // Writes {"prediction": {...}, "memory": {...}} members into an open JSON object: the
 // memory section in the shape of a measured run's (peak_allocated_bytes,
-// peak_reserved_bytes, peak_bytes_by_category, ...), and what says it is a prediction,
+// peak_reserved_bytes, peak_bytes_by_category, ...), "host_memory" in the same shape when
+// the run keeps bytes in host memory, and what says it is a prediction,
 // for which target, with which scratch model (and the --fit-batch capacity; for a
 // data-parallel one "distributed": {"world_size", "rank", "ddp", "zero"}).
 void write_prediction_json(mg::JsonWriter& json, const MemoryPrediction& prediction,

@@ -35,6 +35,11 @@ void print_memory_report(std::FILE* out, mg::Device device, const CategoryMeanin
   }
   std::fprintf(out, "\nMemory on %s by category: %s.\n%s\n", device.str().c_str(), legend.c_str(),
                mg::memory::report(device).c_str());
+  // What a GPU run kept in pinned host memory (an offloaded optimizer, SaveOnCpu): each
+  // category's bytes by place.
+  if (device.is_cuda() && mg::memory::pinned_host_snapshot().peak_requested_bytes > 0) {
+    std::fprintf(out, "%s\n", mg::memory::host_and_device_report(device).c_str());
+  }
 }
 
 void print_peaks_by_rank(std::FILE* out, const std::vector<mg::memory::Snapshot>& peaks) {

@@ -62,6 +62,8 @@ Args parse_args(int argc, char** argv) {
       {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
       {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
+      {"--optimizer-state",
+       [&](const std::string& value) { args.optimizer_state = examples::parse_optimizer_state(value); }},
       {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
       {"--threads",
@@ -125,6 +127,7 @@ Args parse_args(int argc, char** argv) {
   examples::refuse_distributed(args.distributed, dumping, "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
+  examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
   examples::check_init_from_flags(args.init_from, args.resume_path,
                                   args.bench                   ? "--bench"
                                   : predicting                 ? "--predict-memory (or --fit-batch)"
@@ -208,6 +211,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
                 [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--optimizer-state device|8bit|offload|offload-delayed]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
@@ -253,7 +257,7 @@ Training:
                            scales the loss with a GradScaler and needs --device cuda
   --seed N                 seeds initialisation, batches and dropout (default 0)
   --device cpu|cuda        where to run (default cpu)
-)" + examples::threads_usage() + R"(  --eval-interval N        estimate the losses every N steps and after the last (default 250)
+)" + examples::optimizer_state_usage() + examples::threads_usage() + R"(  --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
 )" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +

@@ -10,6 +10,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
 #include "examples/common/gpt_sizes.h"
+#include "examples/common/optimizer_state.h"
 #include <memgrad/nn/gpt_options.h>
 
 namespace gpt {
@@ -54,6 +55,7 @@ struct Args {
   // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
   bool distributed = false;
   bool zero = false;  // --zero: ZeRO-1 (AdamW's moments sharded over the ranks)
+  examples::OptimizerState optimizer_state = examples::OptimizerState::Device;  // --optimizer-state
   std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   // Sampling after training: `sample` bytes after the prompt.
   int64_t sample = 0;

@@ -83,7 +83,7 @@ class BenchStep {
         model_(make_bench_model(args, run)),
         ddp_(wrap_in_ddp(run, model_)),
         // The training run's optimizer; its learning rate does not change the time.
-        optimizer_(run.make_optimizer<mg::optim::AdamW>(adamw_groups(*model_, args.lr), args.zero)) {
+        optimizer_(examples::make_adamw(run, adamw_groups(*model_, args.lr), args.zero, args.optimizer_state)) {
     const mg::Device device = run.device();
     // NOTE: made on the host and copied over, as a loader's batch arrives, and reused by
     // every step and micro-batch: the step is timed, not the input. For a CPU prediction
@@ -132,7 +132,8 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("checkpoint").value(args.checkpoint)
       .key("optim").value("adamw")
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
-      .key("amp").value(examples::amp_name(args.amp));
+      .key("amp").value(examples::amp_name(args.amp))
+      .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "examples/common/memory_report.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
+#include "examples/common/optimizer_state.h"
 #include "examples/common/progress.h"
 #include "examples/common/summary.h"
 #include "examples/common/timeline.h"
@@ -92,9 +93,10 @@ void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::
               static_cast<long long>(options.n_head), static_cast<long long>(options.n_embd),
               static_cast<long long>(options.block_size), options.dropout,
               args.checkpoint ? ", checkpointed block by block" : "");
-  std::printf("%sAdamW (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
+  std::printf("%s%s (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
               "bytes%s%s; %lld steps on %s%s%s\n",
-              args.zero ? "ZeRO-1 " : "", args.lr, static_cast<long long>(gpt::warmup_steps(args)), args.lr / 10,
+              args.zero ? "ZeRO-1 " : "", examples::describe_adamw(args.optimizer_state).c_str(), args.lr,
+              static_cast<long long>(gpt::warmup_steps(args)), args.lr / 10,
               static_cast<long long>(args.batch_size), static_cast<long long>(options.block_size),
               distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
@@ -129,7 +131,7 @@ int run_training(const Args& command_line) {
   if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, gpt::kModelName, *model);
   distributed.wrap(model);  // DDP when distributed: the step's losses go through it
   std::unique_ptr<mg::optim::Optimizer> optimizer =
-      distributed.make_optimizer<mg::optim::AdamW>(gpt::adamw_groups(*model, args.lr), args.zero);
+      examples::make_adamw(distributed, gpt::adamw_groups(*model, args.lr), args.zero, args.optimizer_state);
   examples::MixedPrecision precision(args.amp, args.device);
   mg::optim::WarmupCosineLR scheduler(*optimizer, gpt::warmup_steps(args), args.steps, /*min_lr_factor=*/0.1);
   // Dropout masks and windows: rank 0's streams are one process's, every other rank its own.
@@ -226,6 +228,7 @@ int run_training(const Args& command_line) {
       progress.finish();
       // At --stop-after only the position is saved, without an estimate the full run
       // would not make (so that a resumed run's history is the uninterrupted one's).
+      examples::finish_optimizer_step(*optimizer);  // the model and state of `state.step` steps
       if (estimate_due) estimate();
       save();
       estimate_seconds += seconds_since(start);
@@ -242,7 +245,8 @@ int run_training(const Args& command_line) {
   examples::print_memory_report(
       stdout, args.device,
       {.parameter = "weights, biases and LayerNorm parameters",
-       .optimizer_state = std::string("AdamW's moments and step counters") + (args.zero ? " (this rank's shard)" : ""),
+       .optimizer_state = std::string("AdamW's moments and step counters") + (args.zero ? " (this rank's shard)" : "") +
+                          (args.optimizer_state == examples::OptimizerState::EightBit ? ", 8-bit with absmaxes" : ""),
        .input = "batches"});
   const std::vector<mg::memory::Snapshot> peaks = distributed.peaks_by_rank();  // every rank joins
   if (distributed.active()) examples::print_peaks_by_rank(stdout, peaks);
@@ -277,7 +281,7 @@ int predict_training_memory(const Args& args) {
     std::shared_ptr<mg::nn::GPT> model = build_model(args, device);
     distributed.wrap(model);  // DDP when distributed: the step's losses go through it
     std::unique_ptr<mg::optim::Optimizer> optimizer =
-        distributed.make_optimizer<mg::optim::AdamW>(gpt::adamw_groups(*model, args.lr), args.zero);
+        examples::make_adamw(distributed, gpt::adamw_groups(*model, args.lr), args.zero, args.optimizer_state);
     examples::MixedPrecision precision(args.amp, device);
     mg::manual_seed(stream_seed(args.seed, Stream::Dropout));
     mg::Generator windows(stream_seed(args.seed, Stream::Windows));
@@ -302,10 +306,11 @@ int predict_training_memory(const Args& args) {
   const examples::MemoryPrediction prediction =
       examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps);
   const mg::nn::GPTOptions options = gpt::model_options(args);
-  std::printf("gpt training (%lld layers, %lld heads, %lld wide, block %lld) on %s with %sAdamW, batch %lld%s%s%s%s\n",
+  std::printf("gpt training (%lld layers, %lld heads, %lld wide, block %lld) on %s with %s%s, batch %lld%s%s%s%s\n",
               static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
               static_cast<long long>(options.n_embd), static_cast<long long>(options.block_size), args.data.c_str(),
-              args.zero ? "ZeRO-1 " : "", static_cast<long long>(prediction.batch_size),
+              args.zero ? "ZeRO-1 " : "", examples::describe_adamw(args.optimizer_state).c_str(),
+              static_cast<long long>(prediction.batch_size),
               examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", checkpointed block by block" : "",

@@ -46,6 +46,7 @@ void write_setup(mg::JsonWriter& json, const Args& args, const TextCorpus& corpu
       .key("device").value(args.device.str())
       .key("optimizer").value("adamw")
       .key("amp").value(examples::amp_name(args.amp))
+      .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state))
       .key("batch_size").value(batch_size)
       .key("accum").value(args.accum)
       .key("checkpoint").value(args.checkpoint);

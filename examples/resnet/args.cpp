@@ -32,6 +32,13 @@ Args parse_args(int argc, char** argv) {
       {"--batch", [&](const std::string& value) { args.batch_size = examples::parse_count("--batch", value); }},
       {"--accum", [&](const std::string& value) { args.accum = examples::parse_count("--accum", value); }},
       {"--lr", [&](const std::string& value) { args.lr = examples::parse_positive_real("--lr", value); }},
+      {"--optimizer",
+       [&](const std::string& value) {
+         if (value != "sgd" && value != "adamw") throw UsageError("--optimizer must be sgd or adamw, got '" + value + "'");
+         args.optimizer = value == "sgd" ? Optimizer::Sgd : Optimizer::AdamW;
+       }},
+      {"--optimizer-state",
+       [&](const std::string& value) { args.optimizer_state = examples::parse_optimizer_state(value); }},
       {"--seed", [&](const std::string& value) { args.seed = examples::parse_number<uint64_t>("--seed", value); }},
       {"--device", [&](const std::string& value) { args.device = examples::parse_device(value); }},
       {"--threads",
@@ -74,6 +81,11 @@ Args parse_args(int argc, char** argv) {
   if (!args.threads) args.threads = examples::default_cpu_threads();
   args.distributed = examples::wants_distributed(args.distributed);
   examples::check_amp_device(args.amp, args.device);
+  if (args.optimizer == Optimizer::Sgd && given.has("--optimizer-state")) {
+    throw UsageError("--optimizer-state places AdamW's moments: it needs --optimizer adamw");
+  }
+  examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
+  if (args.optimizer == Optimizer::AdamW && !given.has("--lr")) args.lr = 1e-3;
   if (args.wgrad_stream && !args.device.is_cuda()) {
     throw UsageError("--wgrad-stream orders CUDA streams: it needs --device cuda");
   }
@@ -119,6 +131,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
                 [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--optimizer sgd|adamw [--optimizer-state device|8bit|offload|offload-delayed]]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
                 [--dependent-launch] [--wgrad-stream]
                 [--memory-timeline FILE.html | --cuda-graph]
@@ -146,8 +159,11 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            linear layers in float16/bfloat16, losses and reductions in
                            float32, float32 master weights); fp16 scales the loss with a
                            GradScaler and needs --device cuda (default fp32: none)
-  --lr X                   the one-cycle schedule's peak learning rate (default 0.1)
-  --augment                random crops (pad 4, crop 32) and horizontal flips
+  --lr X                   the one-cycle schedule's peak learning rate (default 0.1;
+                           1e-3 with --optimizer adamw)
+  --optimizer sgd|adamw    SGD as above (the default), or AdamW (weight decay 0.05 on
+                           the convolution and linear weights, none on biases and norms)
+)" + examples::optimizer_state_usage() + R"(  --augment                random crops (pad 4, crop 32) and horizontal flips
   --channels-last          keep the model's weights and the batches in channels-last
                            (NHWC) memory format, which convolution kernels prefer on GPUs
   --no-cudnn-fusion        run apart what is fused by default on CUDA, training in

@@ -8,8 +8,11 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
+#include "examples/common/optimizer_state.h"
 
 namespace resnet {
+
+enum class Optimizer { Sgd, AdamW };
 
 struct Args {
   bool bench = false;
@@ -20,7 +23,9 @@ struct Args {
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
   bool checkpoint = false;   // gradient checkpointing of layer1..layer4
   bool cuda_graph = false;   // capture the step once as a CUDA graph and replay it
-  double lr = 0.1;  // the one-cycle schedule's peak
+  double lr = 0.1;  // the one-cycle schedule's peak (1e-3 for AdamW unless given)
+  Optimizer optimizer = Optimizer::Sgd;  // --optimizer sgd|adamw
+  examples::OptimizerState optimizer_state = examples::OptimizerState::Device;  // --optimizer-state (AdamW)
   bool augment = false;
   bool channels_last = false;  // model and batches in channels-last (NHWC) memory format
   bool cudnn_fusion = true;      // mg::cuda::set_cudnn_fusion (CUDA builds)

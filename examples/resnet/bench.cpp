@@ -40,7 +40,7 @@
 #include "examples/common/summary.h"
 #include "examples/common/step_benchmark.h"
 #include <memgrad/nn/resnet.h>
-#include <memgrad/optim/sgd.h>
+#include "examples/resnet/optimizer.h"
 
 namespace resnet {
 namespace {
@@ -81,9 +81,7 @@ class BenchStep {
     model_->train();
     trained_ = run.wrap(model_);
     ddp_ = run.ddp();
-    optimizer_ = run.make_optimizer<mg::optim::SGD>(
-        trained_->parameters(),
-        mg::optim::SGDOptions{.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}, args.zero);
+    optimizer_ = make_optimizer(run, *model_, args);
     // NOTE: made on the host and copied over, as a loader's batch arrives; the one batch is
     // reused by every step (and every micro-batch of a step) so that the step is timed, not
     // the input pipeline, and INPUT memory does not grow with --accum. For the CPU the
@@ -138,7 +136,8 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("batch").value(batch_size)
       .key("accum").value(args.accum)
       .key("checkpoint").value(args.checkpoint)
-      .key("optim").value("sgd")
+      .key("optim").value(optimizer_name(args))
+      .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state))
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("amp").value(examples::amp_name(args.amp));

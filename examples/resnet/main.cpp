@@ -49,9 +49,10 @@
 #include "examples/resnet/args.h"
 #include "examples/resnet/bench.h"
 #include "examples/resnet/checkpoint.h"
+#include "examples/common/optimizer_state.h"
+#include "examples/resnet/optimizer.h"
 #include <memgrad/nn/resnet.h>
 #include <memgrad/optim/scheduler.h>
-#include <memgrad/optim/sgd.h>
 
 namespace {
 
@@ -121,7 +122,8 @@ void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
   json.key("model").value(kModelName)
       .key("dataset").value(args.data_dir)
       .key("device").value(args.device.str())
-      .key("optimizer").value("sgd")
+      .key("optimizer").value(resnet::optimizer_name(args))
+      .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state))
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("amp").value(examples::amp_name(args.amp))
       .key("batch_size").value(batch_size)
@@ -174,10 +176,6 @@ std::shared_ptr<mg::nn::ResNet> build_model(const Args& args, int64_t classes, m
   return model;
 }
 
-mg::optim::SGDOptions sgd_options(const Args& args) {
-  return {.lr = args.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true};
-}
-
 int run_training(const Args& command_line) {
   examples::DistributedRun distributed = examples::DistributedRun::start(command_line.distributed, command_line.device);
   Args args = command_line;
@@ -215,7 +213,7 @@ int run_training(const Args& command_line) {
   if (!args.init_from.empty()) examples::load_initial_weights(args.init_from, kModelName, *model);
   std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
   std::unique_ptr<mg::optim::Optimizer> optimizer =
-      distributed.make_optimizer<mg::optim::SGD>(trained->parameters(), sgd_options(args), args.zero);
+      resnet::make_optimizer(distributed, *model, args);
   examples::MixedPrecision precision(args.amp, args.device);
   // NOTE: --limit counts samples over all ranks, in global batches; with the same global
   // batch, an epoch has the same steps on any number of ranks.
@@ -247,9 +245,10 @@ int run_training(const Args& command_line) {
               static_cast<long long>(image_shape[1]), static_cast<long long>(kImageSize),
               static_cast<long long>(kImageSize), static_cast<long long>(classes),
               args.augment ? ", random crops and flips" : "");
-  std::printf("%lld parameters; %sSGD (Nesterov, momentum 0.9, weight decay 5e-4), one-cycle lr to %g, batch %lld%s%s%s%s, "
+  std::printf("%lld parameters; %s%s, one-cycle lr to %g, batch %lld%s%s%s%s, "
               "%lld epochs of %lld steps, on %s%s\n",
-              static_cast<long long>(facts.parameters), args.zero ? "ZeRO-1 " : "", args.lr,
+              static_cast<long long>(facts.parameters), args.zero ? "ZeRO-1 " : "",
+              resnet::describe_optimizer(args).c_str(), args.lr,
               static_cast<long long>(args.batch_size),
               distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
@@ -279,6 +278,7 @@ int run_training(const Args& command_line) {
          .memory_timeline = &memory_timeline,
          .graph = graph ? &*graph : nullptr,
          .distributed = &distributed});
+    examples::finish_optimizer_step(*optimizer);  // evaluate and save the epoch's last weights
     facts.train_seconds += seconds_since(start);
     facts.train_samples += result.samples;
     prepare.start_epoch(epoch, /*augment=*/false);
@@ -313,7 +313,7 @@ int run_training(const Args& command_line) {
   examples::print_memory_report(
       stdout, args.device,
       {.parameter = "weights, biases and BatchNorm statistics",
-       .optimizer_state = std::string("SGD's momentum buffers") + (args.zero ? " (this rank's shard)" : ""),
+       .optimizer_state = resnet::optimizer_state_meaning(args),
        .input = "dataset and batches"});
   const std::vector<mg::memory::Snapshot> peaks = distributed.peaks_by_rank();  // every rank joins
   if (distributed.active()) examples::print_peaks_by_rank(stdout, peaks);
@@ -367,7 +367,7 @@ int predict_training_memory(const Args& args) {
     std::shared_ptr<mg::nn::ResNet> model = build_model(on_device, classes, device);
     std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
     std::unique_ptr<mg::optim::Optimizer> optimizer =
-        distributed.make_optimizer<mg::optim::SGD>(trained->parameters(), sgd_options(args), args.zero);
+        resnet::make_optimizer(distributed, *model, args);
     examples::MixedPrecision precision(args.amp, device);
     prepare.start_epoch(0, args.augment);
     const int64_t train_batches =
@@ -389,8 +389,9 @@ int predict_training_memory(const Args& args) {
   const examples::MemoryPrediction prediction =
       examples::predict_or_fit(args.device, args.batch_size, args.fit_batch, per_rank, steps,
                                examples::largest_batch_per_rank(train_set.size(), per_rank));
-  std::printf("%s training on %s%s, batch %lld%s%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
-              args.zero ? " with ZeRO-1 SGD" : "", static_cast<long long>(prediction.batch_size),
+  std::printf("%s training on %s with %s%s, batch %lld%s%s%s%s%s\n", kModelName.c_str(), args.data_dir.c_str(),
+              args.zero ? "ZeRO-1 " : "", resnet::describe_optimizer(args).c_str(),
+              static_cast<long long>(prediction.batch_size),
               examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
               args.checkpoint ? ", checkpointed block by block" : "",

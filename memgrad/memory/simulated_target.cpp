@@ -15,6 +15,9 @@ namespace {
 // Read by every simulated kernel call: one atomic load.
 std::atomic<const ScratchModel*> active_model{nullptr};
 
+// Room for any host a prediction models: far above what a machine holds.
+constexpr size_t kSimulatedHostCapacity = size_t{4} << 40;
+
 const ScratchModel& model_for(Device target) {
   switch (target.type) {
     case DeviceType::CPU: return cpu_scratch_model();
@@ -42,6 +45,7 @@ SimulatedTarget::SimulatedTarget(Device target, Device simulated, size_t capacit
            "the simulated device stands in for one device at a time. Hint: let the first one end.");
   try {
     set_simulated_capacity(simulated.index, capacity_bytes, placement_for(target));
+    if (target.is_cuda()) set_simulated_capacity(kSimulatedHostIndex, kSimulatedHostCapacity, placement_for(Device::cpu()));
   } catch (...) {
     active_model.store(nullptr);
     throw;
@@ -58,5 +62,11 @@ SimulatedTarget::~SimulatedTarget() {
 std::string SimulatedTarget::describe() const { return model_->describe(); }
 
 const ScratchModel* active_scratch_model() { return active_model.load(std::memory_order_acquire); }
+
+Device simulated_host_of(Device simulated) {
+  MG_CHECK(simulated.is_simulated(), "simulated_host_of(", simulated, "): not a simulated device. Hint: a real "
+           "device's host is Device::cpu().");
+  return active_scratch_model() == &cpu_scratch_model() ? simulated : Device::simulated(kSimulatedHostIndex);
+}
 
 }  // namespace mg

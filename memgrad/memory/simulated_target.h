@@ -66,4 +66,14 @@ class SimulatedTarget {
 // The model of the SimulatedTarget in force, or nullptr.
 const ScratchModel* active_scratch_model();
 
+// Where a run on `simulated` keeps what a real run keeps in host memory (an offloaded
+// optimizer's state and master weights, the host copies of its gradients), so that a
+// prediction counts those bytes without allocating them: while a SimulatedTarget stands in
+// for a CUDA device, simulated:63 (kSimulatedHostIndex), which the SimulatedTarget makes
+// afresh with a 4 TiB capacity, placed as the host's malloc places segments; for a CPU
+// target the host is the device itself, so `simulated`. Outside a SimulatedTarget,
+// simulated:63 too.
+inline constexpr int kSimulatedHostIndex = 63;
+Device simulated_host_of(Device simulated);
+
 }  // namespace mg

@@ -13,6 +13,7 @@
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/memory_format.h"
+#include "memgrad/memory/simulated_target.h"
 #ifdef MG_WITH_CUDA
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/cuda/runtime.h"
@@ -64,11 +65,17 @@ struct OffloadedAdam::Transfers {};
 
 namespace {
 
+// The host of `param`'s device: the CPU, or in a prediction on the simulated device the
+// simulated host (memory/simulated_target.h), where the state is counted and nothing computed.
+Device host_of(const Tensor& param) {
+  return param.device().is_simulated() ? simulated_host_of(param.device()) : Device::cpu();
+}
+
 // A host tensor shaped and laid out like `param`, pinned when `param` is on CUDA (so that
 // the copies to and from it run as DMA without the host waiting).
 Tensor host_like(const Tensor& param, DType dtype, MemoryCategory category) {
   return empty(param.sizes(),
-               {.dtype = dtype, .device = Device::cpu(), .category = category, .pin_memory = param.device().is_cuda()},
+               {.dtype = dtype, .device = host_of(param), .category = category, .pin_memory = param.device().is_cuda()},
                suggest_memory_format(param));
 }
 
@@ -109,14 +116,26 @@ void OffloadedAdam::add_param_group(std::vector<Tensor> params, AdamOptions opti
 }
 
 Optimizer::StatePlacement OffloadedAdam::state_placement(const Tensor& param) const {
-  return {.device = Device::cpu(), .dtype = DType::Float32, .pinned = param.device().is_cuda()};
+  return {.device = host_of(param), .dtype = DType::Float32, .pinned = param.device().is_cuda()};
+}
+
+OffloadedAdam::HostCopies& OffloadedAdam::host_copies_for(const Tensor& param) {
+  HostCopies& copies = host_copies_[param.impl()];
+  if (!copies.grad.defined()) {
+    copies.grad = host_like(param, param.dtype(), MemoryCategory::Gradient);
+    if (param.dtype() != DType::Float32) copies.param = host_like(param, param.dtype(), MemoryCategory::Parameter);
+  }
+  return copies;
 }
 
 void OffloadedAdam::prepare(size_t group_index, const Tensor& param, const Tensor& grad, HostUpdate& update) {
   const AdamOptions& options = group_options(group_index);
   ParamState& state = state_for(param);
+  // A prediction (the parameter on the simulated device) makes the state and the copies
+  // where a run would, and computes nothing.
+  const bool simulated = param.device().is_simulated();
   if (!state.step.defined()) {
-    state.step = zeros({}, {.dtype = DType::Float32, .category = MemoryCategory::OptimizerState});
+    state.step = zeros({}, {.dtype = DType::Float32, .device = host_of(param), .category = MemoryCategory::OptimizerState});
     state.master_param = host_like(param, DType::Float32, MemoryCategory::OptimizerState);
     state.master_param.copy_(param);
     for (Tensor* moment : {&state.exp_avg, &state.exp_avg_sq}) {
@@ -127,6 +146,11 @@ void OffloadedAdam::prepare(size_t group_index, const Tensor& param, const Tenso
       state.max_exp_avg_sq = host_like(param, DType::Float32, MemoryCategory::OptimizerState);
       state.max_exp_avg_sq.zero_();
     }
+  }
+  if (simulated) {
+    // As in a run: the CPU's parameters are updated in place (below), others through copies.
+    if (!(host_of(param) == param.device()) || offload_.delayed_update) host_copies_for(param);
+    return;
   }
   // The counter lives on the host: reading it is no sync.
   float& step_count = *state.step.data_ptr<float>();
@@ -152,11 +176,7 @@ void OffloadedAdam::prepare(size_t group_index, const Tensor& param, const Tenso
     arrays.param_out_dtype = param.dtype();
     update.operands.push_back(grad);
   } else {
-    HostCopies& copies = host_copies_[param.impl()];
-    if (!copies.grad.defined()) {
-      copies.grad = host_like(param, param.dtype(), MemoryCategory::Gradient);
-      if (param.dtype() != DType::Float32) copies.param = host_like(param, param.dtype(), MemoryCategory::Parameter);
-    }
+    HostCopies& copies = host_copies_for(param);
 #ifdef MG_WITH_CUDA
     if (param.device().is_cuda()) {
       cuda::copy_between_devices(grad, copies.grad, /*non_blocking=*/true);  // on the side stream (step())

@@ -75,11 +75,14 @@ class OffloadedAdam : public Adam {
   // Copies the updated parameters into the model (on CUDA: queued, the current stream waits).
   void copy_back(const HostUpdate& update);
 
-  OffloadOptions offload_;
   // Per parameter: the host copy of its gradient and the 16-bit result sent back, where used.
   struct HostCopies {
     Tensor grad, param;
   };
+  // `param`'s host copies, made at its first use.
+  HostCopies& host_copies_for(const Tensor& param);
+
+  OffloadOptions offload_;
   std::unordered_map<const TensorImpl*, HostCopies> host_copies_;
   std::unique_ptr<Transfers> transfers_;
   std::future<std::shared_ptr<HostUpdate>> pending_;  // delayed mode: the update in flight
