@@ -17,6 +17,7 @@
 #ifdef MG_WITH_CUDA
 #include "memgrad/core/cuda_hooks.h"
 #include "memgrad/cuda/runtime.h"
+#include "memgrad/cuda/transfer.h"
 #endif
 
 namespace mg::optim {
@@ -96,6 +97,7 @@ OffloadedAdam::OffloadedAdam(std::vector<ParamGroupOptions<AdamOptions>> groups,
 }
 
 OffloadedAdam::~OffloadedAdam() {
+  for (const auto& [param, id] : hooks_) param.remove_post_accumulate_grad_hook(id);
   // NOTE: the update in flight writes into state this object owns; an error it raised has
   // nowhere to go from a destructor.
   if (pending_.valid()) pending_.wait();
@@ -112,7 +114,62 @@ void OffloadedAdam::add_param_group(std::vector<Tensor> params, AdamOptions opti
              "OffloadedAdam: parameter ", i, " (shape ", param.sizes(), ") is ", param.dtype(),
              "; the host update takes float32, float16 or bfloat16 parameters. Hint: use optim::Adam for it.");
   }
+  if (offload_.stream_gradients) {
+    for (const Tensor& param : params) {
+      if (!param.defined() || !param.requires_grad() || !param.is_leaf()) continue;
+      hooks_.emplace_back(param, param.register_post_accumulate_grad_hook([this](const Tensor& leaf) {
+        stream_gradient(leaf);
+      }));
+    }
+  }
   Adam::add_param_group(std::move(params), options);
+}
+
+void OffloadedAdam::ensure_transfers([[maybe_unused]] const Tensor& param) {
+#ifdef MG_WITH_CUDA
+  if (transfers_ == nullptr && param.device().is_cuda()) transfers_ = std::make_unique<Transfers>(param.device());
+#endif
+}
+
+void OffloadedAdam::stream_gradient(const Tensor& param) {
+  // Delayed mode: the update in flight reads the host copies. Otherwise the CPU's
+  // parameters are updated in place, and a prediction copies nothing.
+  if (pending_.valid() || param.device().is_simulated()) return;
+  if (param.device().is_cpu() && !offload_.delayed_update) return;
+  const Tensor grad = param.grad();
+  if (!grad.defined() || grad.sizes() != param.sizes() || grad.dtype() != param.dtype() ||
+      !is_contiguous_in(grad, suggest_memory_format(param))) {
+    return;  // step() copies (or refuses) it
+  }
+  ensure_transfers(param);
+  copy_gradient_to_host(param, grad, host_copies_for(param));
+  streamed_[param.impl()] = {.storage = grad.storage(), .offset = grad.storage_offset(), .version = grad.version()};
+}
+
+void OffloadedAdam::copy_gradient_to_host(const Tensor& param, const Tensor& grad, HostCopies& copies) {
+#ifdef MG_WITH_CUDA
+  if (param.device().is_cuda()) {
+    const cuda::Stream current = cuda::Stream::current(param.device());
+    cuda::Event produced;
+    produced.record(current);  // the kernels that made (or changed) the gradient
+    produced.block(transfers_->stream);
+    cuda::StreamGuard on_side(transfers_->stream);
+    cuda::copy_between_devices(grad, copies.grad, /*non_blocking=*/true);
+    // Freeing the gradient before the copy ends (zero_grad) waits for it.
+    cuda::record_stream(grad, transfers_->stream);
+    return;
+  }
+#endif
+  copies.grad.copy_(grad);
+}
+
+bool OffloadedAdam::streamed_copy_is_current(const Tensor& param, const Tensor& grad) const {
+  const auto found = streamed_.find(param.impl());
+  if (found == streamed_.end()) return false;
+  const StreamedGradient& streamed = found->second;
+  const std::shared_ptr<Storage> storage = streamed.storage.lock();
+  return storage != nullptr && storage == grad.storage() && streamed.offset == grad.storage_offset() &&
+         streamed.version == grad.version();
 }
 
 Optimizer::StatePlacement OffloadedAdam::state_placement(const Tensor& param) const {
@@ -177,16 +234,12 @@ void OffloadedAdam::prepare(size_t group_index, const Tensor& param, const Tenso
     update.operands.push_back(grad);
   } else {
     HostCopies& copies = host_copies_for(param);
-#ifdef MG_WITH_CUDA
-    if (param.device().is_cuda()) {
-      cuda::copy_between_devices(grad, copies.grad, /*non_blocking=*/true);  // on the side stream (step())
-      update.operands.push_back(grad);
+    if (streamed_copy_is_current(param, grad)) {
+      ++last_step_transfers_.streamed;
     } else {
-      copies.grad.copy_(grad);
+      copy_gradient_to_host(param, grad, copies);
+      ++last_step_transfers_.copied_at_step;
     }
-#else
-    copies.grad.copy_(grad);
-#endif
     arrays.grad = copies.grad.raw_data();
     if (copies.param.defined()) {
       arrays.param_out = copies.param.raw_data();
@@ -232,31 +285,21 @@ void OffloadedAdam::finish_pending_update() {
 void OffloadedAdam::step() {
   finish_pending_update();
   auto update = std::make_shared<HostUpdate>();
-#ifdef MG_WITH_CUDA
-  // The gradient copies run on the side stream after the caller's stream's backward.
-  std::optional<cuda::StreamGuard> on_side;
+  last_step_transfers_ = {};
   for (const ParamGroup& group : param_groups()) {
     for (const Tensor& param : group.params) {
-      if (transfers_ == nullptr && param.device().is_cuda()) transfers_ = std::make_unique<Transfers>(param.device());
+      if (param.defined()) ensure_transfers(param);
     }
   }
-  if (transfers_ != nullptr) {
-    cuda::Event gradients_ready;
-    gradients_ready.record(cuda::Stream::current(transfers_->stream.device()));
-    gradients_ready.block(transfers_->stream);
-    on_side.emplace(transfers_->stream);
-  }
-#endif
   for_each_update([&](size_t group_index, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     for (size_t i = 0; i < params.size(); ++i) prepare(group_index, params[i], grads[i], *update);
   });
+  streamed_.clear();  // the next backward streams afresh
 #ifdef MG_WITH_CUDA
-  if (transfers_ != nullptr) {
-    on_side.reset();
-    // One wait for every gradient copy, which also orders the previous copies back (same
-    // stream) before the host writes the buffers they read.
-    transfers_->stream.synchronize();
-  }
+  // One wait for every gradient copy (streamed during backward or made just now), which
+  // also orders the previous copies back (same stream) before the host writes the buffers
+  // they read.
+  if (transfers_ != nullptr) transfers_->stream.synchronize();
 #endif
   if (offload_.delayed_update) {
     pending_ = std::async(std::launch::async, [update] {

@@ -21,9 +21,17 @@
 // which keeps its moments in 16 bits. On CUDA the result equals device AdamW to float
 // rounding (the device kernel may contract into FMAs).
 //
-// Gradients are copied when step() starts, not streamed as backward makes them: between
-// backward and step a GradScaler's unscale_() and clip_grad_norm_() change gradients in
-// place, so a copy taken during backward would be stale. Clip before step(), as usual.
+// Gradients stream to the host as backward makes them (OffloadOptions::stream_gradients,
+// on by default): a post-accumulate-grad hook on each parameter starts its gradient's copy
+// on the side stream at once, so the copies overlap the rest of backward. step() copies
+// again only a gradient changed since (its storage's version moved: a GradScaler's
+// unscale_(), clip_grad_norm_(), another micro-batch accumulated, a DDP all-reduce, or a
+// new .grad): the host always updates with the gradients step() sees. A copy that raced
+// with such a change is overwritten by the later one, which the side stream runs after it.
+// So streaming pays where nothing changes gradients between backward and step (bf16
+// autocast without clipping); with clipping or a GradScaler every gradient is copied twice,
+// the second time at step(), as with stream_gradients off. In delayed mode the host buffers
+// belong to the update in flight during backward, so gradients are copied at step().
 //
 // With OffloadOptions::delayed_update (ZeRO-Offload's one-step delayed parameter update),
 // step() n (n = 1, 2, ...) first waits for update n-1 and writes its parameters into the
@@ -44,7 +52,8 @@
 namespace mg::optim {
 
 struct OffloadOptions {
-  bool delayed_update = false;  // ZeRO-Offload's delayed update (above); off: as PyTorch
+  bool delayed_update = false;   // ZeRO-Offload's delayed update (above); off: as PyTorch
+  bool stream_gradients = true;  // copy each gradient to the host as backward makes it (above)
 };
 
 class OffloadedAdam : public Adam {
@@ -52,6 +61,9 @@ class OffloadedAdam : public Adam {
   explicit OffloadedAdam(std::vector<Tensor> params, AdamOptions options = {}, OffloadOptions offload = {});
   explicit OffloadedAdam(std::vector<ParamGroupOptions<AdamOptions>> groups, OffloadOptions offload = {});
   ~OffloadedAdam() override;
+  // Its gradient hooks hold `this`.
+  OffloadedAdam(const OffloadedAdam&) = delete;
+  OffloadedAdam& operator=(const OffloadedAdam&) = delete;
   // float32, float16 or bfloat16 parameters, on the CPU or a CUDA device.
   void add_param_group(std::vector<Tensor> params, AdamOptions options);
   void step() override;
@@ -59,6 +71,15 @@ class OffloadedAdam : public Adam {
   // Otherwise (or with none in flight) nothing to do.
   void finish_pending_update();
   StatePlacement state_placement(const Tensor& param) const override;
+
+  // How the last step's gradients reached the host: streamed during backward and still
+  // current, or copied by step() (changed since, not streamed, or a parameter updated in
+  // place on the CPU, which needs no copy and counts in neither).
+  struct GradientTransfers {
+    int64_t streamed = 0;
+    int64_t copied_at_step = 0;
+  };
+  GradientTransfers last_step_transfers() const { return last_step_transfers_; }
 
  protected:
   // GradScaler's flag is read on the host (a sync) rather than in a device kernel.
@@ -81,9 +102,27 @@ class OffloadedAdam : public Adam {
   };
   // `param`'s host copies, made at its first use.
   HostCopies& host_copies_for(const Tensor& param);
+  // The hook's half of stream_gradients: starts the copy of `param`'s gradient to the host.
+  void stream_gradient(const Tensor& param);
+  // Copies `grad` (param's) into its host copy: on the side stream for a CUDA parameter.
+  void copy_gradient_to_host(const Tensor& param, const Tensor& grad, HostCopies& copies);
+  // Whether the host copy of `param`'s gradient holds `grad` as it is now.
+  bool streamed_copy_is_current(const Tensor& param, const Tensor& grad) const;
+  // Makes the CUDA side stream at the first CUDA parameter seen; nothing otherwise.
+  void ensure_transfers(const Tensor& param);
 
   OffloadOptions offload_;
   std::unordered_map<const TensorImpl*, HostCopies> host_copies_;
+  // What a hook copied since the last step: which storage (weakly: a gradient freed
+  // meanwhile must not match a new one at its address), where in it, and its version.
+  struct StreamedGradient {
+    std::weak_ptr<Storage> storage;
+    int64_t offset = 0;
+    uint64_t version = 0;
+  };
+  std::unordered_map<const TensorImpl*, StreamedGradient> streamed_;
+  std::vector<std::pair<Tensor, uint64_t>> hooks_;  // (parameter, hook id) for the destructor
+  GradientTransfers last_step_transfers_;
   std::unique_ptr<Transfers> transfers_;
   std::future<std::shared_ptr<HostUpdate>> pending_;  // delayed mode: the update in flight
 };

@@ -75,3 +75,43 @@ TEST_CASE("cuda OffloadedAdamW: equals AdamW on the GPU within rounding; no opti
     }
   }
 }
+
+TEST_CASE("cuda OffloadedAdamW: gradients streamed during backward equal those copied at step()",
+          "[cuda][optim][offload]") {
+  // Real backward passes (the post-accumulate-grad hooks start each copy on the side stream
+  // as the gradient is made); then, in some steps, a second micro-batch and clipping change
+  // the gradients after their copies started. The streamed optimizer must end bit for bit
+  // where one that copies everything at step() does: the same host arithmetic on the same
+  // gradients.
+  std::vector<Tensor> streamed_params = cuda_params(DType::Float32, 70);
+  std::vector<Tensor> plain_params;
+  for (const Tensor& param : streamed_params) plain_params.push_back(param.detach().clone().requires_grad_());
+  optim::OffloadedAdamW streamed(streamed_params, {.lr = 1e-2});
+  optim::OffloadedAdamW plain(plain_params, {.lr = 1e-2}, {.stream_gradients = false});
+  auto backward = [](const std::vector<Tensor>& params, uint64_t seed) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor target = random_values(params[i].sizes(), DType::Float32, seed + i).to(kCuda);
+      (params[i] - target).pow(2.0).mean().backward();
+    }
+  };
+  for (int step = 1; step <= 6; ++step) {
+    INFO("step " << step);
+    for (const std::vector<Tensor>* params : {&streamed_params, &plain_params}) {
+      backward(*params, 1000 * step);
+      if (step >= 3) backward(*params, 1000 * step + 500);  // accumulates into the streamed gradients
+      if (step >= 5) optim::clip_grad_norm_(*params, 0.5);
+    }
+    streamed.step();
+    plain.step();
+    streamed.zero_grad();
+    plain.zero_grad();
+    const auto transfers = streamed.last_step_transfers();
+    CHECK(transfers.streamed == (step >= 5 ? 0 : 3));
+    CHECK(transfers.copied_at_step == (step >= 5 ? 3 : 0));
+  }
+  cuda::synchronize();
+  for (size_t i = 0; i < streamed_params.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(host_values(streamed_params[i].detach()) == host_values(plain_params[i].detach()));
+  }
+}

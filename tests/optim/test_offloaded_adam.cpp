@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/mnist_test_files.h"
+#include "memgrad/autograd/elementwise.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/allocator/caching_allocator.h"
 #include "memgrad/core/random.h"
@@ -217,4 +218,53 @@ TEST_CASE("OffloadedAdamW: its state is OPTIMIZER_STATE bytes on the host, 12 pe
   CHECK_THAT(report, Catch::Matchers::Contains("host (pinned)"));
   CHECK_THAT(report, Catch::Matchers::Contains(format_bytes(after)));
   if (!cuda::is_available()) CHECK(memory::pinned_host_snapshot().requested_bytes == 0);
+}
+
+TEST_CASE("OffloadedAdamW streams gradients during backward and copies again only those changed since",
+          "[optim][offload]") {
+  // On the CPU only the delayed update copies gradients (the plain one reads them in place),
+  // and it streams them while no update is in flight: here finish_pending_update() before
+  // each backward, as a loop that evaluates every step does. Real backward passes on a fixed
+  // regression; both optimizers see the same gradients.
+  const std::vector<Tensor> streamed_params = make_params(8), plain_params = copies(streamed_params);
+  optim::OffloadedAdamW streamed(streamed_params, {.lr = 1e-2}, {.delayed_update = true});
+  optim::OffloadedAdamW plain(plain_params, {.lr = 1e-2}, {.delayed_update = true, .stream_gradients = false});
+  auto backward = [](const std::vector<Tensor>& params, int step) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor target = gradient(params[i], step, i);
+      (params[i] - target).pow(2.0).mean().backward();
+    }
+  };
+  for (int step = 1; step <= 6; ++step) {
+    INFO("step " << step);
+    streamed.finish_pending_update();
+    plain.finish_pending_update();
+    check_same(plain_params, streamed_params);
+    for (const auto* params : {&streamed_params, &plain_params}) {
+      backward(*params, step);
+      if (step >= 3) backward(*params, step + 100);  // a second micro-batch accumulates
+      if (step >= 5) optim::clip_grad_norm_(*params, 0.5);  // changes every gradient after backward
+    }
+    streamed.step();
+    plain.step();
+    streamed.zero_grad();
+    plain.zero_grad();
+    // Unchanged since backward, also after accumulating (the hook streams again); clipping
+    // changes them all, so step() copies them again.
+    const auto transfers = streamed.last_step_transfers();
+    CHECK(transfers.streamed == (step >= 5 ? 0 : 3));
+    CHECK(transfers.copied_at_step == (step >= 5 ? 3 : 0));
+    CHECK(plain.last_step_transfers().copied_at_step == 3);
+  }
+  streamed.finish_pending_update();
+  plain.finish_pending_update();
+  check_same(plain_params, streamed_params);
+  // With an update in flight during backward nothing streams: step() copies.
+  backward(streamed_params, 7);
+  streamed.step();
+  streamed.zero_grad();
+  backward(streamed_params, 8);
+  streamed.step();
+  CHECK(streamed.last_step_transfers().copied_at_step == 3);
+  streamed.finish_pending_update();
 }
