@@ -117,6 +117,9 @@ void GradientReducer::finish_backward() {
   MG_ASSERT(next_bucket_ == buckets_.num_buckets(), "bucket ", next_bucket_, " of ", buckets_.num_buckets(),
             " not started at the end of backward");
   for (const auto& work : works_) work->wait();
+  // The averages were written in place: whoever copied a gradient before (an offloaded
+  // optimizer's streamed copy) sees that it changed.
+  for (size_t bucket = 0; bucket < buckets_.num_buckets(); ++bucket) buckets_.flat(bucket).bump_version();
   timeline_.reduced_ms = ms_since_first_gradient();
   last_timeline_ = timeline_;
 }
