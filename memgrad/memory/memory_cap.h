@@ -4,8 +4,11 @@
 // too).
 //
 //   mg::memory::set_memory_cap(mg::Device::cuda(0), 8ull << 30);   // at most 8 GiB reserved
-//   mg::memory::set_memory_fraction(mg::Device::cuda(0), 0.5);     // half of the GPU's memory
 //   mg::memory::remove_memory_cap(mg::Device::cuda(0));
+//
+// On a GPU the fraction form is mg::cuda::set_memory_fraction (cuda/cuda_allocator_backend.h:
+// a share of the device's total memory, applied by the cudaMalloc backend); both may be
+// set, and the smaller bound holds. A byte cap works on every device, the CPU included.
 //
 // The cap counts the caching allocator's reserved bytes (its segments: what
 // memory_summary() calls reserved), not the CUDA context, cuBLAS/cuDNN handles or other
@@ -25,10 +28,6 @@ namespace mg::memory {
 // At most `bytes` reserved on `device` from now on (at least one byte; a cap below what is
 // reserved now takes effect as cached segments go back).
 void set_memory_cap(Device device, size_t bytes);
-// At most `fraction` (in (0, 1]) of the device's memory, as the backend knows it (a GPU's
-// total memory); a device without a known capacity (the CPU) is refused with a hint to
-// give bytes.
-void set_memory_fraction(Device device, double fraction);
 // No cap on `device` (the default).
 void remove_memory_cap(Device device);
 // The cap on `device`, if one is set.
