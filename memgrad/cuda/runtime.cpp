@@ -122,10 +122,10 @@ void destroy_owned_stream(Device device, cudaStream_t handle) {
   // cudaStreamDestroy's always were here.
   int previous = -1;
   (void)cudaGetDevice(&previous);
-  if (previous != device.index()) (void)cudaSetDevice(device.index());
+  if (previous != device.index) (void)cudaSetDevice(device.index);
   if (!graph_capture_underway()) (void)cudaStreamSynchronize(handle);
   (void)cudaStreamDestroy(handle);
-  if (previous != device.index() && previous >= 0) (void)cudaSetDevice(previous);
+  if (previous != device.index && previous >= 0) (void)cudaSetDevice(previous);
 }
 
 }  // namespace
