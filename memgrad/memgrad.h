@@ -21,6 +21,7 @@
 
 // memory: where the bytes go, when, and how many a run will need
 #include "memgrad/memory/context.h"
+#include "memgrad/memory/memory_cap.h"
 #include "memgrad/memory/recorder.h"
 #include "memgrad/memory/simulated_target.h"
 #include "memgrad/memory/snapshot.h"

@@ -105,7 +105,7 @@ Args parse_args(int argc, char** argv) {
        }},
   };
   args.sizes.add_to(flags, /*with_vocab=*/false);
-  const examples::SwitchHandlers switches = {
+  examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
       {"--checkpoint", [&] { args.checkpoint = true; }},
@@ -116,6 +116,7 @@ Args parse_args(int argc, char** argv) {
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
+  examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -285,6 +286,8 @@ Files:
                            int64, safetensors) and exit without training, for
                            gpt_loss_reference.py --check-windows
 
+Out of memory:
+)" + examples::kOutOfMemoryUsage + R"(
 Sampling, after training (or after --resume of a finished run):
   --sample N               print N bytes the model writes after the prompt
   --temperature T          divide the logits by T (default 0.8; lower: safer text)

@@ -9,6 +9,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/gpt_sizes.h"
 #include "examples/common/optimizer_state.h"
 #include <memgrad/nn/gpt_options.h>
@@ -46,6 +47,7 @@ struct Args {
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode
+  examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
   std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
   std::string dump_windows;  // write the first --steps steps' training windows and exit
   // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then

@@ -123,6 +123,10 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  examples::apply_memory_cap(args.out_of_memory, args.device);
+  // NOTE: every rank would have to split its batches alike, in the same step.
+  MG_CHECK(!args.out_of_memory.auto_accum || !distributed.active(), "gpt: --auto-accum is for one process; a ",
+           "data-parallel run takes a smaller --batch (or --accum) on every rank.");
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, gpt::kModelName);
   examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
   const gpt::TextCorpus corpus = load_text(args);
@@ -202,13 +206,19 @@ int run_training(const Args& command_line) {
   double estimate_seconds = 0;  // estimates and saves, left out of the training speed
   std::optional<examples::GraphedStep> graph;  // --cuda-graph
   if (args.cuda_graph) graph.emplace(args.device);
+  examples::AutoAccumulation auto_accum(args.out_of_memory.auto_accum);
   memory_timeline.start();
   const Clock::time_point loop_start = Clock::now();
   while (state.step < last_step) {
-    const mg::Tensor loss =
-        gpt::train_step(*model, *optimizer, precision, &scheduler, train_loader, state.step,
-                        {.batch_size = args.batch_size, .accum = args.accum, .ddp = distributed.ddp()},
-                        graph ? &*graph : nullptr);
+    // A step retried after out of memory draws its windows and dropout masks again.
+    const mg::PhiloxState windows_before = windows.state(), dropout_before = mg::default_generator().state();
+    const mg::Tensor loss = gpt::train_step(
+        *model, *optimizer, precision, &scheduler, train_loader, state.step,
+        {.batch_size = args.batch_size, .accum = args.accum, .ddp = distributed.ddp()}, graph ? &*graph : nullptr,
+        args.out_of_memory.auto_accum ? &auto_accum : nullptr, [&] {
+          windows.set_state(windows_before);
+          mg::default_generator().set_state(dropout_before);
+        });
     memory_timeline.step_done();
     ++state.step;
     facts.train_tokens += tokens_per_step;

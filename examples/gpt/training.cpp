@@ -24,6 +24,15 @@ mg::Tensor next_byte_loss(mg::nn::GPT& model, const mg::data::Batch& batch,
   return model.loss(batch.inputs, batch.targets);
 }
 
+// The step after the gradients: unscaled, clipped, applied (skipped after an fp16 overflow).
+void apply_gradients(mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision, double clip_norm) {
+  // NOTE: clipping needs the true gradients, so float16's are unscaled first (a no-op
+  // without a scaler); the scaler's step then does not unscale again.
+  precision.scaler().unscale_(optimizer);
+  mg::optim::clip_grad_norm_(optimizer.all_params(), clip_norm);
+  precision.step(optimizer);
+}
+
 }  // namespace
 
 std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr) {
@@ -33,37 +42,48 @@ std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(
 
 mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) { return mg::optim::AdamW(adamw_groups(model, lr)); }
 
+mg::Tensor accumulate_gradients(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                                const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan,
+                                examples::AutoAccumulation* auto_accum) {
+  optimizer.zero_grad();
+  const int64_t micro_batches = plan.accum * plan.splits;
+  mg::Tensor step_loss;
+  for (int64_t batch_index = 0; batch_index < plan.accum; ++batch_index) {
+    const mg::data::Batch batch = next_batch();
+    for (int64_t piece = 0; piece < plan.splits; ++piece) {
+      const int64_t micro_batch = batch_index * plan.splits + piece;
+      if (auto_accum != nullptr) auto_accum->at_micro_batch(micro_batch);
+      // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
+      // guard spans both.
+      std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
+      if (plan.ddp != nullptr && micro_batch + 1 < micro_batches) local_only.emplace(*plan.ddp);
+      mg::Tensor loss;
+      {
+        examples::AutocastRegion autocast(precision);
+        // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
+        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
+        loss = next_byte_loss(model, examples::batch_piece(batch, piece, plan.splits), plan.ddp);
+      }
+      examples::backward_micro_batch(precision.scale(loss), micro_batches);
+      step_loss = micro_batch == 0 ? loss.detach() : step_loss + loss.detach();
+    }
+  }
+  return micro_batches == 1 ? step_loss : step_loss * (1.0 / static_cast<double>(micro_batches));
+}
+
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                           const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan) {
-  optimizer.zero_grad();
-  mg::Tensor step_loss;
-  for (int64_t micro_batch = 0; micro_batch < plan.accum; ++micro_batch) {
-    const mg::data::Batch batch = next_batch();
-    // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
-    // guard spans both.
-    std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
-    if (plan.ddp != nullptr && micro_batch + 1 < plan.accum) local_only.emplace(*plan.ddp);
-    mg::Tensor loss;
-    {
-      examples::AutocastRegion autocast(precision);
-      // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
-      mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-      loss = next_byte_loss(model, batch, plan.ddp);
-    }
-    examples::backward_micro_batch(precision.scale(loss), plan.accum);
-    step_loss = micro_batch == 0 ? loss.detach() : step_loss + loss.detach();
-  }
-  // NOTE: clipping needs the true gradients, so float16's are unscaled first (a no-op
-  // without a scaler); the scaler's step then does not unscale again.
-  precision.scaler().unscale_(optimizer);
-  mg::optim::clip_grad_norm_(optimizer.all_params(), plan.clip_norm);
-  precision.step(optimizer);
-  return plan.accum == 1 ? step_loss : step_loss * (1.0 / static_cast<double>(plan.accum));
+  const mg::Tensor step_loss = accumulate_gradients(model, optimizer, precision, next_batch, plan);
+  apply_gradients(optimizer, precision, plan.clip_norm);
+  return step_loss;
 }
 
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                       mg::optim::LRScheduler* scheduler, mg::data::DataLoader& windows, int64_t step,
-                      const StepPlan& plan, examples::GraphedStep* graph) {
+                      const StepPlan& plan, examples::GraphedStep* graph, examples::AutoAccumulation* auto_accum,
+                      const std::function<void()>& restart) {
+  MG_CHECK(graph == nullptr || auto_accum == nullptr, "gpt: --auto-accum retries eager steps; a CUDA graph's step is ",
+           "captured once.");
   windows.set_epoch(step);
   auto next_batch = [&] {
     mg::data::Batch batch;
@@ -72,7 +92,18 @@ mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examp
     return batch;
   };
   mg::Tensor loss;
-  if (graph == nullptr) {
+  if (auto_accum != nullptr) {
+    auto_accum->run(precision.device(), plan.accum, plan.batch_size, [&](int64_t splits) {
+      StepPlan split_plan = plan;
+      split_plan.splits = splits;
+      loss = accumulate_gradients(model, optimizer, precision, next_batch, split_plan, auto_accum);
+    }, [&] {
+      optimizer.zero_grad();
+      if (restart) restart();
+      windows.set_epoch(step);  // the same windows again
+    });
+    apply_gradients(optimizer, precision, plan.clip_norm);
+  } else if (graph == nullptr) {
     loss = optimizer_step(model, optimizer, precision, next_batch, plan);
   } else {
     const mg::data::Batch drawn = next_batch();  // host work and copies: outside the captured step

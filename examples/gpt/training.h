@@ -28,6 +28,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/random.h>
 #include <memgrad/core/tensor.h>
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/mixed_precision.h"
@@ -42,7 +43,10 @@ namespace gpt {
 
 struct StepPlan {
   int64_t batch_size = 1;  // windows per micro-batch
-  int64_t accum = 1;       // micro-batches per step
+  int64_t accum = 1;       // batches per step
+  // Micro-batches each batch is split into (--auto-accum after out of memory): a step is
+  // then accum * splits micro-batches of batch_size / splits windows.
+  int64_t splits = 1;
   double clip_norm = 1.0;
   // Data-parallel: the model's DDP (losses through ddp->call, no_sync but for the last
   // micro-batch); nullptr: one process.
@@ -56,10 +60,16 @@ mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr);
 // Its parameter groups and options (for ZeRO-1, which builds the AdamW of its shards).
 std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr);
 
-// One optimizer step over plan.accum micro-batches, each next_batch()'s ((B, T) int64
-// inputs and targets on the device): no scheduler step. Returns the step's mean loss
-// (over its micro-batches) as a 0-d float32 tensor on the device. The bench times this on
-// one fixed batch.
+// The gradients of one optimizer step over plan.accum batches, each next_batch()'s ((B, T)
+// int64 inputs and targets on the device) in plan.splits micro-batches (`auto_accum` told
+// of each), from none. Returns the step's mean loss (over its micro-batches) as a 0-d
+// float32 tensor on the device.
+mg::Tensor accumulate_gradients(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
+                                const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan,
+                                examples::AutoAccumulation* auto_accum = nullptr);
+
+// accumulate_gradients, then clipping and the optimizer's step: no scheduler step. Returns
+// the step's mean loss. The bench times this on one fixed batch.
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                           const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan);
 
@@ -68,10 +78,13 @@ mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, e
 // the scheduler's step (when given); returns the step's mean loss as optimizer_step does.
 // With `graph` (--cuda-graph, accum 1), the windows are gathered and copied to the device
 // outside the step, and the step itself runs through the graph (captured on the first
-// call, replayed after).
+// call, replayed after). With `auto_accum` (--auto-accum; not with a graph), a step whose
+// gradients ran out of memory is drawn again and retried in smaller micro-batches (see
+// examples/common/auto_accumulation.h); `restart` puts back the generators it drew from.
 mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                       mg::optim::LRScheduler* scheduler, mg::data::DataLoader& windows, int64_t step,
-                      const StepPlan& plan, examples::GraphedStep* graph = nullptr);
+                      const StepPlan& plan, examples::GraphedStep* graph = nullptr,
+                      examples::AutoAccumulation* auto_accum = nullptr, const std::function<void()>& restart = {});
 
 // The mean loss of `iters` batches of `batch_size` windows of `bytes`, drawn from a
 // generator seeded with `seed`, as a 0-d float64 tensor on the device; leaves the model

@@ -107,6 +107,29 @@ DeviceGuard::~DeviceGuard() {
 
 // ---- Stream ----
 
+namespace {
+
+// Destroys an owned stream once its work is done.
+// NOTE: cudaStreamDestroy returns at once, and CUDA may hand the same handle to the next
+// stream created. The caching allocator keys free blocks by the handle (StreamId), so a
+// new stream with a reused handle would take blocks freed on the old one without any
+// order to the old stream's pending work on them. Waiting here closes that gap. During a
+// graph capture no wait is legal: the capture's own streams are not destroyed then, and a
+// stream destroyed while another captures keeps the old behaviour.
+void destroy_owned_stream(Device device, cudaStream_t handle) {
+  if (handle == nullptr) return;
+  // NOTE: no DeviceGuard, which throws: this runs in destructors. Errors are ignored, as
+  // cudaStreamDestroy's always were here.
+  int previous = -1;
+  (void)cudaGetDevice(&previous);
+  if (previous != device.index) (void)cudaSetDevice(device.index);
+  if (!graph_capture_underway()) (void)cudaStreamSynchronize(handle);
+  (void)cudaStreamDestroy(handle);
+  if (previous != device.index && previous >= 0) (void)cudaSetDevice(previous);
+}
+
+}  // namespace
+
 Stream::Stream(Device device, StreamPriority priority) : device_(device), owned_(true) {
   DeviceGuard guard(device);
   const PriorityRange range = current_device_priorities();
@@ -124,7 +147,7 @@ Stream Stream::current(Device device) {
 }
 
 Stream::~Stream() {
-  if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+  if (owned_) destroy_owned_stream(device_, handle_);
 }
 
 Stream::Stream(Stream&& other) noexcept
@@ -134,7 +157,7 @@ Stream::Stream(Stream&& other) noexcept
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
-    if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+    if (owned_) destroy_owned_stream(device_, handle_);
     device_ = other.device_;
     handle_ = std::exchange(other.handle_, nullptr);
     owned_ = std::exchange(other.owned_, false);

@@ -1,5 +1,5 @@
-// io/safetensors.cpp — the safetensors writer (atomic: temporary file, fsync, rename) and
-// its strict reader.
+// io/safetensors.cpp — the safetensors writer (atomic: temporary file, fsync, rename,
+// fsync of the directory; optionally a CRC-32 of the data) and its strict reader.
 #include "memgrad/io/safetensors.h"
 
 #include <fcntl.h>
@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "memgrad/core/factory.h"
+#include "memgrad/io/crc32.h"
 #include "memgrad/io/json.h"
 #include "memgrad/io/json_parse.h"
 
@@ -99,7 +101,8 @@ struct TensorEntry {
 };
 
 struct Header {
-  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<std::pair<std::string, std::string>> metadata;  // without the checksum
+  std::optional<uint32_t> crc32;  // of the data section, when the file records one
   std::vector<TensorEntry> entries;  // in the header's order
   uint64_t data_start = 0;           // byte offset of the data section in the file
 };
@@ -179,6 +182,14 @@ TensorEntry parse_entry(const std::string& name, const JsonValue& info, const st
   return entry;
 }
 
+// The checksum a file's metadata records: exactly 8 hex digits.
+uint32_t parse_crc32(const std::string& text, const std::string& where) {
+  const bool hex = text.size() == 8 && text.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+  MG_CHECK(hex, where, ": __metadata__ \"", kCrc32MetadataKey, "\" is \"", text, "\", expected the data's ",
+           "CRC-32 as 8 hex digits. Hint: the header is damaged; use another copy of the file");
+  return static_cast<uint32_t>(std::stoul(text, nullptr, 16));
+}
+
 // Reads and checks the header of the open file `in` of `file_size` bytes.
 Header read_header(std::ifstream& in, uint64_t file_size, const std::string& path) {
   const std::string where = "safetensors file '" + path + "'";
@@ -210,7 +221,11 @@ Header read_header(std::ifstream& in, uint64_t file_size, const std::string& pat
       for (const auto& [key, text_value] : value.members) {
         MG_CHECK(text_value.kind == JsonValue::Kind::String, where, ": __metadata__ value of \"", key,
                  "\" is ", json_kind_name(text_value.kind), ", expected a string");
-        header.metadata.emplace_back(key, text_value.string);
+        if (key == kCrc32MetadataKey) {
+          header.crc32 = parse_crc32(text_value.string, where);
+        } else {
+          header.metadata.emplace_back(key, text_value.string);
+        }
       }
       continue;
     }
@@ -250,7 +265,7 @@ uint64_t open_for_reading(std::ifstream& in, const std::string& path) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+                      const std::vector<std::pair<std::string, std::string>>& metadata, Checksum checksum) {
   // Check everything before creating any file.
   std::unordered_set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
@@ -264,6 +279,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const auto& [key, value] : metadata) {
     MG_CHECK(metadata_keys.insert(key).second, "save_safetensors('", path, "'): the metadata key \"",
              key, "\" is given twice");
+    MG_CHECK(key != kCrc32MetadataKey, "save_safetensors('", path, "'): the metadata key \"", key,
+             "\" is the format's own (the data's checksum). Hint: pass Checksum::Crc32 to have it written");
   }
 
   // Sorted by name, as the reference writes them; the data follows in the same order.
@@ -273,12 +290,18 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     host.emplace_back(name, usable ? tensor : converted_copy(tensor, tensor.dtype(), Device::cpu()));
   }
   std::sort(host.begin(), host.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<std::string, std::string>> file_metadata = metadata;
+  if (checksum == Checksum::Crc32) {
+    Crc32 data_crc;  // the data section is the tensors' bytes in this order
+    for (const auto& [name, tensor] : host) data_crc.update(tensor.raw_data(), tensor.nbytes());
+    file_metadata.emplace_back(kCrc32MetadataKey, crc32_hex(data_crc.value()));
+  }
 
   JsonWriter json;
   json.begin_object();
-  if (!metadata.empty()) {
+  if (!file_metadata.empty()) {
     json.key(kMetadataKey).begin_object();
-    for (const auto& [key, value] : metadata) json.key(key).value(value);
+    for (const auto& [key, value] : file_metadata) json.key(key).value(value);
     json.end_object();
   }
   uint64_t offset = 0;
@@ -342,17 +365,39 @@ std::vector<std::pair<std::string, Tensor>> load_safetensors(const std::string& 
   uint64_t file_size = open_for_reading(in, path);
   Header header = read_header(in, file_size, path);
 
+  // Read in file order (the ranges tile the data section), so that the checksum sees the
+  // data section's bytes as they lie.
+  std::vector<size_t> file_order(header.entries.size());
+  for (size_t i = 0; i < file_order.size(); ++i) file_order[i] = i;
+  std::stable_sort(file_order.begin(), file_order.end(),
+                   [&](size_t a, size_t b) { return header.entries[a].begin < header.entries[b].begin; });
+  std::vector<Tensor> host(header.entries.size());
+  Crc32 data_crc;
+  in.seekg(static_cast<std::streamoff>(header.data_start));
+  for (size_t index : file_order) {
+    const TensorEntry& entry = header.entries[index];
+    host[index] = empty(entry.sizes, {.dtype = entry.dtype, .device = Device::cpu(),
+                                      .category = MemoryCategory::Temporary});
+    const size_t count = entry.end - entry.begin;
+    if (count == 0) continue;
+    in.read(static_cast<char*>(host[index].raw_data()), static_cast<std::streamsize>(count));
+    MG_CHECK(in, "could not read the data of tensor \"", entry.name, "\" from safetensors file '", path,
+             "'. Hint: the file changed or was truncated while being read");
+    if (header.crc32) data_crc.update(host[index].raw_data(), count);
+  }
+  if (header.crc32) {
+    MG_CHECK(data_crc.value() == *header.crc32, "safetensors file '", path, "' is damaged: its tensor data has ",
+             "checksum (CRC-32) ", crc32_hex(data_crc.value()), " but the file records ", crc32_hex(*header.crc32),
+             " (__metadata__ \"", kCrc32MetadataKey, "\"), so its bytes changed after it was written. Hint: a disk, ",
+             "copy or transfer error, or an edit; use an earlier checkpoint, or copy the file again from where it ",
+             "was written");
+  }
+
   std::vector<std::pair<std::string, Tensor>> result;
-  for (const TensorEntry& entry : header.entries) {
-    Tensor tensor = empty(entry.sizes, {.dtype = entry.dtype, .device = Device::cpu(),
-                                        .category = MemoryCategory::Temporary});
-    size_t count = entry.end - entry.begin;
-    if (count > 0) {
-      in.seekg(static_cast<std::streamoff>(header.data_start + entry.begin));
-      in.read(static_cast<char*>(tensor.raw_data()), static_cast<std::streamsize>(count));
-      MG_CHECK(in, "could not read the data of tensor \"", entry.name, "\" from safetensors file '", path,
-               "'. Hint: the file changed or was truncated while being read");
-    }
+  for (size_t index = 0; index < header.entries.size(); ++index) {
+    const TensorEntry& entry = header.entries[index];
+    Tensor tensor = std::move(host[index]);
+    const size_t count = entry.end - entry.begin;
     if (entry.dtype == DType::Bool) {
       // Any byte other than 0 or 1 is not a C++ bool: reading it would be undefined.
       const auto* bytes = static_cast<const unsigned char*>(tensor.raw_data());

@@ -187,7 +187,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
     entries.emplace_back(kRun + name, tensor);
   }
   metadata.insert(metadata.end(), parts.metadata.begin(), parts.metadata.end());
-  save_safetensors(path, entries, metadata);
+  save_safetensors(path, entries, metadata, Checksum::Crc32);
 }
 
 Checkpoint load_checkpoint(const std::string& path, const CheckpointTargets& targets) {

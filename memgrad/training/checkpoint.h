@@ -36,8 +36,13 @@
 // plus the caller's string pairs, so that safetensors.torch.load_file reads it as it is
 // (interop/check_training_checkpoint.py checks that PyTorch does).
 //
-// Saving is atomic (a temporary file, synced, renamed over `path`: an interrupted or failed
-// save leaves the previous file). Loading checks every part it restores — names, shapes,
+// The file also carries the CRC-32 of its tensor data (io/safetensors.h's "memgrad_crc32"),
+// which loading checks: a checkpoint whose bytes changed since it was saved is refused with
+// an mg::Error naming the file and both checksums. A checkpoint without one (saved before
+// 2026-12-07) loads as before.
+//
+// Saving is atomic (a temporary file, synced, renamed over `path`, the directory synced: an
+// interrupted or failed save, even a SIGKILL, leaves the previous file). Loading checks every part it restores — names, shapes,
 // dtypes, the optimizer's kind, groups and hyper-parameters, the scaler's options — before
 // it changes any: a file that does not fit changes nothing and throws an mg::Error naming
 // the file, the entry and what was expected, with a hint.

@@ -1,5 +1,6 @@
 // tests/io/test_safetensors.cpp — safetensors I/O: round trips of every dtype, exact bytes
-// of a small file, rejection of corrupt files (naming the file), and atomic saving.
+// of a small file, rejection of corrupt files (naming the file), atomic saving, and the
+// data checksum (written, checked, optional).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "memgrad/core/factory.h"
+#include "memgrad/io/crc32.h"
 #include "memgrad/io/safetensors.h"
 
 namespace {
@@ -405,4 +407,64 @@ TEST_CASE("safetensors saves atomically: a failed save leaves no trace", "[safet
     CHECK_FALSE(fs::exists(path));
     CHECK_FALSE(fs::exists(path + ".tmp"));
   }
+}
+
+TEST_CASE("safetensors with a checksum: it is written, checked on load, and hidden from the metadata",
+          "[safetensors][crc32]") {
+  TempDir dir;
+  const std::string path = dir.file("checked.safetensors");
+  const Tensor a = mg::from_vector(std::vector<float>{1.0f, 2.0f});
+  const Tensor b = mg::from_vector(std::vector<int64_t>{7});
+  mg::save_safetensors(path, {{"b", b}, {"a", a}}, {{"format", "pt"}}, mg::Checksum::Crc32);
+
+  // The CRC-32 of the data section (a's 8 bytes, then b's: sorted by name), as zlib.crc32
+  // computes it, recorded as a string after the caller's pairs.
+  const std::string data = std::string("\x00\x00\x80\x3f\x00\x00\x00\x40", 8) +
+                           std::string("\x07\x00\x00\x00\x00\x00\x00\x00", 8);
+  const std::string bytes = read_bytes(path);
+  CHECK(bytes.substr(bytes.size() - data.size()) == data);
+  const std::string recorded = "\"memgrad_crc32\":\"" + mg::crc32_hex(mg::crc32(data.data(), data.size())) + "\"";
+  CHECK_THAT(bytes, Catch::Contains(R"({"__metadata__":{"format":"pt",)" + recorded + "}"));
+  CHECK(mg::read_safetensors_metadata(path) == std::vector<std::pair<std::string, std::string>>{{"format", "pt"}});
+  NamedTensors loaded = mg::load_safetensors(path);
+  REQUIRE(loaded.size() == 2);
+  CHECK(loaded[0].second.to_vector<float>() == std::vector<float>{1.0f, 2.0f});
+
+  SECTION("one flipped bit in the data is refused, naming the file and both checksums") {
+    std::string damaged = bytes;
+    damaged[damaged.size() - 12] ^= 0x04;  // inside a's second float
+    const std::string damaged_path = dir.file("damaged.safetensors");
+    write_bytes(damaged_path, damaged);
+    const std::string saved = mg::crc32_hex(mg::crc32(data.data(), data.size()));
+    const std::string found = mg::crc32_hex(mg::crc32(damaged.data() + damaged.size() - 16, 16));
+    CHECK_THROWS_MATCHES(mg::load_safetensors(damaged_path), mg::Error,
+                         Catch::Matchers::Message(
+                             "safetensors file '" + damaged_path + "' is damaged: its tensor data has checksum "
+                             "(CRC-32) " + found + " but the file records " + saved + " (__metadata__ "
+                             "\"memgrad_crc32\"), so its bytes changed after it was written. Hint: a disk, copy or "
+                             "transfer error, or an edit; use an earlier checkpoint, or copy the file again from "
+                             "where it was written"));
+  }
+  SECTION("a checksum that is not 8 hex digits is refused") {
+    const std::string bad = dir.file("bad.safetensors");
+    write_bytes(bad, make_file(R"({"__metadata__":{"memgrad_crc32":"12345"},)"
+                               R"("a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+                               "\x05"));
+    CHECK_THROWS_WITH(mg::read_safetensors_metadata(bad), Catch::Contains(bad) && Catch::Contains("8 hex digits"));
+  }
+  SECTION("a caller may not write the key itself") {
+    CHECK_THROWS_WITH(mg::save_safetensors(dir.file("x.safetensors"), {{"a", a}}, {{"memgrad_crc32", "00000000"}}),
+                      Catch::Contains("the format's own"));
+  }
+}
+
+TEST_CASE("safetensors without a checksum (PyTorch's, older memgrad's) loads unchecked", "[safetensors][crc32]") {
+  TempDir dir;
+  const std::string path = dir.file("plain.safetensors");
+  std::string file = good_file();
+  file[file.size() - 1] = '\x01';  // any data is taken as it is: nothing records what it was
+  write_bytes(path, file);
+  NamedTensors loaded = mg::load_safetensors(path);
+  REQUIRE(loaded.size() == 2);
+  CHECK(loaded[1].second.to_vector<int64_t>() == std::vector<int64_t>{7 + (int64_t{1} << 56)});
 }

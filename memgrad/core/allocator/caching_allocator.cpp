@@ -165,7 +165,7 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   if (block == nullptr) {
     const size_t segment_bytes = new_segment_bytes(rounded, caching_);
     auto segment = std::make_unique<Block>();  // made first so a bad_alloc leaks no segment
-    void* base = backend_->allocate(segment_bytes);
+    void* base = take_segment(segment_bytes);
     if (base == nullptr) {
       // The backend is out of memory: wait for the blocks other streams still use (not
       // during a routing), give back every cached free segment of the default pools (a live
@@ -173,12 +173,12 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
       if (!routing) process_pending_frees(/*wait=*/true);
       Pools::release_free_segments(pools_->shared, *backend_, stats_);
       stats_.num_alloc_retries += 1;
-      base = backend_->allocate(segment_bytes);
+      base = take_segment(segment_bytes);
     }
     if (base == nullptr) {
       stats_.num_ooms += 1;
       throw OutOfMemoryError(out_of_memory_message(device_, *backend_, stats_, bytes, rounded,
-                                                   segment_bytes));
+                                                   segment_bytes, reserved_limit_));
     }
     stats_.num_backend_allocs += 1;
     stats_.reserved_bytes.increase(static_cast<int64_t>(segment_bytes));
@@ -228,6 +228,24 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
                                  stats_);
   }
   return Allocation{block->ptr(), block};
+}
+
+void* CachingAllocator::take_segment(size_t bytes) {
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes.current);
+  if (reserved_limit_ != kNoReservedLimit && (bytes > reserved_limit_ || reserved > reserved_limit_ - bytes)) {
+    return nullptr;
+  }
+  return backend_->allocate(bytes);
+}
+
+void CachingAllocator::set_reserved_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reserved_limit_ = bytes;
+}
+
+size_t CachingAllocator::reserved_limit() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reserved_limit_;
 }
 
 void CachingAllocator::free(Block* block) {

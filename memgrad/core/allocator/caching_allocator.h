@@ -29,6 +29,12 @@
 // release_pool() returns them as soon as they are wholly free. While any routing is
 // active the allocator neither records nor queries events (either invalidates a capture).
 //
+// A reserve limit (set_reserved_limit; memory/memory_cap.h is the user's call, like
+// PyTorch's set_per_process_memory_fraction) caps the bytes held in segments: a new
+// segment that would pass it is treated as one the backend refused (cache freed, retried,
+// then OutOfMemoryError naming the limit), so a test or a shared GPU can run as if the
+// device were smaller.
+//
 // Every live block carries a MemoryCategory so memory can be reported by purpose.
 // Thread-safe: one mutex guards the pools (the data loader allocates from its thread).
 //
@@ -131,6 +137,12 @@ class CachingAllocator {
   // Bytes of the segments `pool` holds (kDefaultPool: the default pools').
   size_t pool_reserved_bytes(PoolId pool) const;
 
+  // Caps the bytes this allocator holds in segments (reserved); kNoReservedLimit lifts the
+  // cap. A cap below what is reserved now takes effect as segments are freed.
+  static constexpr size_t kNoReservedLimit = SIZE_MAX;
+  void set_reserved_limit(size_t bytes);
+  size_t reserved_limit() const;
+
   MemoryStats stats() const;
   void reset_peak_stats();
   // Zeroes the cumulative totals (allocated/freed of every Stat) and the counters
@@ -162,6 +174,9 @@ class CachingAllocator {
   void report_release(int64_t reserved_before);
   // The second half of free(): the block goes back to its pool. Called with mutex_ held.
   void release_block(Block* block);
+  // A new segment from the backend, or nullptr when it has none or the reserve limit
+  // would be passed. Called with mutex_ held.
+  void* take_segment(size_t bytes);
 
   Device device_;
   std::unique_ptr<RawBackend> backend_;
@@ -169,6 +184,7 @@ class CachingAllocator {
   std::unique_ptr<Pools> pools_;
   mutable std::mutex mutex_;
   MemoryStats stats_;
+  size_t reserved_limit_ = kNoReservedLimit;
 };
 
 // Formats a byte count for people: "512 B", "1.50 KiB", "20.00 MiB", "1.25 GiB".

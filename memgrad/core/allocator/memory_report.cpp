@@ -43,7 +43,7 @@ std::string bytes_with_count(size_t bytes) {
 
 std::string out_of_memory_message(Device device, const RawBackend& backend,
                                   const MemoryStats& stats, size_t requested_bytes,
-                                  size_t rounded_bytes, size_t segment_bytes) {
+                                  size_t rounded_bytes, size_t segment_bytes, size_t reserved_limit) {
   const int64_t allocated = stats.allocated_bytes.current;
   const int64_t reserved = stats.reserved_bytes.current;
   const int64_t unallocated = reserved - allocated;
@@ -54,6 +54,10 @@ std::string out_of_memory_message(Device device, const RawBackend& backend,
       << " that the device could not supply even after memgrad returned its cached free "
          "segments.\n";
   out << "Device memory: " << backend.describe_memory() << ".\n";
+  if (reserved_limit != SIZE_MAX) {
+    out << "memgrad may reserve at most " << format_bytes(static_cast<int64_t>(reserved_limit))
+        << " on this device (the cap set with mg::memory::set_memory_cap).\n";
+  }
   out << "memgrad holds " << format_bytes(reserved) << " reserved in segments, of which "
       << format_bytes(allocated) << " is allocated to tensors (" << format_bytes(unallocated)
       << " reserved but unallocated).\n";

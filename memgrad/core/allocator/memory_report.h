@@ -13,11 +13,11 @@
 namespace mg {
 
 // What OutOfMemoryError says: the device, what was asked for and what it rounded to, the
-// backend's view of the memory, allocated vs reserved, requested bytes by category, and
-// what to try next.
+// backend's view of the memory, the reserve limit when one is set (SIZE_MAX: none),
+// allocated vs reserved, requested bytes by category, and what to try next.
 std::string out_of_memory_message(Device device, const RawBackend& backend,
                                   const MemoryStats& stats, size_t requested_bytes,
-                                  size_t rounded_bytes, size_t segment_bytes);
+                                  size_t rounded_bytes, size_t segment_bytes, size_t reserved_limit);
 
 // Appends one printf-formatted line (and a newline) to `out`; the report tables are built
 // from such lines (also by memory/snapshot.cpp).
