@@ -33,7 +33,7 @@ size_t cpu_reserved() {
 
 }  // namespace
 
-TEST_CASE("a request past the memory cap throws OutOfMemoryError naming the cap; the allocator stays usable",
+TEST_CASE("a request past the memory cap throws OutOfMemoryError naming the cap, and the allocator stays usable",
           "[memory][memory-cap]") {
   mg::CachingAllocator& allocator = mg::allocator_for(mg::Device::cpu());
   {
@@ -93,7 +93,7 @@ TEST_CASE("a training step that runs out of memory is caught, freed, and trainin
   CHECK(cpu_reserved() <= reserved_with_cap + 2 * MiB);
 }
 
-TEST_CASE("a memory cap must be a positive byte count; it works on any device", "[memory][memory-cap]") {
+TEST_CASE("a memory cap must be a positive byte count, and it works on any device", "[memory][memory-cap]") {
   CHECK_THROWS_WITH(mg::memory::set_memory_cap(mg::Device::cpu(), 0), Catch::Contains("positive number of bytes"));
   CHECK_FALSE(mg::memory::memory_cap(mg::Device::cpu()).has_value());
   mg::set_simulated_capacity(0, 64 * MiB);
