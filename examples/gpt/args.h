@@ -10,6 +10,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
 #include "examples/common/gpt_sizes.h"
+#include "examples/common/memory_timeline.h"
 #include <memgrad/nn/gpt_options.h>
 
 namespace gpt {
@@ -41,7 +42,7 @@ struct Args {
   std::string init_from;  // --init-from FILE: a new run from a checkpoint's weights
   int64_t stop_after = 0;  // > 0: end after this many steps of the schedule
   std::string summary_json;
-  std::string memory_timeline;
+  examples::MemoryRecordingFiles memory_recording;  // --memory-timeline, --memory-snapshot, --memory-trace
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode

@@ -122,7 +122,8 @@ int run_training(const Args& command_line) {
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, gpt::kModelName);
-  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  examples::MemoryTimeline memory_timeline(
+      distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
   const gpt::TextCorpus corpus = load_text(args);
 
   std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);
