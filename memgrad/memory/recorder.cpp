@@ -229,6 +229,16 @@ struct Recorder::State {
     return block.allocation.op;
   }
 
+  // A free or re-tag outside any op or module (a tensor dropped between ops, AccumulateGrad
+  // re-tagging a gradient, zero_grad freeing it) takes what it lacks from the block's
+  // allocation: the op and module that made the block.
+  void label_from_allocation(StoredEvent& event) const {
+    auto found = live.find(reinterpret_cast<const void*>(event.address));
+    if (found == live.end()) return;
+    if (event.op == 0) event.op = op_of(found->second);
+    if (event.module == 0) event.module = found->second.allocation.module;
+  }
+
   // The segments with their live blocks, by device and address.
   std::vector<RecordedSegment> recorded_segments() const {
     std::vector<RecordedSegment> recorded;
@@ -318,6 +328,7 @@ class RecorderListener final : public AllocatorObserver {
         .category = allocator_event.category,
         .previous_category = allocator_event.previous_category,
         .phase = context.phase};
+    if (event.kind == EventKind::Free || event.kind == EventKind::Retag) state->label_from_allocation(event);
     state->store(event, stats);
     if (allocator_event.address != nullptr) state->track(allocator_event.address, event);
   }

@@ -33,7 +33,9 @@
 // the node is recorded: every unlabelled event of that thread since
 // the last op, module or phase boundary takes the node's name without "Backward"
 // ("Convolution"). Allocations of ops that record no node (no grad needed) keep an empty op
-// unless a recorded op follows in the same module.
+// unless a recorded op follows in the same module. A free or re-tag that happens outside
+// any op or module takes the op and module of the block's allocation (the gradients that
+// zero_grad frees carry the backward op and module that made them).
 //
 // One Recorder runs at a time; events are recorded from every thread.
 #pragma once

@@ -31,6 +31,7 @@ constexpr MemoryCategory kDrawOrder[kNumMemoryCategories] = {
 constexpr const char* kPhaseColours[kNumPhases] = {"#bab0ac", "#4e79a7", "#e15759", "#59a14f"};
 
 // Strings (ops, module paths) stored once; events refer to them by index. 0 is "".
+// NOTE: the data holds integers and strings only (flags as 0 or 1), as io/json_parse reads.
 class LabelTable {
  public:
   LabelTable() { index_of(""); }
@@ -83,7 +84,7 @@ void write_device(JsonWriter& json, const RecordedTimeline& timeline, const Devi
         .key("address").value(static_cast<int64_t>(segment.address))
         .key("bytes").value(segment.bytes)
         .key("stream").value(static_cast<int64_t>(segment.stream))
-        .key("small").value(segment.small_pool)
+        .key("small").value(static_cast<int64_t>(segment.small_pool))
         .key("blocks").begin_array();
     for (const RecordedBlock& block : segment.live_blocks) {
       json.begin_array()
@@ -94,7 +95,7 @@ void write_device(JsonWriter& json, const RecordedTimeline& timeline, const Devi
           .value(labels.index_of(block.op))
           .value(labels.index_of(block.module_path))
           .value(block.step)
-          .value(block.before_recording)
+          .value(static_cast<int64_t>(block.before_recording))
           .end_array();
     }
     json.end_array().end_object();

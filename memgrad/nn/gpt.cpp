@@ -11,6 +11,7 @@
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/memory/context.h"
 #include "memgrad/nn/init.h"
 
 namespace mg::nn {
@@ -142,6 +143,9 @@ Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropy
            targets.defined() ? targets.sizes() : Shape{}, " do not match tokens of shape ",
            tokens.defined() ? tokens.sizes() : Shape{}, "; expected one target token per input token");
   const Tensor hidden = (*transformer)(tokens);  // (B, T, n_embd)
+  // The head's matmul is fused into the loss, bypassing lm_head's call: its memory is
+  // named after it all the same (a memory::Recorder's module path).
+  memory::ModuleScope head("lm_head");
   return linear_cross_entropy(hidden.view({-1, hidden.size(-1)}), lm_head->weight, targets.view({-1}), options);
 }
 
