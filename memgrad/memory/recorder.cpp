@@ -310,7 +310,7 @@ class RecorderListener final : public AllocatorObserver {
     Recorder::State* state = running_state;
     if (state == nullptr) return;
     if (state->options.device && *state->options.device != allocator_event.device) return;
-    const StoredEvent event{
+    StoredEvent event{
         .time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state->start_time).count(),
         .bytes = allocator_event.bytes,
         .allocated_bytes = stats.allocated_bytes.current,

@@ -11,7 +11,6 @@
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/core/factory.h"
-#include "memgrad/memory/context.h"
 #include "memgrad/nn/init.h"
 
 namespace mg::nn {
@@ -142,10 +141,12 @@ Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropy
   MG_CHECK(targets.defined() && tokens.defined() && targets.sizes() == tokens.sizes(), "GPT::loss: targets of shape ",
            targets.defined() ? targets.sizes() : Shape{}, " do not match tokens of shape ",
            tokens.defined() ? tokens.sizes() : Shape{}, "; expected one target token per input token");
+  // Named as calls of the model and of its head (a memory::Recorder's module paths:
+  // "transformer.h.0.attn", "lm_head"), though the loss is not forward() and the head's
+  // matmul is fused into it rather than called.
+  NamedCall call(*this);
   const Tensor hidden = (*transformer)(tokens);  // (B, T, n_embd)
-  // The head's matmul is fused into the loss, bypassing lm_head's call: its memory is
-  // named after it all the same (a memory::Recorder's module path).
-  memory::ModuleScope head("lm_head");
+  NamedCall head(*lm_head);
   return linear_cross_entropy(hidden.view({-1, hidden.size(-1)}), lm_head->weight, targets.view({-1}), options);
 }
 
