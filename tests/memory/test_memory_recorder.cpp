@@ -21,9 +21,11 @@
 #include "memgrad/memory/recorder.h"
 #include "memgrad/core/random.h"
 #include "memgrad/nn/activation.h"
+#include "memgrad/nn/gpt.h"
 #include "memgrad/nn/linear.h"
 #include "memgrad/nn/resnet.h"
 #include "memgrad/nn/sequential.h"
+#include "memgrad/optim/adam.h"
 #include "memgrad/optim/sgd.h"
 
 namespace {
@@ -363,4 +365,40 @@ TEST_CASE("Recorder writes the PyTorch snapshot and the Chrome trace, atomically
                     Catch::Contains("/nonexistent-folder/s.pickle.tmp") && Catch::Contains("Hint"));
   CHECK_THROWS_WITH(recorder.write_chrome_trace("/nonexistent-folder/t.json"),
                     Catch::Contains("write_chrome_trace") && Catch::Contains("Hint"));
+}
+
+TEST_CASE("frees and re-tags outside any op carry their block's labels; GPT's loss names its modules",
+          "[memory_recorder]") {
+  mg::manual_seed(5);
+  mg::nn::GPT model({.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 8, .vocab_size = 16});
+  mg::optim::AdamW optimizer(model.parameters());
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  for (int step = 0; step < 2; ++step) {
+    optimizer.zero_grad();
+    const mg::Tensor tokens = mg::randint(0, 16, {2, 8});
+    model.loss(tokens, tokens).backward();
+    optimizer.step();
+  }
+  recorder.stop();
+  const std::vector<MemoryEvent> events = recorder.timeline().events;
+  // Paths as the parameters' names have them, and the fused head under its own name.
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.module_path == "transformer.h.0.mlp.c_fc"; }));
+  CHECK(any_event(events, [](const MemoryEvent& e) {
+    return e.kind == EventKind::Allocate && e.module_path == "lm_head" && e.op == "linear_cross_entropy";
+  }));
+  // zero_grad frees each gradient under its own name, in the module of the op that made it.
+  bool zero_grad_freed = false;
+  for (const MemoryEvent& e : events) {
+    if (e.kind != EventKind::Free || e.op != "Optimizer.zero_grad") continue;
+    zero_grad_freed = true;
+    CHECK(e.category == MemoryCategory::Gradient);
+    CHECK_FALSE(e.module_path.empty());
+  }
+  CHECK(zero_grad_freed);
+  // AccumulateGrad's re-tags carry the module of the backward op that allocated the gradient.
+  for (const MemoryEvent& e : events) {
+    if (e.kind == EventKind::Retag && e.category == MemoryCategory::Gradient) CHECK_FALSE(e.module_path.empty());
+  }
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.op == "Optimizer.step"; }));
 }
