@@ -202,7 +202,7 @@ td.bytes { text-align: right; font-variant-numeric: tabular-nums; }
 <span>· wheel: zoom · drag: pan · click: pin the moment the tables below show</span></div>
 </header>
 <div class="legend" id="legend"></div>
-<div id="chart"><div id="tip"></div></div>
+<div id="chart"><svg id="chart-svg" role="img" aria-label="memory over time"></svg><div id="tip"></div></div>
 <div id="panels">
 <section id="largest"><h2 id="largest-title">Largest live allocations</h2><table id="largest-table"></table></section>
 <section id="segments"><h2 id="segments-title">Segments</h2><div id="segments-view"></div></section>

@@ -11,8 +11,9 @@ const D = JSON.parse(document.getElementById('memgrad-data').textContent);
 const NC = D.categories.length;
 const ALLOCATE = D.kinds.indexOf('allocate'), FREE = D.kinds.indexOf('free'), RETAG = D.kinds.indexOf('retag');
 const SEGMENT_ALLOCATE = D.kinds.indexOf('segment_allocate'), SEGMENT_FREE = D.kinds.indexOf('segment_free');
-const SVG = 'http://www.w3.org/2000/svg';
 const $ = id => document.getElementById(id);
+const svg = $('chart-svg');
+const SVG = svg.namespaceURI;  // the page's own SVG element's, so no address is written here
 
 // "512 B", "1.50 KiB", as memgrad's format_bytes.
 function bytesText(n) {
@@ -118,8 +119,6 @@ const alive = (x, i) => x.from <= i && i < x.to;
 const prepared = D.devices.map(prepare);
 const state = {device: 0, t0: 0, t1: 1, hidden: new Set(), hover: -1, pinned: -1, drawn: []};
 const chart = $('chart'), tip = $('tip');
-const svg = element('svg', {}, null);
-chart.insertBefore(svg, tip);
 
 function current() { return prepared[state.device]; }
 function endTime(p) { return Math.max(1, p.n ? p.device.time_ns[p.n - 1] : 1); }
