@@ -227,7 +227,9 @@ function draw() {
     let next = j + 1;
     while (next < points.length && device.phase[points[next]] === phase) next++;
     const to = next < points.length ? xs[next] : xEnd;
-    element('rect', {x: xs[j], y: bandY, width: Math.max(to - xs[j], 0.5), height: 8, fill: D.phase_colours[phase]}, plot);
+    // NOTE: at least 2 pixels, so that a phase much shorter than a pixel (an optimizer
+    // step beside a long backward) still shows.
+    element('rect', {x: xs[j], y: bandY, width: Math.max(to - xs[j], 2), height: 8, fill: D.phase_colours[phase]}, plot);
     j = next;
   }
   element('text', {x: g.left - 6, y: bandY + 4, class: 'ylabel'}, svg).textContent = 'phase';
