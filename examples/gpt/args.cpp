@@ -148,7 +148,6 @@ Args parse_args(int argc, char** argv) {
     flags.insert(flags.end(), sampling.begin(), sampling.end());
     return flags;
   };
-
   examples::refuse_ignored_flags(
       given,
       {{args.bench,

@@ -7,19 +7,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <map>
-#include <sstream>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 
-#include "memgrad/core/allocator/caching_allocator.h"
 #include "memgrad/core/error.h"
-#include "memgrad/io/json.h"
 #include "memgrad/memory/chrome_trace.h"
 #include "memgrad/memory/pytorch_snapshot.h"
 #include "memgrad/memory/timeline_html.h"
@@ -505,57 +500,6 @@ void mark_input_taken(const void* block) {
   }
 }
 
-std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title) {
-  struct Group {
-    int64_t count = 0;
-    int64_t bytes = 0;
-    std::map<std::string, int64_t> shapes;  // "(8, 3) float32" -> tensors
-  };
-  using Key = std::tuple<MemoryCategory, std::string, std::string>;  // category, module, op
-  std::map<Key, Group> groups;
-  int64_t total = 0;
-  for (const LiveTensor& tensor : tensors) {
-    Group& group = groups[Key{tensor.category, tensor.module_path, tensor.op}];
-    ++group.count;
-    group.bytes += tensor.bytes;
-    std::ostringstream shape;
-    if (tensor.described) {
-      shape << tensor.sizes << " " << tensor.dtype;
-    } else {
-      shape << "(scratch)";
-    }
-    ++group.shapes[shape.str()];
-    total += tensor.bytes;
-  }
-  std::vector<std::pair<Key, Group>> ordered(groups.begin(), groups.end());
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
-  std::ostringstream out;
-  out << title << ": " << tensors.size() << " tensors, " << format_bytes(total) << "\n";
-  if (tensors.empty()) return out.str();
-  char line[512];
-  std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7s %12s  %s\n", "category", "module", "op", "tensors",
-                "bytes", "shapes");
-  out << line;
-  for (const auto& [key, group] : ordered) {
-    const auto& [category, module, op] = key;
-    // The commonest shapes first, at most three.
-    std::vector<std::pair<std::string, int64_t>> shapes(group.shapes.begin(), group.shapes.end());
-    std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::string shape_text;
-    for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
-      if (i > 0) shape_text += ", ";
-      shape_text += shapes[i].first + (shapes[i].second > 1 ? " x" + std::to_string(shapes[i].second) : "");
-    }
-    if (shapes.size() > 3) shape_text += ", ...";
-    std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7lld %12s  %s\n", category_name(category),
-                  module.empty() ? "-" : module.c_str(), op.empty() ? "-" : op.c_str(),
-                  static_cast<long long>(group.count), format_bytes(group.bytes).c_str(), shape_text.c_str());
-    out << line;
-  }
-  return out.str();
-}
-
 void Recorder::write_json(const std::string& path) const {
   write_text_atomically(path, timeline_json(timeline()) + "\n", "write_json");
 }
@@ -570,47 +514,6 @@ void Recorder::write_pytorch_snapshot(const std::string& path) const {
 
 void Recorder::write_chrome_trace(const std::string& path) const {
   write_text_atomically(path, chrome_trace_json(timeline()) + "\n", "write_chrome_trace");
-}
-
-std::string timeline_json(const RecordedTimeline& timeline) {
-  JsonWriter json;
-  json.begin_object()
-      .key("format").value("memgrad.memory_timeline")
-      .key("capacity").value(static_cast<int64_t>(timeline.capacity))
-      .key("dropped_events").value(timeline.dropped_events);
-  json.key("step_start_ns").begin_array();
-  for (int64_t start : timeline.step_start_ns) json.value(start);
-  json.end_array();
-  json.key("devices").begin_array();
-  for (const DeviceBaseline& baseline : timeline.baselines) {
-    json.begin_object().key("device").value(baseline.device.str()).key("baseline_category_bytes").begin_object();
-    for (int c = 0; c < kNumMemoryCategories; ++c) {
-      json.key(category_name(static_cast<MemoryCategory>(c))).value(baseline.category_bytes[c]);
-    }
-    json.end_object().end_object();
-  }
-  json.end_array();
-  json.key("events").begin_array();
-  for (const MemoryEvent& event : timeline.events) {
-    json.begin_object()
-        .key("time_ns").value(event.time_ns)
-        .key("device").value(event.device.str())
-        .key("kind").value(event_kind_name(event.kind))
-        .key("bytes").value(event.bytes)
-        .key("category").value(category_name(event.category));
-    if (event.kind == EventKind::Retag) json.key("previous_category").value(category_name(event.previous_category));
-    json.key("op").value(event.op)
-        .key("module").value(event.module_path)
-        .key("phase").value(phase_name(event.phase))
-        .key("step").value(event.step)
-        .key("allocated_bytes").value(event.allocated_bytes)
-        .key("reserved_bytes").value(event.reserved_bytes)
-        .key("address").value(static_cast<int64_t>(event.address))
-        .key("block_bytes").value(event.block_bytes)
-        .end_object();
-  }
-  json.end_array().end_object();
-  return json.str();
 }
 
 namespace detail {
