@@ -77,8 +77,6 @@ Args parse_args(int argc, char** argv) {
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
-      {"--memory-timeline",
-       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
       {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
       {"--save-init",
@@ -105,6 +103,7 @@ Args parse_args(int argc, char** argv) {
        }},
   };
   args.sizes.add_to(flags, /*with_vocab=*/false);
+  args.memory_recording.add_to(flags);
   examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
@@ -143,7 +142,7 @@ Args parse_args(int argc, char** argv) {
   // NOTE: --bench captures its whole step, micro-batches included; training captures one
   // micro-batch (examples/common/graphed_step.h), so only training needs --accum 1.
   examples::check_cuda_graph(args.cuda_graph, args.device, args.bench ? 1 : args.accum,
-                             !args.memory_timeline.empty() || predicting || args.detect_anomaly);
+                             args.memory_recording.any() || predicting || args.detect_anomaly);
   // The flags a mode leaves out (main.cpp: run_training, predict_training_memory,
   // dump_windows; bench.cpp: run_bench, predict_bench_memory); the run's settings (--lr,
   // --eval-iters, --steps, ...) stay welcome with --predict-memory and --dump-windows,
@@ -161,10 +160,11 @@ Args parse_args(int argc, char** argv) {
         "with --bench: it times steps on random tokens, without a text, a schedule, estimates, checkpoints or "
         "sampling"},
        {dumping,
-        with_sampling({"--save", "--resume", "--save-init", "--summary-json", "--memory-timeline", "--predict-memory",
-                       "--fit-batch", "--detect-anomaly", "--cuda-graph"}),
+        with_sampling(examples::with_memory_recording_flags({"--save", "--resume", "--save-init", "--summary-json",
+                                                           "--predict-memory", "--fit-batch", "--detect-anomaly",
+                                                           "--cuda-graph"})),
         "with --dump-windows: it writes the training windows and exits without training"},
-       {predicting, with_sampling({"--save", "--resume", "--save-init", "--memory-timeline"}),
+       {predicting, with_sampling(examples::with_memory_recording_flags({"--save", "--resume", "--save-init"})),
         "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are not "
         "recorded"},
        {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
@@ -188,11 +188,12 @@ Args parse_args(int argc, char** argv) {
   if (!args.resume_path.empty() && !args.save_init.empty()) {
     throw UsageError("--save-init writes the weights before step 0; a --resume run starts later");
   }
-  examples::check_output_paths({{"--save", args.save_path},
-                                {"--save-init", args.save_init},
-                                {"--dump-windows", args.dump_windows},
-                                {"--summary-json", args.summary_json},
-                                {"--memory-timeline", args.memory_timeline}});
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--save", args.save_path},
+                                                              {"--save-init", args.save_init},
+                                                              {"--dump-windows", args.dump_windows},
+                                                              {"--summary-json", args.summary_json}};
+  for (const auto& output : args.memory_recording.outputs()) outputs.push_back(output);
+  examples::check_output_paths(outputs);
   return args;
 }
 
@@ -275,10 +276,7 @@ Files:
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (losses, their history, speed, memory by
                            category) as JSON
-  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
-                           steps (with --bench: of every step run) and write FILE, an
-                           HTML chart of bytes by category
-  --save-init FILE         write the model's weights before the first step (a
+)" + examples::memory_recording_usage("the first 3 optimizer\n                           steps (with --bench: of every step run)") + R"(  --save-init FILE         write the model's weights before the first step (a
                            safetensors state_dict: bench/gpt_loss_reference.py starts
                            PyTorch's model from them)
   --dump-windows FILE      write the training windows of the first --steps steps (their

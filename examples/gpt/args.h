@@ -11,6 +11,7 @@
 #include <memgrad/core/dtype.h>
 #include "examples/common/auto_accumulation.h"
 #include "examples/common/gpt_sizes.h"
+#include "examples/common/memory_timeline.h"
 #include "examples/common/optimizer_state.h"
 #include <memgrad/nn/gpt_options.h>
 
@@ -43,7 +44,7 @@ struct Args {
   std::string init_from;  // --init-from FILE: a new run from a checkpoint's weights
   int64_t stop_after = 0;  // > 0: end after this many steps of the schedule
   std::string summary_json;
-  std::string memory_timeline;
+  examples::MemoryRecordingFiles memory_recording;  // --memory-timeline, --memory-snapshot, --memory-trace
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode

@@ -151,7 +151,8 @@ int run_bench(const Args& command_line) {
   args.device = run.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
-  examples::MemoryTimeline memory_timeline(run.is_main() ? args.memory_timeline : "", args.device, /*steps=*/0);
+  examples::MemoryTimeline memory_timeline(
+      run.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device, /*steps=*/0);
   BenchStep step(args, run, &memory_timeline);
   const mg::nn::GPTOptions& options = step.model().options();
   const int64_t job_windows_per_step = args.batch_size * args.accum * run.size();
@@ -173,7 +174,7 @@ int run_bench(const Args& command_line) {
   json.begin_object();
   write_bench_config(json, args, args.batch_size);
   json.key("parameters").value(step.model().num_parameters())
-      .key("memory_timeline").value(!args.memory_timeline.empty())
+      .key("memory_timeline").value(args.memory_recording.any())
       .key("cuda_graph").value(args.cuda_graph)
       .key("warmup").value(warmup)
       .key("steps").value(args.steps);

@@ -128,7 +128,8 @@ int run_training(const Args& command_line) {
   MG_CHECK(!args.out_of_memory.auto_accum || !distributed.active(), "gpt: --auto-accum is for one process; a ",
            "data-parallel run takes a smaller --batch (or --accum) on every rank.");
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, gpt::kModelName);
-  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  examples::MemoryTimeline memory_timeline(
+      distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
   const gpt::TextCorpus corpus = load_text(args);
 
   std::shared_ptr<mg::nn::GPT> model = build_model(args, args.device);

@@ -41,7 +41,7 @@ void check_distributed(const Args& args) {
 Args parse_args(int argc, char** argv) {
   Args args;
   bool lr_given = false;
-  const examples::FlagHandlers flags = {
+  examples::FlagHandlers flags = {
       {"--model",
        [&](const std::string& value) {
          if (value != "mlp" && value != "cnn") throw UsageError("unknown model '" + value + "'; choose mlp or cnn");
@@ -80,8 +80,6 @@ Args parse_args(int argc, char** argv) {
        }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
-      {"--memory-timeline",
-       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
       {"--save", [&](const std::string& value) { args.save_path = examples::parse_file_name("--save", value); }},
       {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
@@ -95,6 +93,7 @@ Args parse_args(int argc, char** argv) {
                                              {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
                                              {"--distributed", [&] { args.distributed = true; }},
                                              {"--zero", [&] { args.zero = true; }}};
+  args.memory_recording.add_to(flags);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -108,14 +107,14 @@ Args parse_args(int argc, char** argv) {
                      "checkpoint would keep");
   }
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
-                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
+                             args.memory_recording.any() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
   // The flags a mode leaves out (main.cpp: run() trains, predict() runs the first steps on
   // the simulated device); the run's settings (--epochs, --lr, --limit, ...) stay
   // welcome with --predict-memory: it predicts the run they describe.
   examples::refuse_ignored_flags(
-      given, {{predicting, {"--memory-timeline", "--save"},
+      given, {{predicting, examples::with_memory_recording_flags({"--save"}),
                "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
                "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
@@ -124,8 +123,10 @@ Args parse_args(int argc, char** argv) {
   check_distributed(args);
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
-  examples::check_output_paths(
-      {{"--save", args.save_path}, {"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--save", args.save_path},
+                                                              {"--summary-json", args.summary_json}};
+  for (const auto& output : args.memory_recording.outputs()) outputs.push_back(output);
+  examples::check_output_paths(outputs);
   return args;
 }
 
@@ -164,10 +165,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
   --seed N                 seeds initialisation, dropout and shuffling (default 0)
   --device cpu|cuda        where to train (default cpu)
 )" + examples::threads_usage() + R"(  --summary-json FILE      write a summary of the run (accuracy, time, memory) as JSON
-  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
-                           steps and write FILE, an HTML chart of bytes by category
-                           over time (opens offline)
-  --save FILE              after every epoch, write the model, the optimizer, the
+)" + examples::memory_recording_usage("the first 3 optimizer\n                           steps") + R"(  --save FILE              after every epoch, write the model, the optimizer, the
                            schedule and the step (one safetensors file, written
                            atomically, that PyTorch's safetensors.torch.load_file reads)
 )" + examples::init_from_usage() + R"()" + examples::detect_anomaly_usage() + examples::distributed_usage(/*with_zero=*/true) +

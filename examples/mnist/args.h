@@ -1,5 +1,6 @@
 // examples/mnist/args.h — the mnist program's command line: flags, defaults, usage text.
 #pragma once
+#include "examples/common/memory_timeline.h"
 
 #include <cstdint>
 #include <optional>
@@ -27,7 +28,7 @@ struct Args {
   mg::Device device = mg::Device::cpu();
   std::optional<int> threads;  // unset after parsing: OMP_NUM_THREADS decides (cpu_cores.h)
   std::string summary_json;    // empty: no summary file
-  std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
+  examples::MemoryRecordingFiles memory_recording;  // --memory-timeline, --memory-snapshot, --memory-trace
   std::string save_path;        // --save FILE: a checkpoint after every epoch; empty: none
   std::string init_from;        // --init-from FILE: a new run from a checkpoint's weights
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device

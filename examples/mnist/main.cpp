@@ -165,7 +165,8 @@ int run(const Args& command_line) {
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, model_name(args));
-  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  examples::MemoryTimeline memory_timeline(
+      distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));  // dropout: other masks on every rank
 
   // NOTE: the test split is normalised with the training split's pixel statistics: a

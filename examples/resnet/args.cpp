@@ -18,7 +18,7 @@ using examples::UsageError;
 Args parse_args(int argc, char** argv) {
   Args args;
   bool model_given = false;
-  const examples::FlagHandlers flags = {
+  examples::FlagHandlers flags = {
       {"--model",
        [&](const std::string& value) {
          if (value != "resnet18" && value != "resnet50") {
@@ -50,8 +50,6 @@ Args parse_args(int argc, char** argv) {
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
-      {"--memory-timeline",
-       [&](const std::string& value) { args.memory_timeline = examples::parse_file_name("--memory-timeline", value); }},
       {"--amp", [&](const std::string& value) { args.amp = examples::parse_amp(value); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
@@ -76,6 +74,7 @@ Args parse_args(int argc, char** argv) {
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
+  args.memory_recording.add_to(flags);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -94,7 +93,7 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("training uses resnet18; --model " + args.model + " is for --bench");
   }
   examples::check_cuda_graph(args.cuda_graph, args.device, args.accum,
-                             !args.memory_timeline.empty() || args.predict_memory || args.fit_batch ||
+                             args.memory_recording.any() || args.predict_memory || args.fit_batch ||
                                  args.detect_anomaly);
   const bool predicting = args.predict_memory || args.fit_batch.has_value();
   // The flags a mode leaves out (main.cpp: run_training, predict_training_memory; bench.cpp:
@@ -106,7 +105,7 @@ Args parse_args(int argc, char** argv) {
                "checkpoints"},
               {!args.bench, {"--steps", "--warmup"},
                "without --bench: they count --bench's timed and untimed steps; training runs --epochs"},
-              {predicting, {"--save", "--resume", "--memory-timeline"},
+              {predicting, examples::with_memory_recording_flags({"--save", "--resume"}),
                "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
                "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
@@ -122,8 +121,10 @@ Args parse_args(int argc, char** argv) {
                                   args.bench ? "--bench" : predicting ? "--predict-memory (or --fit-batch)" : "");
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
                                      .predicting = predicting, .world_size = args.world_size});
-  examples::check_output_paths(
-      {{"--save", args.save_path}, {"--summary-json", args.summary_json}, {"--memory-timeline", args.memory_timeline}});
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--save", args.save_path},
+                                                              {"--summary-json", args.summary_json}};
+  for (const auto& output : args.memory_recording.outputs()) outputs.push_back(output);
+  examples::check_output_paths(outputs);
   return args;
 }
 
@@ -205,10 +206,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
                            category) as JSON
-  --memory-timeline FILE   record every allocation and free of the first 3 optimizer
-                           steps (with --bench: of every step run) and write FILE, an
-                           HTML chart of bytes by category over time (opens offline)
-  --bench                  time training steps on random data instead: --model resnet18
+)" + examples::memory_recording_usage("the first 3 optimizer\n                           steps (with --bench: of every step run)") + R"(  --bench                  time training steps on random data instead: --model resnet18
                            (3x32x32 inputs, 10 classes) or resnet50 (3x224x224, 1000
                            classes), --batch (default 256), --steps timed steps (default
                            20) after --warmup steps (default 5), a step being --accum

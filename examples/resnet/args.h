@@ -1,6 +1,7 @@
 // examples/resnet/args.h — the resnet program's command line: training on Fashion-MNIST
 // (the default) or, with --bench, timing training steps on synthetic data.
 #pragma once
+#include "examples/common/memory_timeline.h"
 
 #include <cstdint>
 #include <optional>
@@ -44,7 +45,7 @@ struct Args {
   std::string init_from;       // --init-from FILE: a new run from a checkpoint's weights
   int64_t stop_after = 0;      // > 0: end after this many epochs of the schedule
   std::string summary_json;    // empty: no summary file
-  std::string memory_timeline;  // --memory-timeline FILE.html; empty: no recording
+  examples::MemoryRecordingFiles memory_recording;  // --memory-timeline, --memory-snapshot, --memory-trace
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool detect_anomaly = false;       // --detect-anomaly: train (or --bench) under autograd's anomaly mode

@@ -158,7 +158,8 @@ int run_bench(const Args& command_line) {
   args.device = run.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   // Records every step (steps = 0: until finish()), so that the timings include its cost.
-  examples::MemoryTimeline memory_timeline(run.is_main() ? args.memory_timeline : "", args.device, /*steps=*/0);
+  examples::MemoryTimeline memory_timeline(
+      run.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device, /*steps=*/0);
   const BenchShape shape = shape_of(args.model);
   BenchStep step(args, run, &memory_timeline);
   const int64_t samples_per_step = args.batch_size * args.accum;
@@ -177,7 +178,7 @@ int run_bench(const Args& command_line) {
   mg::JsonWriter json;
   json.begin_object();
   write_bench_config(json, args, args.batch_size);
-  json.key("memory_timeline").value(!args.memory_timeline.empty())
+  json.key("memory_timeline").value(args.memory_recording.any())
       .key("cuda_graph").value(args.cuda_graph)
       .key("cudnn_fusion").value(args.cudnn_fusion)
       .key("cudnn_backward_fusion").value(args.cudnn_backward_fusion)

@@ -182,7 +182,8 @@ int run_training(const Args& command_line) {
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, kModelName);
-  examples::MemoryTimeline memory_timeline(distributed.is_main() ? args.memory_timeline : "", args.device);
+  examples::MemoryTimeline memory_timeline(
+      distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
   mg::manual_seed(distributed.rank_seed(args.seed));
 
   // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the

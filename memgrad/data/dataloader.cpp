@@ -10,6 +10,7 @@
 
 #include "memgrad/core/error.h"
 #include "memgrad/data/permutation.h"
+#include "memgrad/memory/context.h"
 #include "memgrad/memory/recorder.h"
 
 namespace mg::data {
@@ -95,6 +96,7 @@ bool DataLoader::next(Batch& batch) {
 }
 
 bool DataLoader::build_batch(int64_t index, Batch& batch) const {
+  memory::OpScope op("DataLoader");  // the batch's memory, in a memory::Recorder
   const int64_t position = index * options_.batch_size;
   const int64_t remaining = static_cast<int64_t>(order_.size()) - position;
   const int64_t batch_size = std::min(options_.batch_size, remaining);

@@ -7,19 +7,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <map>
-#include <sstream>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 
-#include "memgrad/core/allocator/caching_allocator.h"
 #include "memgrad/core/error.h"
-#include "memgrad/io/json.h"
+#include "memgrad/memory/chrome_trace.h"
+#include "memgrad/memory/pytorch_snapshot.h"
 #include "memgrad/memory/timeline_html.h"
 
 namespace mg::memory {
@@ -29,7 +26,8 @@ const char* event_kind_name(EventKind kind) {
     case EventKind::Allocate: return "allocate";
     case EventKind::Free: return "free";
     case EventKind::Retag: return "retag";
-    case EventKind::ReleaseCache: return "release_cache";
+    case EventKind::SegmentAllocate: return "segment_allocate";
+    case EventKind::SegmentFree: return "segment_free";
   }
   return "allocate";
 }
@@ -44,7 +42,11 @@ struct StoredEvent {
   int64_t bytes;
   int64_t allocated_bytes;
   int64_t reserved_bytes;
+  uintptr_t address;
+  int64_t block_bytes;
+  StreamId stream;
   Device device;
+  bool small_pool;  // segment events
   int32_t step;
   uint32_t op;
   uint32_t module;
@@ -61,6 +63,7 @@ struct StoredEvent {
 struct LiveBlock {
   uint64_t sequence;
   StoredEvent allocation;
+  bool before_recording = false;  // alive when the recording started (no sequence, no labels)
   bool described = false;
   Shape sizes;
   DType dtype = DType::Float32;
@@ -69,7 +72,7 @@ struct LiveBlock {
 
 // What an event adds to each category's requested bytes.
 void apply_to(std::array<int64_t, kNumMemoryCategories>& category_bytes, const StoredEvent& event, int sign) {
-  if (event.kind == EventKind::ReleaseCache) return;
+  if (is_segment_event(event.kind)) return;
   category_bytes[static_cast<int>(event.category)] += sign * event.bytes;
   if (event.kind == EventKind::Retag) category_bytes[static_cast<int>(event.previous_category)] -= sign * event.bytes;
 }
@@ -143,8 +146,45 @@ struct Recorder::State {
   // node's address is reused by a later one, which overwrites the entry, so the map stays
   // as small as the most nodes alive at once.
   std::unordered_map<const void*, uint32_t> node_modules;
-  // Blocks allocated in this recording and alive, by address (live_tensors()).
+  // Blocks alive, by address: those allocated in this recording (live_tensors()), and
+  // those its allocators held when it started (before_recording).
   std::unordered_map<const void*, LiveBlock> live;
+  // Each device's segments (address -> segment; its blocks are in `live`).
+  struct Segment {
+    int64_t bytes;
+    StreamId stream;
+    bool small_pool;
+  };
+  std::vector<std::pair<Device, std::map<uintptr_t, Segment>>> segments;
+
+  std::map<uintptr_t, Segment>& segments_of(Device device) {
+    for (auto& [known, table] : segments) {
+      if (known == device) return table;
+    }
+    return segments.emplace_back(device, std::map<uintptr_t, Segment>{}).second;
+  }
+
+  // What an allocator held when it first reported to this recording.
+  void add_existing(Device device, const std::vector<SegmentState>& existing) {
+    for (const auto& [known, table] : segments) {
+      if (known == device) return;  // told again after a second installation: the table is current
+    }
+    std::map<uintptr_t, Segment>& table = segments_of(device);
+    for (const SegmentState& segment : existing) {
+      table[segment.address] = Segment{segment.bytes, segment.stream, segment.small_pool};
+      for (const LiveBlockState& block : segment.live_blocks) {
+        LiveBlock& entry = live[reinterpret_cast<const void*>(block.address)];
+        entry = LiveBlock{};
+        entry.before_recording = true;
+        entry.allocation = StoredEvent{.time_ns = 0, .bytes = block.requested_bytes, .allocated_bytes = 0,
+                                       .reserved_bytes = 0, .address = block.address,
+                                       .block_bytes = block.block_bytes, .stream = segment.stream, .device = device,
+                                       .small_pool = segment.small_pool, .step = 0, .op = 0, .module = 0, .thread = 0, .kind = EventKind::Allocate,
+                                       .category = block.category, .previous_category = block.category,
+                                       .phase = Phase::Other};
+      }
+    }
+  }
 
   uint64_t oldest() const { return total > ring.size() ? total - ring.size() : 0; }
 
@@ -170,14 +210,63 @@ struct Recorder::State {
       case EventKind::Retag:
         if (auto found = live.find(address); found != live.end()) found->second.allocation.category = event.category;
         break;
-      case EventKind::ReleaseCache: break;
+      case EventKind::SegmentAllocate:
+        segments_of(event.device)[event.address] = Segment{event.block_bytes, event.stream, event.small_pool};
+        break;
+      case EventKind::SegmentFree: segments_of(event.device).erase(event.address); break;
     }
   }
 
   // The op that allocated `block`: the ring's copy (named after the fact) while kept.
   uint32_t op_of(const LiveBlock& block) const {
+    if (block.before_recording) return 0;
     if (block.sequence >= oldest() && block.sequence < total) return ring[block.sequence % ring.size()].op;
     return block.allocation.op;
+  }
+
+  // A free or re-tag outside any op or module (a tensor dropped between ops, AccumulateGrad
+  // re-tagging a gradient, zero_grad freeing it) takes what it lacks from the block's
+  // allocation: the op and module that made the block.
+  void label_from_allocation(StoredEvent& event) const {
+    auto found = live.find(reinterpret_cast<const void*>(event.address));
+    if (found == live.end()) return;
+    if (event.op == 0) event.op = op_of(found->second);
+    if (event.module == 0) event.module = found->second.allocation.module;
+  }
+
+  // The segments with their live blocks, by device and address.
+  std::vector<RecordedSegment> recorded_segments() const {
+    std::vector<RecordedSegment> recorded;
+    for (const auto& [device, table] : segments) {
+      std::vector<const LiveBlock*> blocks;
+      for (const auto& [address, block] : live) {
+        if (block.allocation.device == device) blocks.push_back(&block);
+      }
+      std::sort(blocks.begin(), blocks.end(),
+                [](const LiveBlock* a, const LiveBlock* b) { return a->allocation.address < b->allocation.address; });
+      auto next_block = blocks.begin();
+      for (const auto& [address, segment] : table) {
+        RecordedSegment& out = recorded.emplace_back();
+        out.device = device;
+        out.address = address;
+        out.bytes = segment.bytes;
+        out.stream = segment.stream;
+        out.small_pool = segment.small_pool;
+        while (next_block != blocks.end() && (*next_block)->allocation.address < address) ++next_block;
+        for (; next_block != blocks.end() && (*next_block)->allocation.address < address + segment.bytes; ++next_block) {
+          const LiveBlock& block = **next_block;
+          out.live_blocks.push_back(RecordedBlock{.address = block.allocation.address,
+                                                  .block_bytes = block.allocation.block_bytes,
+                                                  .requested_bytes = block.allocation.bytes,
+                                                  .category = block.allocation.category,
+                                                  .op = detail::label_text(op_of(block)),
+                                                  .module_path = detail::label_text(block.allocation.module),
+                                                  .step = block.allocation.step,
+                                                  .before_recording = block.before_recording});
+        }
+      }
+    }
+    return recorded;
   }
 
   void store(const StoredEvent& event, const MemoryStats& stats) {
@@ -202,18 +291,30 @@ namespace {
 // a call when stop() removes it, and finds no running state then.
 class RecorderListener final : public AllocatorObserver {
  public:
+  void on_existing_segments(Device device, const std::vector<SegmentState>& segments) override {
+    std::lock_guard<std::mutex> lock(recorder_mutex());
+    Recorder::State* state = running_state;
+    if (state == nullptr) return;
+    if (state->options.device && *state->options.device != device) return;
+    state->add_existing(device, segments);
+  }
+
   void on_allocator_event(const AllocatorEvent& allocator_event, const MemoryStats& stats) override {
     const detail::Context& context = detail::current_context();
     std::lock_guard<std::mutex> lock(recorder_mutex());
     Recorder::State* state = running_state;
     if (state == nullptr) return;
     if (state->options.device && *state->options.device != allocator_event.device) return;
-    const StoredEvent event{
+    StoredEvent event{
         .time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - state->start_time).count(),
         .bytes = allocator_event.bytes,
         .allocated_bytes = stats.allocated_bytes.current,
         .reserved_bytes = stats.reserved_bytes.current,
+        .address = reinterpret_cast<uintptr_t>(allocator_event.address),
+        .block_bytes = allocator_event.block_bytes,
+        .stream = allocator_event.stream,
         .device = allocator_event.device,
+        .small_pool = allocator_event.small_pool,
         .step = state->step,
         .op = context.op,
         .module = context.module,
@@ -222,6 +323,7 @@ class RecorderListener final : public AllocatorObserver {
         .category = allocator_event.category,
         .previous_category = allocator_event.previous_category,
         .phase = context.phase};
+    if (event.kind == EventKind::Free || event.kind == EventKind::Retag) state->label_from_allocation(event);
     state->store(event, stats);
     if (allocator_event.address != nullptr) state->track(allocator_event.address, event);
   }
@@ -266,6 +368,7 @@ void Recorder::start() {
   state_->step = 0;
   state_->node_modules.clear();
   state_->live.clear();
+  state_->segments.clear();
   state_->start_time = Clock::now();
   state_->running = true;
   state_->recording = ++recordings_started;
@@ -319,6 +422,7 @@ RecordedTimeline Recorder::timeline() const {
     timeline.step_start_ns = state.step_start_ns;
     timeline.dropped_events = static_cast<int64_t>(state.oldest());
     timeline.capacity = state.ring.size();
+    timeline.segments = state.recorded_segments();
   }
   timeline.events.reserve(stored.size());
   for (const StoredEvent& event : stored) {
@@ -333,7 +437,10 @@ RecordedTimeline Recorder::timeline() const {
                                           .phase = event.phase,
                                           .step = event.step,
                                           .allocated_bytes = event.allocated_bytes,
-                                          .reserved_bytes = event.reserved_bytes});
+                                          .reserved_bytes = event.reserved_bytes,
+                                          .address = event.address,
+                                          .block_bytes = event.block_bytes,
+                                          .stream = event.stream});
   }
   return timeline;
 }
@@ -344,6 +451,7 @@ std::vector<LiveTensor> Recorder::live_tensors() const {
     std::lock_guard<std::mutex> lock(recorder_mutex());
     found.reserve(state_->live.size());
     for (const auto& [address, block] : state_->live) {
+      if (block.before_recording) continue;
       const StoredEvent& event = block.allocation;
       found.emplace_back(block.sequence, LiveTensor{.device = event.device,
                                                     .bytes = event.bytes,
@@ -385,61 +493,11 @@ PreparedInputScope::~PreparedInputScope() { preparing_input_ahead = previous_; }
 void mark_input_taken(const void* block) {
   std::lock_guard<std::mutex> lock(recorder_mutex());
   if (running_state == nullptr) return;
-  if (auto found = running_state->live.find(block); found != running_state->live.end()) {
+  if (auto found = running_state->live.find(block);
+      found != running_state->live.end() && !found->second.before_recording) {
     found->second.prepared_ahead = false;
     found->second.allocation.step = running_state->step;
   }
-}
-
-std::string live_tensor_report(const std::vector<LiveTensor>& tensors, const std::string& title) {
-  struct Group {
-    int64_t count = 0;
-    int64_t bytes = 0;
-    std::map<std::string, int64_t> shapes;  // "(8, 3) float32" -> tensors
-  };
-  using Key = std::tuple<MemoryCategory, std::string, std::string>;  // category, module, op
-  std::map<Key, Group> groups;
-  int64_t total = 0;
-  for (const LiveTensor& tensor : tensors) {
-    Group& group = groups[Key{tensor.category, tensor.module_path, tensor.op}];
-    ++group.count;
-    group.bytes += tensor.bytes;
-    std::ostringstream shape;
-    if (tensor.described) {
-      shape << tensor.sizes << " " << tensor.dtype;
-    } else {
-      shape << "(scratch)";
-    }
-    ++group.shapes[shape.str()];
-    total += tensor.bytes;
-  }
-  std::vector<std::pair<Key, Group>> ordered(groups.begin(), groups.end());
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
-  std::ostringstream out;
-  out << title << ": " << tensors.size() << " tensors, " << format_bytes(total) << "\n";
-  if (tensors.empty()) return out.str();
-  char line[512];
-  std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7s %12s  %s\n", "category", "module", "op", "tensors",
-                "bytes", "shapes");
-  out << line;
-  for (const auto& [key, group] : ordered) {
-    const auto& [category, module, op] = key;
-    // The commonest shapes first, at most three.
-    std::vector<std::pair<std::string, int64_t>> shapes(group.shapes.begin(), group.shapes.end());
-    std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::string shape_text;
-    for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
-      if (i > 0) shape_text += ", ";
-      shape_text += shapes[i].first + (shapes[i].second > 1 ? " x" + std::to_string(shapes[i].second) : "");
-    }
-    if (shapes.size() > 3) shape_text += ", ...";
-    std::snprintf(line, sizeof(line), "  %-15s %-24s %-22s %7lld %12s  %s\n", category_name(category),
-                  module.empty() ? "-" : module.c_str(), op.empty() ? "-" : op.c_str(),
-                  static_cast<long long>(group.count), format_bytes(group.bytes).c_str(), shape_text.c_str());
-    out << line;
-  }
-  return out.str();
 }
 
 void Recorder::write_json(const std::string& path) const {
@@ -450,43 +508,12 @@ void Recorder::write_html(const std::string& path) const {
   write_text_atomically(path, timeline_html(timeline()), "write_html");
 }
 
-std::string timeline_json(const RecordedTimeline& timeline) {
-  JsonWriter json;
-  json.begin_object()
-      .key("format").value("memgrad.memory_timeline")
-      .key("capacity").value(static_cast<int64_t>(timeline.capacity))
-      .key("dropped_events").value(timeline.dropped_events);
-  json.key("step_start_ns").begin_array();
-  for (int64_t start : timeline.step_start_ns) json.value(start);
-  json.end_array();
-  json.key("devices").begin_array();
-  for (const DeviceBaseline& baseline : timeline.baselines) {
-    json.begin_object().key("device").value(baseline.device.str()).key("baseline_category_bytes").begin_object();
-    for (int c = 0; c < kNumMemoryCategories; ++c) {
-      json.key(category_name(static_cast<MemoryCategory>(c))).value(baseline.category_bytes[c]);
-    }
-    json.end_object().end_object();
-  }
-  json.end_array();
-  json.key("events").begin_array();
-  for (const MemoryEvent& event : timeline.events) {
-    json.begin_object()
-        .key("time_ns").value(event.time_ns)
-        .key("device").value(event.device.str())
-        .key("kind").value(event_kind_name(event.kind))
-        .key("bytes").value(event.bytes)
-        .key("category").value(category_name(event.category));
-    if (event.kind == EventKind::Retag) json.key("previous_category").value(category_name(event.previous_category));
-    json.key("op").value(event.op)
-        .key("module").value(event.module_path)
-        .key("phase").value(phase_name(event.phase))
-        .key("step").value(event.step)
-        .key("allocated_bytes").value(event.allocated_bytes)
-        .key("reserved_bytes").value(event.reserved_bytes)
-        .end_object();
-  }
-  json.end_array().end_object();
-  return json.str();
+void Recorder::write_pytorch_snapshot(const std::string& path) const {
+  write_text_atomically(path, pytorch_snapshot_pickle(timeline()), "write_pytorch_snapshot");
+}
+
+void Recorder::write_chrome_trace(const std::string& path) const {
+  write_text_atomically(path, chrome_trace_json(timeline()) + "\n", "write_chrome_trace");
 }
 
 namespace detail {

@@ -17,8 +17,15 @@
 //
 // Categories: a SavedTensor re-tags a live block (say TEMPORARY -> ACTIVATION) without
 // allocating. That is a Retag event: `bytes` move from `previous_category` to `category`;
-// allocated and reserved do not change. empty_cache() is a ReleaseCache event: `bytes` is
-// minus the reserved bytes returned to the device.
+// allocated and reserved do not change.
+//
+// Segments: the allocator's SegmentAllocate and SegmentFree events (a segment taken from
+// the backend, one returned by empty_cache() and the like) are recorded too, with
+// addresses, so the recording also knows which segments exist and which blocks live in
+// them: told by each allocator, at its first event, what it held before (see
+// core/allocator/allocator_observer.h), the Recorder keeps that picture up to date.
+// timeline().segments is it at the end of the recording (the exporters of
+// pytorch_snapshot.h draw blocks that predate the recording from it).
 //
 // Op names: a backward event carries its node's name ("ConvolutionBackward", set by the
 // engine) and the module path of the forward op that recorded the node. A forward op
@@ -26,7 +33,9 @@
 // the node is recorded: every unlabelled event of that thread since
 // the last op, module or phase boundary takes the node's name without "Backward"
 // ("Convolution"). Allocations of ops that record no node (no grad needed) keep an empty op
-// unless a recorded op follows in the same module.
+// unless a recorded op follows in the same module. A free or re-tag that happens outside
+// any op or module takes the op and module of the block's allocation (the gradients that
+// zero_grad frees carry the backward op and module that made them).
 //
 // One Recorder runs at a time; events are recorded from every thread.
 #pragma once
@@ -50,7 +59,7 @@ namespace mg::memory {
 
 // The allocator's events (core/allocator/allocator_observer.h), which the Recorder listens to.
 using EventKind = AllocatorEventKind;
-// "allocate", "free", "retag", "release_cache".
+// "allocate", "free", "retag", "segment_allocate", "segment_free".
 const char* event_kind_name(EventKind kind);
 
 struct MemoryEvent {
@@ -58,7 +67,7 @@ struct MemoryEvent {
   Device device;
   EventKind kind = EventKind::Allocate;
   // Requested bytes (before the allocator's rounding): positive for Allocate and Retag,
-  // negative for Free; for ReleaseCache minus the reserved bytes released.
+  // negative for Free; a segment's bytes for SegmentAllocate, minus them for SegmentFree.
   int64_t bytes = 0;
   MemoryCategory category = MemoryCategory::Temporary;
   MemoryCategory previous_category = MemoryCategory::Temporary;  // Retag only
@@ -68,6 +77,32 @@ struct MemoryEvent {
   int64_t step = 0;
   int64_t allocated_bytes = 0;  // the device's, right after the event
   int64_t reserved_bytes = 0;
+  uintptr_t address = 0;    // the block's or the segment's
+  int64_t block_bytes = 0;  // the bytes the block spans (rounded up); a segment's bytes
+  StreamId stream = 0;
+};
+
+// A live block inside a segment, at the end of the recording.
+struct RecordedBlock {
+  uintptr_t address = 0;
+  int64_t block_bytes = 0;  // rounded
+  int64_t requested_bytes = 0;
+  MemoryCategory category = MemoryCategory::Temporary;
+  std::string op;           // "" when unknown (always for blocks from before the recording)
+  std::string module_path;
+  int64_t step = 0;
+  bool before_recording = false;  // allocated before start(): who allocated it is unknown
+};
+
+// A segment the allocator held at the end of the recording; bytes between its live blocks
+// are free.
+struct RecordedSegment {
+  Device device;
+  uintptr_t address = 0;
+  int64_t bytes = 0;
+  StreamId stream = 0;
+  bool small_pool = false;
+  std::vector<RecordedBlock> live_blocks;  // address order
 };
 
 // A device's requested bytes per category just before its oldest kept event.
@@ -83,6 +118,8 @@ struct RecordedTimeline {
   std::vector<int64_t> step_start_ns;     // step k starts at step_start_ns[k]; [0] = 0
   int64_t dropped_events = 0;
   size_t capacity = 0;
+  // The segments at the end of the recording (now, while it runs), by device and address.
+  std::vector<RecordedSegment> segments;
 };
 
 // A block allocated while recording and alive now: what holds memory, and who made it.
@@ -104,7 +141,7 @@ struct LiveTensor {
 };
 
 struct RecorderOptions {
-  size_t capacity = size_t{1} << 18;  // events kept (64 bytes each: 16 MiB by default)
+  size_t capacity = size_t{1} << 18;  // events kept (88 bytes each: 22 MiB by default)
   std::optional<Device> device = std::nullopt;  // record this device only; nullopt: every device
 };
 
@@ -130,11 +167,15 @@ class Recorder {
   RecordedTimeline timeline() const;
   int64_t dropped_events() const;
 
-  // Both write a temporary file next to `path` and rename it over `path`, so a failed
+  // Each writes a temporary file next to `path` and renames it over `path`, so a failed
   // write never leaves half a file. JSON holds integers and strings only (io/json_parse
-  // reads it); HTML is one self-contained page (no network resources).
+  // reads it); HTML is one self-contained page (no network resources); the PyTorch
+  // snapshot is a pickle for torch.cuda._memory_viz and pytorch.org/memory_viz
+  // (pytorch_snapshot.h); the Chrome trace is JSON for Perfetto (chrome_trace.h).
   void write_json(const std::string& path) const;
   void write_html(const std::string& path) const;
+  void write_pytorch_snapshot(const std::string& path) const;
+  void write_chrome_trace(const std::string& path) const;
 
   // Who holds memory: the blocks allocated since start() and not freed, oldest first
   // (memory allocated before start(), such as the model's parameters, is not listed: start

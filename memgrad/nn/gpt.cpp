@@ -141,7 +141,12 @@ Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropy
   MG_CHECK(targets.defined() && tokens.defined() && targets.sizes() == tokens.sizes(), "GPT::loss: targets of shape ",
            targets.defined() ? targets.sizes() : Shape{}, " do not match tokens of shape ",
            tokens.defined() ? tokens.sizes() : Shape{}, "; expected one target token per input token");
+  // Named as calls of the model and of its head (a memory::Recorder's module paths:
+  // "transformer.h.0.attn", "lm_head"), though the loss is not forward() and the head's
+  // matmul is fused into it rather than called.
+  NamedCall call(*this);
   const Tensor hidden = (*transformer)(tokens);  // (B, T, n_embd)
+  NamedCall head(*lm_head);
   return linear_cross_entropy(hidden.view({-1, hidden.size(-1)}), lm_head->weight, targets.view({-1}), options);
 }
 

@@ -14,6 +14,7 @@
 #include "memgrad/core/factory.h"
 #include "memgrad/core/kernels.h"
 #include "memgrad/core/memory_format.h"
+#include "memgrad/memory/context.h"
 
 namespace mg::optim {
 
@@ -50,6 +51,7 @@ std::vector<Tensor> gradients_of(const char* op, const std::vector<Tensor>& para
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
   NoGradGuard no_grad;
+  memory::OpScope op("clip_grad_norm_");  // its scratch, in a memory::Recorder
   bool is_inf = std::isinf(norm_type) && norm_type > 0;
   MG_CHECK(is_inf || norm_type > 0, "clip_grad_norm_: norm_type must be > 0 or infinity, got ",
            norm_type, ". Hint: 2.0 for the Euclidean norm, std::numeric_limits<double>::infinity() ",

@@ -76,6 +76,7 @@ void Optimizer::add_group(std::vector<Tensor> params, double lr) {
 
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
+  memory::OpScope op("Optimizer.zero_grad");  // the gradients it frees, in a memory::Recorder
   for (const ParamGroup& group : groups_) {
     for (const Tensor& param : group.params) {
       Tensor grad = param.grad();
@@ -185,6 +186,7 @@ void Optimizer::for_each_update(const Update& update) {
   // Every optimizer's step() runs through here, so its memory (state created at the first
   // step, scratch of the updates) shows as the optimizer phase in a memory::Recorder.
   memory::PhaseScope optimizer_phase(memory::Phase::Optimizer);
+  memory::OpScope op("Optimizer.step");
   for (size_t group_index = 0; group_index < groups_.size(); ++group_index) {
     const std::vector<Tensor>& params = groups_[group_index].params;
     // One list pair per (device, dtype) in the group, in parameter order.

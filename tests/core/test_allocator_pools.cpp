@@ -92,6 +92,7 @@ class Listener final : public mg::AllocatorObserver {
   Listener() { mg::set_allocator_observer(this); }
   ~Listener() override { mg::set_allocator_observer(nullptr); }
   void on_allocator_event(const mg::AllocatorEvent& event, const mg::MemoryStats&) override { events.push_back(event); }
+  void on_existing_segments(mg::Device, const std::vector<mg::SegmentState>&) override {}
   void on_tensor_allocated(const void*, const mg::Shape&, mg::DType) override {}
   std::vector<mg::AllocatorEvent> events;
 };
@@ -363,7 +364,7 @@ TEST_CASE("no event is recorded or queried while a routing is active", "[allocat
   CHECK(calls->used_bytes == 0);  // every segment went back, the pool's too
 }
 
-TEST_CASE("the observer hears pool blocks like any other, and release_pool as a release",
+TEST_CASE("the observer hears pool blocks and segments like any other, and release_pool returning a segment",
           "[allocator][pools]") {
   auto allocator = make_simulated(64 * MiB);
   const PoolId pool = allocator.create_private_pool();
@@ -378,16 +379,22 @@ TEST_CASE("the observer hears pool blocks like any other, and release_pool as a 
     allocator.release_pool(pool);
     events = listener.events;
   }
-  REQUIRE(events.size() == 4);
-  CHECK(events[0].kind == mg::AllocatorEventKind::Allocate);
-  CHECK(events[0].bytes == 1000);
-  CHECK(events[1].kind == mg::AllocatorEventKind::Retag);
-  CHECK(events[1].previous_category == MemoryCategory::Temporary);
-  CHECK(events[2].kind == mg::AllocatorEventKind::Free);
-  CHECK(events[2].bytes == -1000);
-  CHECK(events[2].category == MemoryCategory::Activation);
-  CHECK(events[3].kind == mg::AllocatorEventKind::ReleaseCache);
-  CHECK(events[3].bytes == -bytes(2 * MiB));
+  REQUIRE(events.size() == 5);
+  CHECK(events[0].kind == mg::AllocatorEventKind::SegmentAllocate);
+  CHECK(events[0].bytes == bytes(2 * MiB));
+  CHECK(events[0].stream == kCaptureStream);
+  CHECK(events[1].kind == mg::AllocatorEventKind::Allocate);
+  CHECK(events[1].bytes == 1000);
+  CHECK(events[1].block_bytes == 1024);
+  CHECK(events[1].address == events[0].address);  // the segment's first block
+  CHECK(events[2].kind == mg::AllocatorEventKind::Retag);
+  CHECK(events[2].previous_category == MemoryCategory::Temporary);
+  CHECK(events[3].kind == mg::AllocatorEventKind::Free);
+  CHECK(events[3].bytes == -1000);
+  CHECK(events[3].category == MemoryCategory::Activation);
+  CHECK(events[4].kind == mg::AllocatorEventKind::SegmentFree);
+  CHECK(events[4].bytes == -bytes(2 * MiB));
+  CHECK(events[4].address == events[0].address);
 }
 
 TEST_CASE("without caching, a pool keeps its freed blocks until it is released", "[allocator][pools]") {

@@ -60,6 +60,10 @@ TEST_CASE("an output path that cannot be written is refused with the command lin
       {"gpt", "--dump-windows " + kMissingFolder + "/w", "--dump-windows '" + kMissingFolder + "/w': no such folder"},
       {"gpt", "--bench --memory-timeline " + kMissingFolder + "/t.html", "--memory-timeline '" + kMissingFolder},
       {"gpt", "--save " + dir.file("m") + " --save-init " + dir.file("m"), "--save and --save-init name the same file"},
+      {"gpt", "--memory-snapshot " + folder, "--memory-snapshot '" + folder + "' is a folder"},
+      {"resnet", "--memory-trace " + kMissingFolder + "/t.json", "--memory-trace '" + kMissingFolder},
+      {"mnist", "--memory-trace " + dir.file("a") + " --memory-timeline " + dir.file("a"),
+       "--memory-timeline and --memory-trace name the same file"},
       {"memory_lab", "--json " + kMissingFolder + "/lab.json", "--json '" + kMissingFolder + "/lab.json': no such folder"},
   };
   if (std::filesystem::is_directory("/sys")) {  // sysfs refuses new files, even to root

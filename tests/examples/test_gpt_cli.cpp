@@ -329,6 +329,23 @@ TEST_CASE("gpt --save-init writes the weights the run starts from", "[examples][
   CHECK(trained.at("model.transformer.wte.weight") != saved.at("transformer.wte.weight"));
 }
 
+TEST_CASE("gpt writes one memory recording as the page, PyTorch's snapshot and a Chrome trace", "[examples][gpt]") {
+  TempDir dir("gpt-cli");
+  const Outcome outcome =
+      run_ok(dir, "--data " + kText + " --preset tiny --steps 3 --batch 2 --eval-iters 1 --threads 2 "
+                  "--memory-timeline " + dir.file("t.html") + " --memory-snapshot " + dir.file("s.pickle") +
+                  " --memory-trace " + dir.file("t.json"));
+  // The three of the same recording (what they hold: tests/memory/recording/'s checks).
+  for (const char* what : {"timeline", "snapshot", "trace"}) {
+    CHECK_THAT(outcome.err, Contains(std::string("memory ") + what + " of 3 steps ("));
+  }
+  CHECK_THAT(read_file(dir.file("t.html")), Contains("memgrad-data"));
+  const std::string pickle = read_file(dir.file("s.pickle"));
+  CHECK(pickle.rfind(std::string("\x80\x02"), 0) == 0);
+  CHECK_THAT(pickle, Contains("device_traces") && Contains("free_completed") && Contains("lm_head"));
+  CHECK_THAT(read_file(dir.file("t.json")), Contains("\"traceEvents\"") && Contains("\"ph\":\"C\""));
+}
+
 TEST_CASE("gpt --dump-windows writes the training windows a run draws", "[examples][gpt]") {
   TempDir dir("gpt-cli");
   const std::string common = "--data " + kText + " --preset tiny --steps 3 --batch 4 --accum 2 --seed 7 ";

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -20,9 +21,11 @@
 #include "memgrad/memory/recorder.h"
 #include "memgrad/core/random.h"
 #include "memgrad/nn/activation.h"
+#include "memgrad/nn/gpt.h"
 #include "memgrad/nn/linear.h"
 #include "memgrad/nn/resnet.h"
 #include "memgrad/nn/sequential.h"
+#include "memgrad/optim/adam.h"
 #include "memgrad/optim/sgd.h"
 
 namespace {
@@ -209,6 +212,9 @@ TEST_CASE("Recorder captures categories ops module paths and phases of a trainin
 }
 
 TEST_CASE("Recorder ring buffer keeps the newest events and counts the dropped ones", "[memory_recorder]") {
+  // NOTE: a cached small segment first, so that the ten small blocks need no new one (a
+  // segment_allocate event would be an eleventh event).
+  { mg::Tensor warm = mg::empty({1000}); }
   Recorder recorder({.capacity = 4, .device = mg::Device::cpu()});
   recorder.start();
   std::vector<mg::Tensor> tensors;
@@ -249,12 +255,26 @@ TEST_CASE("Recorder writes a self-contained HTML page and JSON that parses", "[m
   const std::string html_path = temporary_path("timeline.html");
   recorder.write_html(html_path);
   const std::string html = read_file(html_path);
-  CHECK(html.find("<svg") != std::string::npos);
+  // The recording is one JSON block the page's script draws (in a browser:
+  // tests/memory/recording/check_timeline_page.py); nothing is fetched from elsewhere.
+  const std::string open_tag = "<script type=\"application/json\" id=\"memgrad-data\">";
+  const size_t data_start = html.find(open_tag);
+  REQUIRE(data_start != std::string::npos);
+  const size_t data_end = html.find("</script>", data_start);
+  REQUIRE(data_end != std::string::npos);
+  const std::string data_text = html.substr(data_start + open_tag.size(), data_end - data_start - open_tag.size());
+  const mg::JsonValue data = mg::parse_json(data_text, html_path);
   for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
-    CHECK(html.find(mg::category_name(static_cast<MemoryCategory>(c))) != std::string::npos);
+    CHECK(data_text.find(std::string("\"") + mg::category_name(static_cast<MemoryCategory>(c)) + "\"") !=
+          std::string::npos);
   }
-  CHECK(html.find("http") == std::string::npos);
-  CHECK(html.find("step 1") != std::string::npos);
+  for (const auto& [key, value] : data.members) {
+    if (key == "step_start_ns") CHECK(value.elements.size() == 2);
+    if (key == "devices") CHECK(value.elements.size() == 1);
+  }
+  for (const char* network : {"src=", "href=", "@import", "fetch(", "XMLHttpRequest", "url(http"}) {
+    CHECK(html.find(network) == std::string::npos);
+  }
   CHECK_FALSE(std::filesystem::exists(html_path + ".tmp"));
 
   const std::string json_path = temporary_path("timeline.json");
@@ -271,4 +291,117 @@ TEST_CASE("Recorder writes a self-contained HTML page and JSON that parses", "[m
   std::filesystem::remove(json_path);
 
   CHECK_THROWS_AS(recorder.write_html("/nonexistent-folder/timeline.html"), mg::Error);
+}
+
+TEST_CASE("Recorder knows the segments and the blocks in them, those from before start() too",
+          "[memory_recorder]") {
+  mg::Tensor before = mg::zeros({1000});  // 4000 bytes, alive when the recording starts
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  mg::Tensor during = mg::zeros({3000});  // 12000 bytes
+  {
+    mg::Tensor freed = mg::zeros({5000});
+  }
+  recorder.stop();
+  const mg::memory::RecordedTimeline timeline = recorder.timeline();
+  const auto address_of = [](const mg::Tensor& tensor) {
+    return reinterpret_cast<uintptr_t>(tensor.storage()->data());
+  };
+  const mg::memory::RecordedBlock* found_before = nullptr;
+  const mg::memory::RecordedBlock* found_during = nullptr;
+  for (const mg::memory::RecordedSegment& segment : timeline.segments) {
+    CHECK(segment.device == mg::Device::cpu());
+    uintptr_t previous_end = segment.address;
+    for (const mg::memory::RecordedBlock& block : segment.live_blocks) {
+      CHECK(block.address >= previous_end);  // in address order, inside the segment
+      previous_end = block.address + static_cast<uintptr_t>(block.block_bytes);
+      if (block.address == address_of(before)) found_before = &block;
+      if (block.address == address_of(during)) found_during = &block;
+    }
+    CHECK(previous_end <= segment.address + static_cast<uintptr_t>(segment.bytes));
+  }
+  REQUIRE(found_before != nullptr);
+  CHECK(found_before->before_recording);
+  CHECK(found_before->requested_bytes == 4000);
+  CHECK(found_before->op.empty());
+  REQUIRE(found_during != nullptr);
+  CHECK_FALSE(found_during->before_recording);
+  CHECK(found_during->requested_bytes == 12000);
+  CHECK(found_during->block_bytes == 12288);  // rounded up to 512
+  // live_tensors() still lists only what the recording allocated.
+  for (const mg::memory::LiveTensor& tensor : recorder.live_tensors()) CHECK(tensor.bytes != 4000);
+  // Every event of a block carries its address; the freed one's allocate and free agree.
+  std::map<uintptr_t, int64_t> open;
+  for (const MemoryEvent& event : timeline.events) {
+    if (event.kind == EventKind::Allocate) open[event.address] = event.bytes;
+    if (event.kind == EventKind::Free && open.count(event.address) == 1) {
+      CHECK(open[event.address] == -event.bytes);
+      open.erase(event.address);
+    }
+  }
+  CHECK(open.count(address_of(during)) == 1);
+}
+
+TEST_CASE("Recorder writes the PyTorch snapshot and the Chrome trace, atomically, or says why not",
+          "[memory_recorder]") {
+  auto model = tiny_model();
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  mg::Tensor loss = mg::cross_entropy((*model)(mg::randn({8, 4})), mg::randint(0, 3, {8}, {.dtype = mg::DType::Int64}));
+  loss.backward();
+  recorder.stop();
+  // What they hold is read back by Python: tests/memory/recording/check_memory_exports.py.
+  const std::string pickle_path = temporary_path("snapshot.pickle");
+  recorder.write_pytorch_snapshot(pickle_path);
+  const std::string pickle = read_file(pickle_path);
+  CHECK(pickle.substr(0, 2) == std::string("\x80\x02", 2));
+  CHECK(pickle.back() == '.');
+  CHECK(pickle.find("device_traces") != std::string::npos);
+  const std::string trace_path = temporary_path("trace.json");
+  recorder.write_chrome_trace(trace_path);
+  // NOTE: its times are fractional microseconds, which io/json_parse does not read.
+  CHECK(read_file(trace_path).rfind("{\"traceEvents\":[{", 0) == 0);
+  CHECK_FALSE(std::filesystem::exists(pickle_path + ".tmp"));
+  std::filesystem::remove(pickle_path);
+  std::filesystem::remove(trace_path);
+  CHECK_THROWS_WITH(recorder.write_pytorch_snapshot("/nonexistent-folder/s.pickle"),
+                    Catch::Contains("/nonexistent-folder/s.pickle.tmp") && Catch::Contains("Hint"));
+  CHECK_THROWS_WITH(recorder.write_chrome_trace("/nonexistent-folder/t.json"),
+                    Catch::Contains("write_chrome_trace") && Catch::Contains("Hint"));
+}
+
+TEST_CASE("frees and re-tags outside any op carry their block's labels, and GPT's loss names its modules",
+          "[memory_recorder]") {
+  mg::manual_seed(5);
+  mg::nn::GPT model({.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 8, .vocab_size = 16});
+  mg::optim::AdamW optimizer(model.parameters());
+  Recorder recorder({.device = mg::Device::cpu()});
+  recorder.start();
+  for (int step = 0; step < 2; ++step) {
+    optimizer.zero_grad();
+    const mg::Tensor tokens = mg::randint(0, 16, {2, 8});
+    model.loss(tokens, tokens).backward();
+    optimizer.step();
+  }
+  recorder.stop();
+  const std::vector<MemoryEvent> events = recorder.timeline().events;
+  // Paths as the parameters' names have them, and the fused head under its own name.
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.module_path == "transformer.h.0.mlp.c_fc"; }));
+  CHECK(any_event(events, [](const MemoryEvent& e) {
+    return e.kind == EventKind::Allocate && e.module_path == "lm_head" && e.op == "linear_cross_entropy";
+  }));
+  // zero_grad frees each gradient under its own name, in the module of the op that made it.
+  bool zero_grad_freed = false;
+  for (const MemoryEvent& e : events) {
+    if (e.kind != EventKind::Free || e.op != "Optimizer.zero_grad") continue;
+    zero_grad_freed = true;
+    CHECK(e.category == MemoryCategory::Gradient);
+    CHECK_FALSE(e.module_path.empty());
+  }
+  CHECK(zero_grad_freed);
+  // AccumulateGrad's re-tags carry the module of the backward op that allocated the gradient.
+  for (const MemoryEvent& e : events) {
+    if (e.kind == EventKind::Retag && e.category == MemoryCategory::Gradient) CHECK_FALSE(e.module_path.empty());
+  }
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.op == "Optimizer.step"; }));
 }

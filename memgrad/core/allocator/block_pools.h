@@ -159,9 +159,10 @@ struct CachingAllocator::Pools {
   }
 
   // Returns the segment that the free, unsplit `block` spans (and that no free set holds)
-  // to the backend. Such a block is not an inactive split, so those statistics do not
-  // change.
-  static void return_segment(Block* block, RawBackend& backend, MemoryStats& stats) {
+  // to the backend, after `returning` was told (the allocator reports it to its observer).
+  // Such a block is not an inactive split, so those statistics do not change.
+  static void return_segment(Block* block, RawBackend& backend, MemoryStats& stats, const SegmentReturning& returning) {
+    returning(*block);
     const auto segment_bytes = static_cast<int64_t>(block->size);
     backend.deallocate(block->ptr(), block->size);
     stats.num_backend_frees += 1;
@@ -173,7 +174,8 @@ struct CachingAllocator::Pools {
   }
 
   // Returns every whole free segment (a free block without neighbours) of `pool`.
-  static void release_free_segments(BlockPool& pool, RawBackend& backend, MemoryStats& stats) {
+  static void release_free_segments(BlockPool& pool, RawBackend& backend, MemoryStats& stats,
+                                    const SegmentReturning& returning) {
     for (FreeBlockSet* free_set : {&pool.small, &pool.large}) {
       for (auto it = free_set->begin(); it != free_set->end();) {
         Block* block = *it;
@@ -182,9 +184,28 @@ struct CachingAllocator::Pools {
           continue;
         }
         it = free_set->erase(it);
-        return_segment(block, backend, stats);
+        return_segment(block, backend, stats, returning);
       }
     }
+  }
+
+  // The first block of every segment (each has exactly one: prev == nullptr), whether
+  // it is free, live or held back.
+  std::vector<Block*> segment_heads() const {
+    std::unordered_set<Block*> heads;  // a set: a held-back block appears once per event
+    auto collect = [&](Block* block) {
+      if (block->prev == nullptr) heads.insert(block);
+    };
+    std::vector<const BlockPool*> every_pool{&shared};
+    for (const auto& [id, pool] : private_pools) every_pool.push_back(pool.get());
+    for (const BlockPool* pool : every_pool) {
+      for (Block* block : pool->small) collect(block);
+      for (Block* block : pool->large) collect(block);
+    }
+    for (Block* block : live) collect(block);
+    for (Block* block : freed_during_routing) collect(block);
+    for (const PendingEvent& entry : pending) collect(entry.block);
+    return {heads.begin(), heads.end()};
   }
 
   // Records one event per other stream that used the freed `block` and holds the block back

@@ -20,6 +20,7 @@
 // net flows, not bookkeeping steps.
 #include "memgrad/core/allocator/caching_allocator.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -113,24 +114,8 @@ CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawBackend> ba
 
 CachingAllocator::~CachingAllocator() {
   // Live blocks at this point are the owner's leak; the segments go back regardless.
-  // Every segment has exactly one first block (prev == nullptr), live, free or held back (a
-  // set: a pending block appears once per event).
-  std::unordered_set<Block*> segment_heads;
-  auto collect = [&](Block* block) {
-    if (block->prev == nullptr) segment_heads.insert(block);
-  };
-  std::vector<BlockPool*> every_pool{&pools_->shared};
-  for (auto& [id, pool] : pools_->private_pools) every_pool.push_back(pool.get());
-  for (BlockPool* pool : every_pool) {
-    for (Block* block : pool->small) collect(block);
-    for (Block* block : pool->large) collect(block);
-  }
-  for (Block* block : pools_->live) collect(block);
-  for (Block* block : pools_->freed_during_routing) collect(block);
-  for (const Pools::PendingEvent& entry : pools_->pending) {
-    collect(entry.block);
-    backend_->destroy_event(entry.event);
-  }
+  for (const Pools::PendingEvent& entry : pools_->pending) backend_->destroy_event(entry.event);
+  const std::vector<Block*> segment_heads = pools_->segment_heads();
   for (Block* head : segment_heads) {
     size_t segment_bytes = 0;
     for (Block* block = head; block != nullptr;) {
@@ -150,10 +135,11 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
            ": the size is impossibly large. Hint: a negative size converted to an unsigned "
            "integer looks like this; check the shape that produced it.");
   std::lock_guard<std::mutex> lock(mutex_);
+  AllocatorObserver* const observer = observer_for_operation();
   // NOTE: during a routing a capture may be underway, and querying or waiting for an event
   // would invalidate it: held-back blocks stay held back until the routing ends.
   const bool routing = !pools_->routes.empty();
-  if (!routing) process_pending_frees(/*wait=*/false);
+  if (!routing) process_pending_frees(/*wait=*/false, observer);
   const size_t rounded = rounded_request(bytes, caching_);
   BlockPool& pool = pools_->pool_for(stream);
   InactiveSplitChange split_change;
@@ -170,8 +156,8 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
       // The backend is out of memory: wait for the blocks other streams still use (not
       // during a routing), give back every cached free segment of the default pools (a live
       // private pool's hold a graph's addresses) and try once more.
-      if (!routing) process_pending_frees(/*wait=*/true);
-      Pools::release_free_segments(pools_->shared, *backend_, stats_);
+      if (!routing) process_pending_frees(/*wait=*/true, observer);
+      Pools::release_free_segments(pools_->shared, *backend_, stats_, segment_returning(observer));
       stats_.num_alloc_retries += 1;
       base = take_segment(segment_bytes);
     }
@@ -190,6 +176,13 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
     segment->in_small_pool = is_small_request(rounded);
     pool.reserved_bytes += static_cast<int64_t>(segment_bytes);
     pool.segment_count += 1;
+    if (observer != nullptr) {
+      const auto bytes = static_cast<int64_t>(segment_bytes);
+      observer->on_allocator_event({device_, AllocatorEventKind::SegmentAllocate, base, bytes,
+                                    MemoryCategory::Temporary, MemoryCategory::Temporary, bytes, stream,
+                                    is_small_request(rounded)},
+                                   stats_);
+    }
     block = segment.release();
   }
 
@@ -223,8 +216,9 @@ Allocation CachingAllocator::allocate(size_t bytes, MemoryCategory category, Str
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
   apply_change(stats_.inactive_split_bytes, split_change.bytes);
   apply_change(stats_.inactive_split_count, split_change.count);
-  if (AllocatorObserver* observer = allocator_observer()) {
-    observer->on_allocator_event({device_, AllocatorEventKind::Allocate, block->ptr(), requested_bytes, category, category},
+  if (observer != nullptr) {
+    observer->on_allocator_event({device_, AllocatorEventKind::Allocate, block->ptr(), requested_bytes, category,
+                                  category, block_bytes, block->stream},
                                  stats_);
   }
   return Allocation{block->ptr(), block};
@@ -251,6 +245,7 @@ size_t CachingAllocator::reserved_limit() const {
 void CachingAllocator::free(Block* block) {
   if (block == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  AllocatorObserver* const observer = observer_for_operation();
   auto live = pools_->live.find(block);
   MG_CHECK(live != pools_->live.end(), "free() on ", device_,
            " got a block this allocator did not hand out or has already freed. Hint: "
@@ -280,17 +275,18 @@ void CachingAllocator::free(Block* block) {
   stats_.requested_bytes.decrease(requested_bytes);
   stats_.allocation_count.decrease(1);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
-  if (AllocatorObserver* observer = allocator_observer()) {
-    observer->on_allocator_event(
-        {device_, AllocatorEventKind::Free, block->ptr(), -requested_bytes, block->category, block->category}, stats_);
+  if (observer != nullptr) {
+    observer->on_allocator_event({device_, AllocatorEventKind::Free, block->ptr(), -requested_bytes, block->category,
+                                  block->category, static_cast<int64_t>(block->size), block->stream},
+                                 stats_);
   }
   block->requested = 0;
   block->category = MemoryCategory::Temporary;
 
-  if (!held_back) release_block(block);
+  if (!held_back) release_block(block, observer);
 }
 
-void CachingAllocator::release_block(Block* block) {
+void CachingAllocator::release_block(Block* block, AllocatorObserver* observer) {
   stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
   stats_.active_count.decrease(1);
   block->allocated = false;
@@ -318,7 +314,7 @@ void CachingAllocator::release_block(Block* block) {
   BlockPool& pool = *block->pool;
   const bool uncached = pool.released || (caching_ == Caching::Off && pool.id == kDefaultPool);
   if (uncached && !block->is_split()) {
-    Pools::return_segment(block, *backend_, stats_);
+    Pools::return_segment(block, *backend_, stats_, segment_returning(observer));
     pools_->drop_if_finished(pool);
   } else {
     pools_->insert_free(block, split_change);
@@ -327,14 +323,14 @@ void CachingAllocator::release_block(Block* block) {
   apply_change(stats_.inactive_split_count, split_change.count);
 }
 
-void CachingAllocator::process_pending_frees(bool wait) {
+void CachingAllocator::process_pending_frees(bool wait, AllocatorObserver* observer) {
   // No capture is underway now: mark the blocks freed during a routing.
   std::vector<Block*>& unmarked = pools_->freed_during_routing;
   while (!unmarked.empty()) {
     Block* block = unmarked.back();
     pools_->record_stream_events(block, *backend_);  // on failure the block stays listed
     unmarked.pop_back();
-    if (block->pending_events == 0) release_block(block);
+    if (block->pending_events == 0) release_block(block, observer);
   }
   std::vector<Pools::PendingEvent>& pending = pools_->pending;
   // NOTE: each entry leaves the list before its event is destroyed, so a backend error
@@ -350,7 +346,7 @@ void CachingAllocator::process_pending_frees(bool wait) {
     const Pools::PendingEvent entry = *it;
     it = pending.erase(it);
     backend_->destroy_event(entry.event);
-    if (--entry.block->pending_events == 0) release_block(entry.block);
+    if (--entry.block->pending_events == 0) release_block(entry.block, observer);
   }
 }
 
@@ -372,13 +368,14 @@ void CachingAllocator::set_category(Block* block, MemoryCategory category) {
            "zero-byte allocations have no block and no category.");
   std::lock_guard<std::mutex> lock(mutex_);
   MG_ASSERT(block->allocated, "set_category on a block that is not live");
+  AllocatorObserver* const observer = observer_for_operation();
   const auto requested_bytes = static_cast<int64_t>(block->requested);
   stats_.category_bytes[static_cast<int>(block->category)].decrease(requested_bytes);
   stats_.category_bytes[static_cast<int>(category)].increase(requested_bytes);
-  AllocatorObserver* observer = allocator_observer();
   if (observer != nullptr && category != block->category) {
-    observer->on_allocator_event(
-        {device_, AllocatorEventKind::Retag, block->ptr(), requested_bytes, category, block->category}, stats_);
+    observer->on_allocator_event({device_, AllocatorEventKind::Retag, block->ptr(), requested_bytes, category,
+                                  block->category, static_cast<int64_t>(block->size), block->stream},
+                                 stats_);
   }
   block->category = category;
 }
@@ -407,21 +404,53 @@ void CachingAllocator::empty_cache() {
            " allocates to private pool ", pools_->routes.front().pool->id, ": it would wait for device events, "
            "which invalidates a CUDA graph capture that may be underway. Hint: empty the cache before "
            "begin_allocate_to_pool() or after end_allocate_to_pool().");
-  process_pending_frees(/*wait=*/true);
-  const int64_t reserved_before = stats_.reserved_bytes.current;
+  AllocatorObserver* const observer = observer_for_operation();
+  process_pending_frees(/*wait=*/true, observer);
   // Released pools hold no wholly free segment (release_block returns them at once).
-  Pools::release_free_segments(pools_->shared, *backend_, stats_);
-  report_release(reserved_before);
+  Pools::release_free_segments(pools_->shared, *backend_, stats_, segment_returning(observer));
 }
 
-void CachingAllocator::report_release(int64_t reserved_before) {
+AllocatorObserver* CachingAllocator::observer_for_operation() {
   AllocatorObserver* observer = allocator_observer();
-  if (observer != nullptr && stats_.reserved_bytes.current != reserved_before) {
-    observer->on_allocator_event({device_, AllocatorEventKind::ReleaseCache, nullptr,
-                                  stats_.reserved_bytes.current - reserved_before, MemoryCategory::Temporary,
-                                  MemoryCategory::Temporary},
-                                 stats_);
+  if (observer == nullptr) return nullptr;
+  const uint64_t installation = allocator_observer_installation();
+  if (installation != reported_installation_) {
+    reported_installation_ = installation;
+    observer->on_existing_segments(device_, segment_states());
   }
+  return observer;
+}
+
+SegmentReturning CachingAllocator::segment_returning(AllocatorObserver* observer) {
+  return [this, observer](const Block& segment) {
+    if (observer != nullptr) {
+      const auto bytes = static_cast<int64_t>(segment.size);
+      observer->on_allocator_event({device_, AllocatorEventKind::SegmentFree, segment.ptr(), -bytes,
+                                    MemoryCategory::Temporary, MemoryCategory::Temporary, bytes, segment.stream,
+                                    segment.in_small_pool},
+                                   stats_);
+    }
+  };
+}
+
+std::vector<SegmentState> CachingAllocator::segment_states() const {
+  std::vector<SegmentState> segments;
+  for (const Block* head : pools_->segment_heads()) {
+    SegmentState& segment = segments.emplace_back();
+    segment.address = head->address;
+    segment.stream = head->stream;
+    segment.small_pool = head->in_small_pool;
+    for (const Block* block = head; block != nullptr; block = block->next) {
+      segment.bytes += static_cast<int64_t>(block->size);
+      if (pools_->live.count(const_cast<Block*>(block)) == 0) continue;  // free or held back
+      segment.live_blocks.push_back({block->address, static_cast<int64_t>(block->size),
+                                     static_cast<int64_t>(block->requested), block->category});
+    }
+  }
+  std::sort(segments.begin(), segments.end(), [](const SegmentState& a, const SegmentState& b) {
+    return a.address < b.address;
+  });
+  return segments;
 }
 
 PoolId CachingAllocator::create_private_pool() {
@@ -462,10 +491,8 @@ void CachingAllocator::release_pool(PoolId pool) {
   MG_CHECK(route == nullptr, "release_pool(", pool, ") on ", device_, ": stream ", route->stream,
            " still allocates to it. Hint: call end_allocate_to_pool(", pool, ") first.");
   target.released = true;
-  const int64_t reserved_before = stats_.reserved_bytes.current;
-  Pools::release_free_segments(target, *backend_, stats_);
+  Pools::release_free_segments(target, *backend_, stats_, segment_returning(observer_for_operation()));
   pools_->drop_if_finished(target);
-  report_release(reserved_before);
 }
 
 size_t CachingAllocator::pool_reserved_bytes(PoolId pool) const {

@@ -48,9 +48,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "memgrad/core/allocator/memory_stats.h"
 #include "memgrad/core/allocator/raw_backend.h"
@@ -60,6 +62,10 @@
 namespace mg {
 
 struct Block;  // defined in block_pools.h (the allocator room's own); opaque to everyone else
+class AllocatorObserver;
+struct SegmentState;
+// Told about a segment just before it goes back to the backend.
+using SegmentReturning = std::function<void(const Block& segment)>;
 
 // Names a pool of free blocks: kDefaultPool for the shared pools, or a private pool made by
 // CachingAllocator::create_private_pool (ids are unique per allocator, never reused).
@@ -131,7 +137,7 @@ class CachingAllocator {
   // Stops routing every stream that routes to `pool`; the pool's blocks stay where they are.
   void end_allocate_to_pool(PoolId pool);
   // The pool's owner is gone (graphs sharing a pool release it once, when the last one
-  // goes): its free segments go back to the backend now (reported as a ReleaseCache event),
+  // goes): its free segments go back to the backend now (reported as SegmentFree events),
   // the others as soon as their blocks are all freed. The id is invalid afterwards.
   void release_pool(PoolId pool);
   // Bytes of the segments `pool` holds (kDefaultPool: the default pools').
@@ -168,12 +174,19 @@ class CachingAllocator {
   // Records the events of the blocks freed during a routing, then finishes the free of
   // every held-back block whose events are done (all of them, after waiting, when `wait`).
   // Called with mutex_ held and no routing active.
-  void process_pending_frees(bool wait);
-  // Tells the observer that `reserved_before - reserved now` bytes went back to the backend.
-  // Called with mutex_ held.
-  void report_release(int64_t reserved_before);
+  void process_pending_frees(bool wait, AllocatorObserver* observer);
+  // The observer to report an operation's events to (nullptr: nobody listens), told first,
+  // once per installation, which segments this allocator holds. Called with mutex_ held at
+  // the start of each operation that changes the pools, before anything changes: its
+  // events go to the observer it returns, even if another is installed meanwhile (that
+  // one hears of this operation's outcome in its catch-up at the next operation).
+  AllocatorObserver* observer_for_operation();
+  // Reports a segment's return to `observer` (given to Pools, which returns segments).
+  SegmentReturning segment_returning(AllocatorObserver* observer);
+  // Every segment with its live blocks, in address order. Called with mutex_ held.
+  std::vector<SegmentState> segment_states() const;
   // The second half of free(): the block goes back to its pool. Called with mutex_ held.
-  void release_block(Block* block);
+  void release_block(Block* block, AllocatorObserver* observer);
   // A new segment from the backend, or nullptr when it has none or the reserve limit
   // would be passed. Called with mutex_ held.
   void* take_segment(size_t bytes);
@@ -185,6 +198,7 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   MemoryStats stats_;
   size_t reserved_limit_ = kNoReservedLimit;
+  uint64_t reported_installation_ = 0;  // the observer installation told our segments
 };
 
 // Formats a byte count for people: "512 B", "1.50 KiB", "20.00 MiB", "1.25 GiB".
