@@ -40,6 +40,15 @@ inline Outcome run_program(const TempDir& dir, const std::string& program, const
   return {WEXITSTATUS(status), read_file(out_path), read_file(err_path)};
 }
 
+// Runs `program` and requires that it succeeds (exit code 0), showing the command line and
+// its stderr when it does not.
+inline Outcome run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
+  const Outcome outcome = run_program(dir, program, arguments);
+  INFO(program << " " << arguments << "\n" << outcome.err);
+  REQUIRE(outcome.exit_code == 0);
+  return outcome;
+}
+
 // Runs `program` with a bad command line: before any work it must exit with code 2 and
 // print one line on stderr, "<program>: <message> (<program> --help lists the flags)",
 // and nothing on stdout (where a run's first lines go).

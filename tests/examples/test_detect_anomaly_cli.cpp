@@ -11,20 +11,10 @@
 
 using Catch::Matchers::Contains;
 using mg_test::json_field;
-using mg_test::Outcome;
 using mg_test::read_file;
+using mg_test::run_ok;
 using mg_test::TempDir;
 using mg_test::write_two_class_split;
-
-namespace {
-
-void run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
-  const Outcome outcome = mg_test::run_program(dir, program, arguments);
-  INFO(program << " " << arguments << "\n" << outcome.err);
-  REQUIRE(outcome.exit_code == 0);
-}
-
-}  // namespace
 
 TEST_CASE("mnist trains under --detect-anomaly exactly as without it", "[examples][anomaly]") {
   TempDir dir("anomaly-cli");

@@ -19,18 +19,12 @@
 using Catch::Matchers::Contains;
 using mg_test::json_integer;
 using mg_test::Outcome;
+using mg_test::run_ok;
 using mg_test::read_file;
 using mg_test::TempDir;
 using mg_test::write_two_class_split;
 
 namespace {
-
-Outcome run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
-  const Outcome outcome = mg_test::run_program(dir, program, arguments);
-  INFO(program << " " << arguments << "\n" << outcome.err);
-  REQUIRE(outcome.exit_code == 0);
-  return outcome;
-}
 
 // A prediction's OPTIMIZER_STATE peak, from its --summary-json.
 int64_t predicted_state(const TempDir& dir, const std::string& arguments, const std::string& program = "mnist") {

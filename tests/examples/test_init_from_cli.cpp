@@ -18,18 +18,12 @@
 
 using Catch::Matchers::Contains;
 using mg_test::Outcome;
+using mg_test::run_ok;
 using mg_test::TempDir;
 
 namespace {
 
 const std::string kText = MG_SOURCE_DIR "/tests/examples/data/harbour_town.txt";
-
-Outcome run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
-  const Outcome outcome = mg_test::run_program(dir, program, arguments);
-  INFO(program << " " << arguments << "\n" << outcome.err);
-  REQUIRE(outcome.exit_code == 0);
-  return outcome;
-}
 
 // The checkpoint entry `name` (a 0-d tensor) as a number.
 double entry_value(const std::string& path, const std::string& name) {

@@ -16,6 +16,7 @@
 
 using mg_test::json_integer;
 using mg_test::Outcome;
+using mg_test::run_ok;
 using mg_test::read_file;
 using mg_test::TempDir;
 using mg_test::write_two_class_split;
@@ -33,13 +34,6 @@ Peaks peaks_of(const std::string& json) {
   const std::string within = has_memory ? "memory" : "";
   return {json_integer(json, "peak_allocated_bytes", within), json_integer(json, "peak_reserved_bytes", within),
           json_integer(json, "WORKSPACE", "peak_bytes_by_category")};
-}
-
-Outcome run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
-  const Outcome outcome = mg_test::run_program(dir, program, arguments);
-  INFO(program << " " << arguments << "\n" << outcome.err);
-  REQUIRE(outcome.exit_code == 0);
-  return outcome;
 }
 
 // One resnet --bench step measured on the CPU and predicted for it, with the same flags.

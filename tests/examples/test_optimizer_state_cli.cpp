@@ -15,19 +15,13 @@ using Catch::Matchers::Contains;
 using mg_test::json_field;
 using mg_test::json_integer;
 using mg_test::Outcome;
+using mg_test::run_ok;
 using mg_test::read_file;
 using mg_test::TempDir;
 
 namespace {
 
 const std::string kText = MG_SOURCE_DIR "/tests/examples/data/harbour_town.txt";
-
-Outcome run_ok(const TempDir& dir, const std::string& program, const std::string& arguments) {
-  const Outcome outcome = mg_test::run_program(dir, program, arguments);
-  INFO(program << " " << arguments << "\n" << outcome.err);
-  REQUIRE(outcome.exit_code == 0);
-  return outcome;
-}
 
 // A category's peak in a prediction's "host_memory" section.
 int64_t host_peak(const std::string& json, const std::string& category) {
@@ -56,7 +50,7 @@ TEST_CASE("gpt: every --optimizer-state trains, and offloaded AdamW's losses equ
                              "--eval-iters 2 --threads 2 ";
   auto summary = [&](const std::string& state) {
     const std::string json = dir.file(state + ".json");
-    const Outcome outcome = run_ok(dir, "gpt", common + "--optimizer-state " + state + " --summary-json " + json);
+    run_ok(dir, "gpt", common + "--optimizer-state " + state + " --summary-json " + json);
     return read_file(json);
   };
   const std::string device = summary("device"), offload = summary("offload"), eight_bit = summary("8bit"),
@@ -67,7 +61,7 @@ TEST_CASE("gpt: every --optimizer-state trains, and offloaded AdamW's losses equ
     INFO(key);
     CHECK(json_field(offload, key) == json_field(device, key));
   }
-  // The others learn too: below the first estimate's loss at the end.
+  // The others learn as well: within 5% of AdamW's final loss.
   for (const std::string* json : {&eight_bit, &delayed}) {
     CHECK(mg_test::json_number(*json, "val_loss") < mg_test::json_number(device, "val_loss") * 1.05);
   }
@@ -108,7 +102,9 @@ TEST_CASE("a GPU prediction puts offloaded AdamW's state in host memory, none on
   const Outcome offloaded = run_ok(dir, "gpt", common + dir.file("offload.json") + " --optimizer-state offload");
   CHECK_THAT(offloaded.out, Contains("in host memory (pinned where the target is a GPU)"));
   const std::string device = read_file(dir.file("device.json")), offload = read_file(dir.file("offload.json"));
-  CHECK(json_integer(offload, "OPTIMIZER_STATE", "memory") == 0);
+  // The device's peaks (the first section; "host_memory" follows it).
+  CHECK(json_integer(device, "OPTIMIZER_STATE", "peak_bytes_by_category") > 0);
+  CHECK(json_integer(offload, "OPTIMIZER_STATE", "peak_bytes_by_category") == 0);
   // On the host: a float32 master and two moments per element, a 4-byte step per tensor.
   const int64_t parameter_bytes = json_integer(device, "PARAMETER", "peak_bytes_by_category");  // float32
   const int64_t device_state = json_integer(device, "OPTIMIZER_STATE", "peak_bytes_by_category");
