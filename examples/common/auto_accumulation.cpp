@@ -21,7 +21,7 @@ const char* const kOutOfMemoryUsage =
     R"(  --memory-cap BYTES       memgrad reserves at most BYTES on the device (as PyTorch's
                            set_per_process_memory_fraction): 512MiB, 2GiB, ...
   --auto-accum             on out of memory in a training step, split each batch into
-                           twice as many micro-batches and retry the step (the same
+                           micro-batches half as large and retry the step (the same
                            effective batch and mathematics as --accum), saying so
 )";
 
@@ -60,7 +60,9 @@ void AutoAccumulation::run(mg::Device device, int64_t batches, int64_t rows,
                error.what());
       restart();
       mg::allocator_for(device).empty_cache();
-      splits_ *= 2;
+      // Micro-batches half as large (rounded up), as many as that takes: every piece holds
+      // a sample (doubling the pieces of 10 rows to 8 would leave pieces of 2 and empty ones).
+      splits_ = piece_rows(rows, piece_rows(failed_rows, 2));
       std::printf("out of memory at micro-batch %lld of %lld; going on with %lld micro-batches of %lld\n",
                   static_cast<long long>(micro_batch_ + 1), static_cast<long long>(micro_batches),
                   static_cast<long long>(batches * splits_), static_cast<long long>(piece_rows(rows, splits_)));

@@ -1,6 +1,6 @@
 // examples/common/auto_accumulation.h — --auto-accum and --memory-cap: a training step that
-// runs out of memory is retried with each batch split into twice as many micro-batches
-// (half as large), at the same effective batch and with the same mathematics as --accum
+// runs out of memory is retried with each batch split into micro-batches half as large
+// (rounded up; the last takes what is left), at the same effective batch and with the same mathematics as --accum
 // (accumulation.h): a step of A batches of B samples split into S pieces each is the step
 // `--batch B/S --accum A*S` takes, micro-batch for micro-batch. The run says so:
 //
@@ -54,8 +54,8 @@ class AutoAccumulation {
 
   // Runs `step(splits)`, a step of `batches` batches of `rows` samples each, until it gets
   // through: after an out-of-memory error (only when enabled; otherwise it is rethrown)
-  // `restart()`, the allocator's cache on `device` emptied, twice the splits, a line on
-  // stdout, and again.
+  // `restart()`, the allocator's cache on `device` emptied, pieces half as large, a line
+  // on stdout, and again.
   void run(mg::Device device, int64_t batches, int64_t rows, const std::function<void(int64_t splits)>& step,
            const std::function<void()>& restart);
 

@@ -5,7 +5,11 @@
 // micro-batch of one sample does not fit, the run ends with an error that says why.
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
+#include <memgrad/core/error.h>
+#include <memgrad/core/factory.h>
+#include "examples/common/auto_accumulation.h"
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
 
@@ -62,4 +66,35 @@ TEST_CASE("gpt out of memory without --auto-accum, or at one sample a micro-batc
   CHECK_THAT(too_small.out, Contains("going on with 16 micro-batches of 1\n"));
   CHECK_THAT(too_small.err, Contains("out of memory at micro-batch 1 of 16 with micro-batches of one sample: "
                                      "--auto-accum cannot split them further."));
+}
+
+TEST_CASE("--auto-accum halves the micro-batch, every piece holding a sample, for any batch size",
+          "[examples][auto-accum]") {
+  for (const int64_t rows : {16, 10, 3}) {
+    INFO(rows << " rows");
+    const mg::Tensor inputs = mg::arange(0, static_cast<double>(rows), 1, {.dtype = mg::DType::Int64});
+    const mg::data::Batch batch{.inputs = inputs, .targets = inputs};
+    examples::AutoAccumulation auto_accum(/*enabled=*/true);
+    std::vector<int64_t> largest_pieces;
+    // A step runs out of memory until its micro-batches are of 1 sample; each attempt must
+    // cover the batch's rows exactly once, in order, with no empty piece.
+    auto_accum.run(mg::Device::cpu(), /*batches=*/1, rows, [&](int64_t splits) {
+      int64_t next_row = 0, largest = 0;
+      for (int64_t piece = 0; piece < splits; ++piece) {
+        const mg::Tensor rows_of_piece = examples::batch_piece(batch, piece, splits).inputs;
+        REQUIRE(rows_of_piece.numel() > 0);
+        CHECK(rows_of_piece.to_vector<int64_t>().front() == next_row);
+        next_row += rows_of_piece.numel();
+        largest = std::max(largest, rows_of_piece.numel());
+      }
+      CHECK(next_row == rows);
+      largest_pieces.push_back(largest);
+      if (largest > 1) throw mg::OutOfMemoryError("out of memory (a test)");
+    }, [] {});
+    // Each retry's micro-batches are half as large, rounded up.
+    for (size_t attempt = 1; attempt < largest_pieces.size(); ++attempt) {
+      CHECK(largest_pieces[attempt] == (largest_pieces[attempt - 1] + 1) / 2);
+    }
+    CHECK(largest_pieces.back() == 1);
+  }
 }
