@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -354,6 +355,66 @@ TEST_CASE("threads may allocate and free concurrently", "[allocator]") {
   CHECK(stats.requested_bytes.current == 0);
   CHECK(stats.category(MemoryCategory::Input).current == 0);
   CHECK(stats.inactive_split_bytes.current == 0);
+}
+
+TEST_CASE("host blocks handed to several threads at once never overlap, while another empties the cache",
+          "[allocator]") {
+  // Each thread fills its blocks with its own byte and checks them before freeing: a block
+  // given to two threads at once, or a segment returned while in use, shows as a wrong byte
+  // (or, under the sanitizers, as a use after free).
+  CachingAllocator allocator(Device::cpu(), std::make_unique<mg::HostBackend>());
+  std::atomic<bool> done{false};
+  std::atomic<int> inconsistent_stats{0};  // counted here, checked on the test's thread (Catch2's)
+  std::thread emptier([&] {
+    while (!done.load()) {
+      allocator.empty_cache();
+      const mg::MemoryStats stats = allocator.stats();
+      inconsistent_stats += stats.allocated_bytes.current > stats.reserved_bytes.current;
+      std::this_thread::yield();
+    }
+  });
+  std::atomic<int> wrong_bytes{0};
+  std::vector<std::thread> threads;
+  for (int thread_index = 0; thread_index < 4; ++thread_index) {
+    threads.emplace_back([&, thread_index] {
+      std::mt19937 random(100 + thread_index);
+      const auto mark = static_cast<unsigned char>(0x10 + thread_index);
+      std::vector<std::pair<Allocation, size_t>> mine;
+      auto release = [&](const std::pair<Allocation, size_t>& entry) {
+        const auto* bytes = static_cast<const unsigned char*>(entry.first.ptr);
+        for (size_t i = 0; i < entry.second; i += 61) wrong_bytes += bytes[i] != mark;
+        wrong_bytes += bytes[entry.second - 1] != mark;
+        allocator.free(entry.first.block);
+      };
+      for (int step = 0; step < 1500; ++step) {
+        if (mine.empty() || random() % 3 != 0) {
+          // Small and large pools both: up to 3 MiB.
+          const size_t bytes = 1 + random() % (step % 4 == 0 ? 3 * MiB : 4096);
+          const Allocation allocation = allocator.allocate(bytes, MemoryCategory::Temporary);
+          std::memset(allocation.ptr, mark, bytes);
+          mine.emplace_back(allocation, bytes);
+        } else {
+          release(mine.back());
+          mine.pop_back();
+        }
+        if (mine.size() > 40) {
+          for (const auto& entry : mine) release(entry);
+          mine.clear();
+        }
+      }
+      for (const auto& entry : mine) release(entry);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  done = true;
+  emptier.join();
+  CHECK(wrong_bytes.load() == 0);
+  CHECK(inconsistent_stats.load() == 0);
+  allocator.empty_cache();
+  const mg::MemoryStats stats = allocator.stats();
+  CHECK(stats.allocated_bytes.current == 0);
+  CHECK(stats.reserved_bytes.current == 0);
+  CHECK(stats.segment_count.current == 0);
 }
 
 TEST_CASE("the host backend gives 64-byte aligned, writable memory", "[allocator]") {
