@@ -68,7 +68,7 @@ TEST_CASE("gpt out of memory without --auto-accum, or at one sample a micro-batc
                                      "--auto-accum cannot split them further."));
 }
 
-TEST_CASE("--auto-accum halves the micro-batch, every piece holding a sample, for any batch size",
+TEST_CASE("a retry under --auto-accum halves the micro-batch, every piece holding a sample, for any batch size",
           "[examples][auto-accum]") {
   for (const int64_t rows : {16, 10, 3}) {
     INFO(rows << " rows");

@@ -154,10 +154,13 @@ TEST_CASE("gpt killed with SIGKILL at random moments, mostly while saving, alway
     if (temporary_file_time(checkpoint) != stale) ++kills_during_a_save;
     // Only the checkpoint itself looks like one; it loads whole (checksum and all) and
     // holds no fewer steps than before.
+    // NOTE: a run may be killed before its first save (a CUDA build starts slower: 0.16 s
+    // against 0.05 s for the tiny model on the CPU machine, 2026-12-07).
+    const bool saved = std::filesystem::exists(checkpoint);
     const std::vector<std::string> visible = checkpoint_files(dir);
-    CHECK(std::count(visible.begin(), visible.end(), "killed.safetensors") == (std::filesystem::exists(checkpoint) ? 1 : 0));
-    CHECK(visible.size() == 1 + 1);  // and straight.safetensors
-    if (!std::filesystem::exists(checkpoint)) continue;  // killed before its first save
+    CHECK(std::count(visible.begin(), visible.end(), "killed.safetensors") == (saved ? 1 : 0));
+    CHECK(visible.size() == (saved ? 2 : 1));  // and straight.safetensors
+    if (!saved) continue;
     int64_t step = -1;
     REQUIRE_NOTHROW(step = saved_step(checkpoint));
     CHECK(step >= last_step);
