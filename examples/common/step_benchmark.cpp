@@ -68,7 +68,9 @@ StepMeasurement measure_peak_step(mg::Device device, int64_t warmup, const std::
   step();
   const double host_issue_ms = std::chrono::duration<double, std::milli>(Clock::now() - issue_start).count();
   Timeline::synchronize(device);
-  return {.host_issue_ms = host_issue_ms, .memory = mg::memory::snapshot(device)};
+  return {.host_issue_ms = host_issue_ms,
+          .memory = mg::memory::snapshot(device),
+          .pinned_host = device.is_cuda() ? mg::memory::pinned_host_snapshot() : mg::memory::Snapshot{}};
 }
 
 StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,
@@ -107,6 +109,13 @@ void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement,
       .key("peak_bytes_by_category").begin_object();
   for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
     json.key(mg::category_name(static_cast<mg::MemoryCategory>(c))).value(memory.by_category[c].peak);
+  }
+  json.end_object();
+  const mg::memory::Snapshot& host = measurement.pinned_host;
+  if (host.peak_requested_bytes == 0) return;
+  json.key("pinned_host_peak_bytes_by_category").begin_object();
+  for (int c = 0; c < mg::kNumMemoryCategories; ++c) {
+    json.key(mg::category_name(static_cast<mg::MemoryCategory>(c))).value(host.by_category[c].peak);
   }
   json.end_object();
 }

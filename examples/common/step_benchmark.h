@@ -41,6 +41,9 @@ struct StepMeasurement {
   double host_issue_ms = 0;
   // The allocator's state after the one measured step: its peaks are that step's.
   mg::memory::Snapshot memory;
+  // A GPU run's pinned host memory after that step (an offloaded optimizer's state, SaveOnCpu's
+  // activations); empty on the CPU, where the host is the device.
+  mg::memory::Snapshot pinned_host;
 
   double samples_per_s(int64_t batch_size) const { return static_cast<double>(batch_size) / (mean_ms / 1000.0); }
 };
@@ -76,7 +79,8 @@ RankFigures gather_rank_figures(const DistributedRun& run, const StepMeasurement
 std::function<void()> replay_or(std::optional<mg::cuda::CapturedStep>& captured, std::function<void()> step);
 
 // Adds the measured members of bench_train_step's JSON line to an open object, from
-// "step_ms_median" to "peak_bytes_by_category" (this rank's). `batch_size`: the samples a
+// "step_ms_median" to "peak_bytes_by_category" (this rank's), then "pinned_host_peak_bytes_by_category"
+// where a GPU run pinned host memory. `batch_size`: the samples a
 // step takes over all ranks, so that "samples_per_s" is the whole job's.
 void write_step_fields(mg::JsonWriter& json, const StepMeasurement& measurement, int64_t batch_size);
 
