@@ -5,7 +5,11 @@ reserved_bytes, segments, requested_bytes, then each category's bytes) and check
 criterion of docs/reliability.md, the same as tests/training/test_soak.cpp's:
 
   after the warm-up step W, no step ends with more reserved bytes, more allocated bytes or
-  more segments than step W ended with, and the last step's allocated bytes equal step W's.
+  more segments than step W ended with.
+
+(The CPU test also asks the last step's allocated bytes to equal step W's. A log of epochs
+cannot: the step that ends an epoch on a short last batch keeps that smaller batch alive
+until the next one, so its allocated bytes are lower; the maximum already catches growth.)
 
 W must lie past the first evaluation (its batches take memory once) and past the first
 optimizer step (which creates the optimizer's state). Prints the figures and the verdict;
@@ -100,9 +104,6 @@ def main():
               f"(step {worst['step']})   last: {rows[-1][key]:>14,}")
         if worst[key] > reference[key]:
             grew.append(f"{key} grew to {worst[key]:,} at step {worst['step']}")
-    if rows[-1]["allocated_bytes"] != reference["allocated_bytes"]:
-        grew.append(f"the last step's allocated bytes {rows[-1]['allocated_bytes']:,} differ from step "
-                    f"{args.warmup}'s {reference['allocated_bytes']:,}")
     if args.svg:
         write_svg(args.svg, rows, args.title or args.log, args.warmup)
     if grew:

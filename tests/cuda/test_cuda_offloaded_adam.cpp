@@ -27,7 +27,7 @@ std::vector<Tensor> cuda_params(DType dtype, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("cuda OffloadedAdamW: equals AdamW on the GPU within rounding; no optimizer bytes on the device",
+TEST_CASE("cuda OffloadedAdamW: equals AdamW on the GPU within rounding, with no optimizer bytes on the device",
           "[cuda][optim][offload]") {
   for (DType dtype : {DType::Float32, DType::BFloat16}) {
     for (bool delayed : {false, true}) {
