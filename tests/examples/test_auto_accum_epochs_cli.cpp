@@ -105,7 +105,7 @@ TEST_CASE("mnist and resnet out of memory without --auto-accum end with the allo
                              Contains("memgrad may reserve at most 224.00 MiB on this device"));
 }
 
-TEST_CASE("--auto-accum and --memory-cap are refused where they cannot work, before any work",
+TEST_CASE("the flags --auto-accum and --memory-cap are refused where they cannot work, before any work",
           "[examples][auto-accum]") {
   TempDir dir("auto-accum-flags");
   for (const std::string program : {"mnist", "resnet", "gpt"}) {

@@ -105,7 +105,7 @@ TEST_CASE("mnist --memory-log writes a line per optimizer step over every epoch,
   CHECK(memory_log.at(7, "OPTIMIZER_STATE") == 2 * 4 * printed_parameters(run.out) + 6 * 4);
 }
 
-TEST_CASE("--memory-log to a folder that does not exist is refused before any work", "[examples][memory-log]") {
+TEST_CASE("a --memory-log file in a folder that does not exist is refused before any work", "[examples][memory-log]") {
   TempDir dir("memory-log-path");
   for (const std::string program : {"gpt", "mnist"}) {
     mg_test::check_usage_error(dir, program, "--memory-log " + dir.file("no-such-folder/memory.csv"),
