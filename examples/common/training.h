@@ -1,7 +1,10 @@
 // examples/common/training.h — the examples' epoch loop and evaluation: one pass of
 // zero_grad, forward, cross-entropy, backward, step (and the scheduler's step) with a
-// progress line, optionally accumulating several batches per step (accumulation.h), and
-// the accuracy over a loader; in a data-parallel run (distributed_run.h) over every rank.
+// progress line, optionally accumulating several batches per step (accumulation.h) and
+// retrying a step that ran out of memory in smaller micro-batches (--auto-accum,
+// auto_accumulation.h: the step's batches are kept, cut and run again, not drawn anew),
+// and the accuracy over a loader; in a data-parallel run (distributed_run.h) over every
+// rank.
 //
 // NOTE: the loss over the epoch is summed on the device and read only when a progress
 // line is printed, and the accuracy's count likewise once per evaluation, so a GPU step
@@ -13,6 +16,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/data/dataloader.h>
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/memory_timeline.h"
@@ -42,6 +46,9 @@ struct EpochPlan {
   MemoryTimeline* memory_timeline = nullptr;
   // --cuda-graph: steps captured once and replayed (accum 1 only); nullptr: eager steps.
   GraphedStep* graph = nullptr;
+  // --auto-accum: a step that runs out of memory is retried in smaller micro-batches (one
+  // process, eager steps); nullptr: out of memory ends the epoch with the error.
+  AutoAccumulation* auto_accum = nullptr;
   // Off: no progress lines and no loss read back (a prediction on the simulated device,
   // where no loss is computed; EpochResult::mean_loss is then 0).
   bool show_progress = true;

@@ -127,6 +127,7 @@ Args parse_args(int argc, char** argv) {
   examples::refuse_distributed(args.distributed, dumping, "--dump-windows",
                                "it writes the windows of one process's stream");
   examples::check_amp_device(args.amp, args.device);
+  examples::check_out_of_memory_flags(args.out_of_memory, args.distributed, args.cuda_graph);
   examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
   examples::check_init_from_flags(args.init_from, args.resume_path,
                                   args.bench                   ? "--bench"
@@ -155,16 +156,18 @@ Args parse_args(int argc, char** argv) {
   examples::refuse_ignored_flags(
       given,
       {{args.bench,
-        with_sampling({"--data", "--lr", "--eval-interval", "--eval-iters", "--save", "--resume", "--stop-after",
-                       "--save-init", "--dump-windows"}),
+        with_sampling(examples::with_out_of_memory_flags({"--data", "--lr", "--eval-interval", "--eval-iters", "--save",
+                                                          "--resume", "--stop-after", "--save-init", "--dump-windows"})),
         "with --bench: it times steps on random tokens, without a text, a schedule, estimates, checkpoints or "
         "sampling"},
        {dumping,
-        with_sampling(examples::with_memory_recording_flags({"--save", "--resume", "--save-init", "--summary-json",
-                                                           "--predict-memory", "--fit-batch", "--detect-anomaly",
-                                                           "--cuda-graph"})),
+        with_sampling(examples::with_out_of_memory_flags(examples::with_memory_recording_flags(
+            {"--save", "--resume", "--save-init", "--summary-json", "--predict-memory", "--fit-batch",
+             "--detect-anomaly", "--cuda-graph"}))),
         "with --dump-windows: it writes the training windows and exits without training"},
-       {predicting, with_sampling(examples::with_memory_recording_flags({"--save", "--resume", "--save-init"})),
+       {predicting,
+        with_sampling(examples::with_out_of_memory_flags(
+            examples::with_memory_recording_flags({"--save", "--resume", "--save-init"}))),
         "with --predict-memory or --fit-batch: they train nothing, and the simulated device's steps are not "
         "recorded"},
        {args.fit_batch.has_value(), {"--predict-memory", "--batch"},

@@ -124,9 +124,6 @@ int run_training(const Args& command_line) {
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
   examples::apply_memory_cap(args.out_of_memory, args.device);
-  // NOTE: every rank would have to split its batches alike, in the same step.
-  MG_CHECK(!args.out_of_memory.auto_accum || !distributed.active(), "gpt: --auto-accum is for one process; a ",
-           "data-parallel run takes a smaller --batch (or --accum) on every rank.");
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, gpt::kModelName);
   examples::MemoryTimeline memory_timeline(
       distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
@@ -212,13 +209,15 @@ int run_training(const Args& command_line) {
   const Clock::time_point loop_start = Clock::now();
   while (state.step < last_step) {
     // A step retried after out of memory draws its windows and dropout masks again.
-    const mg::PhiloxState windows_before = windows.state(), dropout_before = mg::default_generator().state();
+    const mg::PhiloxState windows_before = windows.state();
+    std::optional<examples::StepStart> step_start;
+    if (auto_accum.enabled()) step_start.emplace(*model);
     const mg::Tensor loss = gpt::train_step(
         *model, *optimizer, precision, &scheduler, train_loader, state.step,
         {.batch_size = args.batch_size, .accum = args.accum, .ddp = distributed.ddp()}, graph ? &*graph : nullptr,
         args.out_of_memory.auto_accum ? &auto_accum : nullptr, [&] {
           windows.set_state(windows_before);
-          mg::default_generator().set_state(dropout_before);
+          step_start->restore();
         });
     memory_timeline.step_done();
     ++state.step;

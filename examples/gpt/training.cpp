@@ -1,13 +1,10 @@
 // examples/gpt/training.cpp — the language model's training step and loss estimate.
 #include "examples/gpt/training.h"
 
-#include <optional>
-
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/grad_mode.h>
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
-#include <memgrad/memory/context.h>
 #include "examples/common/accumulation.h"
 #include "examples/gpt/windows.h"
 #include <memgrad/optim/clip_grad.h>
@@ -45,30 +42,12 @@ mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr) { return mg
 mg::Tensor accumulate_gradients(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                                 const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan,
                                 examples::AutoAccumulation* auto_accum) {
-  optimizer.zero_grad();
-  const int64_t micro_batches = plan.accum * plan.splits;
-  mg::Tensor step_loss;
-  for (int64_t batch_index = 0; batch_index < plan.accum; ++batch_index) {
-    const mg::data::Batch batch = next_batch();
-    for (int64_t piece = 0; piece < plan.splits; ++piece) {
-      const int64_t micro_batch = batch_index * plan.splits + piece;
-      if (auto_accum != nullptr) auto_accum->at_micro_batch(micro_batch);
-      // NOTE: the forward decides whether its backward all-reduces (as in PyTorch), so the
-      // guard spans both.
-      std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
-      if (plan.ddp != nullptr && micro_batch + 1 < micro_batches) local_only.emplace(*plan.ddp);
-      mg::Tensor loss;
-      {
-        examples::AutocastRegion autocast(precision);
-        // The loss is part of the forward pass (for a memory::Recorder; free otherwise).
-        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-        loss = next_byte_loss(model, examples::batch_piece(batch, piece, plan.splits), plan.ddp);
-      }
-      examples::backward_micro_batch(precision.scale(loss), micro_batches);
-      step_loss = micro_batch == 0 ? loss.detach() : step_loss + loss.detach();
-    }
-  }
-  return micro_batches == 1 ? step_loss : step_loss * (1.0 / static_cast<double>(micro_batches));
+  return examples::accumulate_gradients(
+             optimizer, precision, next_batch,
+             [&](const mg::data::Batch& micro_batch) { return next_byte_loss(model, micro_batch, plan.ddp); },
+             {.batches = plan.accum, .micro_batch_rows = plan.micro_batch_rows, .ddp = plan.ddp,
+              .auto_accum = auto_accum})
+      .loss;
 }
 
 mg::Tensor optimizer_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
@@ -93,9 +72,9 @@ mg::Tensor train_step(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examp
   };
   mg::Tensor loss;
   if (auto_accum != nullptr) {
-    auto_accum->run(precision.device(), plan.accum, plan.batch_size, [&](int64_t splits) {
+    auto_accum->run(precision.device(), plan.accum, plan.batch_size, [&](int64_t micro_batch_rows) {
       StepPlan split_plan = plan;
-      split_plan.splits = splits;
+      split_plan.micro_batch_rows = micro_batch_rows;
       loss = accumulate_gradients(model, optimizer, precision, next_batch, split_plan, auto_accum);
     }, [&] {
       optimizer.zero_grad();

@@ -44,9 +44,9 @@ namespace gpt {
 struct StepPlan {
   int64_t batch_size = 1;  // windows per micro-batch
   int64_t accum = 1;       // batches per step
-  // Micro-batches each batch is split into (--auto-accum after out of memory): a step is
-  // then accum * splits micro-batches of batch_size / splits windows.
-  int64_t splits = 1;
+  // > 0 (--auto-accum after out of memory): each batch cut into micro-batches of this many
+  // windows (examples/common/accumulation.h); 0: whole batches.
+  int64_t micro_batch_rows = 0;
   double clip_norm = 1.0;
   // Data-parallel: the model's DDP (losses through ddp->call, no_sync but for the last
   // micro-batch); nullptr: one process.
@@ -61,9 +61,10 @@ mg::optim::AdamW make_optimizer(const mg::nn::GPT& model, double lr);
 std::vector<mg::optim::ParamGroupOptions<mg::optim::AdamWOptions>> adamw_groups(const mg::nn::GPT& model, double lr);
 
 // The gradients of one optimizer step over plan.accum batches, each next_batch()'s ((B, T)
-// int64 inputs and targets on the device) in plan.splits micro-batches (`auto_accum` told
-// of each), from none. Returns the step's mean loss (over its micro-batches) as a 0-d
-// float32 tensor on the device.
+// int64 inputs and targets on the device), whole or in micro-batches of
+// plan.micro_batch_rows (`auto_accum` told of each), from none
+// (examples::accumulate_gradients). Returns the step's mean loss (its micro-batches'
+// losses weighted by their shares) as a 0-d float32 tensor on the device.
 mg::Tensor accumulate_gradients(mg::nn::GPT& model, mg::optim::Optimizer& optimizer, examples::MixedPrecision& precision,
                                 const std::function<mg::data::Batch()>& next_batch, const StepPlan& plan,
                                 examples::AutoAccumulation* auto_accum = nullptr);

@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
@@ -85,7 +86,7 @@ Args parse_args(int argc, char** argv) {
       {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
   };
-  const examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
+  examples::SwitchHandlers switches = {{"--help", [&] { args.help = true; }},
                                              {"-h", [&] { args.help = true; }},
                                              {"--checkpoint", [&] { args.checkpoint = true; }},
                                              {"--cuda-graph", [&] { args.cuda_graph = true; }},
@@ -94,6 +95,7 @@ Args parse_args(int argc, char** argv) {
                                              {"--distributed", [&] { args.distributed = true; }},
                                              {"--zero", [&] { args.zero = true; }}};
   args.memory_recording.add_to(flags);
+  examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -114,13 +116,14 @@ Args parse_args(int argc, char** argv) {
   // the simulated device); the run's settings (--epochs, --lr, --limit, ...) stay
   // welcome with --predict-memory: it predicts the run they describe.
   examples::refuse_ignored_flags(
-      given, {{predicting, examples::with_memory_recording_flags({"--save"}),
+      given, {{predicting, examples::with_out_of_memory_flags(examples::with_memory_recording_flags({"--save"})),
                "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
                "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
                "with --fit-batch: it searches the batch itself and predicts its peak"}});
   examples::check_init_from_flags(args.init_from, /*resume=*/"", predicting ? "--predict-memory (or --fit-batch)" : "");
   check_distributed(args);
+  examples::check_out_of_memory_flags(args.out_of_memory, args.distributed, args.cuda_graph);
   if (!lr_given) args.lr = default_learning_rate(args.optimizer);
   if (args.epochs == 0) args.epochs = default_epochs(args.model);
   std::vector<std::pair<std::string, std::string>> outputs = {{"--save", args.save_path},
@@ -168,7 +171,8 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
 )" + examples::memory_recording_usage("the first 3 optimizer\n                           steps") + R"(  --save FILE              after every epoch, write the model, the optimizer, the
                            schedule and the step (one safetensors file, written
                            atomically, that PyTorch's safetensors.torch.load_file reads)
-)" + examples::init_from_usage() + R"()" + examples::detect_anomaly_usage() + examples::distributed_usage(/*with_zero=*/true) +
+)" + examples::init_from_usage() + examples::kOutOfMemoryUsage + examples::detect_anomaly_usage() +
+         examples::distributed_usage(/*with_zero=*/true) +
          R"(  --help                   show this text
 
 Predicting memory (--device names the target, no GPU needed):

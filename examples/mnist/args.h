@@ -1,5 +1,6 @@
 // examples/mnist/args.h — the mnist program's command line: flags, defaults, usage text.
 #pragma once
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/memory_timeline.h"
 
 #include <cstdint>
@@ -38,6 +39,7 @@ struct Args {
   bool distributed = false;
   bool zero = false;  // --zero: ZeRO-1 (optimizer state sharded over the ranks)
   std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
+  examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
   bool help = false;
 };
 

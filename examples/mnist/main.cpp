@@ -24,6 +24,7 @@
 #include <memgrad/data/dataloader.h>
 #include <memgrad/data/mnist_dataset.h>
 #include "examples/common/accumulation.h"
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -164,6 +165,7 @@ int run(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  examples::apply_memory_cap(args.out_of_memory, args.device);
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, model_name(args));
   examples::MemoryTimeline memory_timeline(
       distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
@@ -219,6 +221,7 @@ int run(const Args& command_line) {
 
   std::optional<examples::GraphedStep> graph;
   if (args.cuda_graph) graph.emplace(args.device);
+  examples::AutoAccumulation auto_accum(args.out_of_memory.auto_accum);  // kept across epochs
   memory_timeline.start();
   int64_t steps_done = 0;
   for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
@@ -234,6 +237,7 @@ int run(const Args& command_line) {
          .transform = {},
          .memory_timeline = &memory_timeline,
          .graph = graph ? &*graph : nullptr,
+         .auto_accum = args.out_of_memory.auto_accum ? &auto_accum : nullptr,
          .distributed = &distributed});
     result.final_train_loss = epoch_result.mean_loss;
     const double train_seconds = seconds_since(start);

@@ -1,6 +1,7 @@
 // examples/resnet/args.cpp — the resnet program's flags, their defaults and checks.
 #include "examples/resnet/args.h"
 
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
@@ -56,7 +57,7 @@ Args parse_args(int argc, char** argv) {
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
       {"--world-size", [&](const std::string& value) { args.world_size = examples::parse_world_size(value); }},
   };
-  const examples::SwitchHandlers switches = {
+  examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
       {"--bench", [&] { args.bench = true; }},
@@ -75,6 +76,7 @@ Args parse_args(int argc, char** argv) {
       {"--zero", [&] { args.zero = true; }},
   };
   args.memory_recording.add_to(flags);
+  examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -100,12 +102,15 @@ Args parse_args(int argc, char** argv) {
   // run_bench, predict_bench_memory); the run's settings stay welcome with
   // --predict-memory, which predicts the run they describe.
   examples::refuse_ignored_flags(
-      given, {{args.bench, {"--data", "--epochs", "--limit", "--lr", "--augment", "--save", "--resume", "--stop-after"},
+      given, {{args.bench,
+               examples::with_out_of_memory_flags(
+                   {"--data", "--epochs", "--limit", "--lr", "--augment", "--save", "--resume", "--stop-after"}),
                "with --bench: it times steps on one batch of random images, without a dataset, a schedule or "
                "checkpoints"},
               {!args.bench, {"--steps", "--warmup"},
                "without --bench: they count --bench's timed and untimed steps; training runs --epochs"},
-              {predicting, examples::with_memory_recording_flags({"--save", "--resume"}),
+              {predicting,
+               examples::with_out_of_memory_flags(examples::with_memory_recording_flags({"--save", "--resume"})),
                "with --predict-memory or --fit-batch: they train nothing (no checkpoint to write or continue, "
                "and the simulated device's steps are not recorded)"},
               {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
@@ -121,6 +126,7 @@ Args parse_args(int argc, char** argv) {
                                   args.bench ? "--bench" : predicting ? "--predict-memory (or --fit-batch)" : "");
   examples::check_distributed_flags({.distributed = args.distributed, .zero = args.zero, .cuda_graph = args.cuda_graph,
                                      .predicting = predicting, .world_size = args.world_size});
+  examples::check_out_of_memory_flags(args.out_of_memory, args.distributed, args.cuda_graph);
   std::vector<std::pair<std::string, std::string>> outputs = {{"--save", args.save_path},
                                                               {"--summary-json", args.summary_json}};
   for (const auto& output : args.memory_recording.outputs()) outputs.push_back(output);
@@ -202,7 +208,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            the same --epochs, --batch, --accum, --lr, --limit and
                            --augment; on another number of ranks, the same global batch:
                            ranks x --batch)
-)" + examples::init_from_usage() + R"(  --stop-after N           end after epoch N of the --epochs the schedule is laid out for
+)" + examples::init_from_usage() + examples::kOutOfMemoryUsage + R"(  --stop-after N           end after epoch N of the --epochs the schedule is laid out for
                            (with --save, a later --resume continues the same run)
   --summary-json FILE      write a summary (accuracy, time to the best accuracy, memory by
                            category) as JSON

@@ -1,6 +1,7 @@
 // examples/resnet/args.h — the resnet program's command line: training on Fashion-MNIST
 // (the default) or, with --bench, timing training steps on synthetic data.
 #pragma once
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/memory_timeline.h"
 
 #include <cstdint>
@@ -53,6 +54,7 @@ struct Args {
   bool distributed = false;
   bool zero = false;           // --zero: ZeRO-1 (SGD's momentum sharded over the ranks)
   std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
+  examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum (training only)
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

@@ -27,7 +27,6 @@
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/memory_category.h>
-#include <memgrad/memory/context.h>
 #include <memgrad/core/memory_format.h>
 #include <memgrad/core/random.h>
 #include <memgrad/cuda/captured_step.h>
@@ -100,20 +99,13 @@ class BenchStep {
   }
 
   void operator()() {
-    optimizer_->zero_grad();
-    for (int64_t i = 0; i < args_.accum; ++i) {
-      // One all-reduce per step: every micro-batch but the last accumulates locally (the
-      // forward decides, as in PyTorch, so the guard spans both).
-      std::optional<mg::distributed::DistributedDataParallel::NoSyncGuard> local_only;
-      if (ddp_ != nullptr && i + 1 < args_.accum) local_only.emplace(*ddp_);
-      mg::Tensor loss;
-      {
-        examples::AutocastRegion autocast(precision_);
-        mg::memory::PhaseScope forward(mg::memory::Phase::Forward);
-        loss = mg::cross_entropy((*trained_)(inputs_), targets_);
-      }
-      examples::backward_micro_batch(precision_.scale(loss), args_.accum);
-    }
+    const mg::data::Batch batch{.inputs = inputs_, .targets = targets_};
+    examples::accumulate_gradients(
+        *optimizer_, precision_, [&] { return batch; },
+        [&](const mg::data::Batch& micro_batch) {
+          return mg::cross_entropy((*trained_)(micro_batch.inputs), micro_batch.targets);
+        },
+        {.batches = args_.accum, .ddp = ddp_});
     precision_.step(*optimizer_);
     if (memory_timeline_ != nullptr) memory_timeline_->step_done();
   }

@@ -37,6 +37,7 @@
 #include <memgrad/data/mnist_dataset.h>
 #include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
+#include "examples/common/auto_accumulation.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -181,6 +182,7 @@ int run_training(const Args& command_line) {
   Args args = command_line;
   args.device = distributed.device();  // this rank's GPU
   if (args.threads) examples::set_cpu_threads(*args.threads);
+  examples::apply_memory_cap(args.out_of_memory, args.device);
   if (!args.init_from.empty()) examples::check_initial_weights(args.init_from, kModelName);
   examples::MemoryTimeline memory_timeline(
       distributed.is_main() ? args.memory_recording : examples::MemoryRecordingFiles{}, args.device);
@@ -262,6 +264,7 @@ int run_training(const Args& command_line) {
 
   std::optional<examples::GraphedStep> graph;
   if (args.cuda_graph) graph.emplace(args.device);
+  examples::AutoAccumulation auto_accum(args.out_of_memory.auto_accum);  // kept across epochs
   memory_timeline.start();
   const int64_t last_epoch = args.stop_after > 0 ? std::min(args.stop_after, args.epochs) : args.epochs;
   for (int64_t epoch = progress.epochs_done; epoch < last_epoch; ++epoch) {
@@ -278,6 +281,7 @@ int run_training(const Args& command_line) {
          .transform = std::ref(prepare),
          .memory_timeline = &memory_timeline,
          .graph = graph ? &*graph : nullptr,
+         .auto_accum = args.out_of_memory.auto_accum ? &auto_accum : nullptr,
          .distributed = &distributed});
     examples::finish_optimizer_step(*optimizer);  // evaluate and save the epoch's last weights
     facts.train_seconds += seconds_since(start);

@@ -88,6 +88,8 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   const Dataset& dataset() const { return *dataset_; }
+  // Samples in every batch but perhaps an epoch's last.
+  int64_t batch_size() const { return options_.batch_size; }
   int64_t num_batches() const;
   // The epoch being served, from 0.
   int64_t epoch() const { return epoch_; }

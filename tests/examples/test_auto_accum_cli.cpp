@@ -9,6 +9,7 @@
 
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
+#include "examples/common/accumulation.h"
 #include "examples/common/auto_accumulation.h"
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
@@ -78,10 +79,10 @@ TEST_CASE("a retry under --auto-accum halves the micro-batch, every piece holdin
     std::vector<int64_t> largest_pieces;
     // A step runs out of memory until its micro-batches are of 1 sample; each attempt must
     // cover the batch's rows exactly once, in order, with no empty piece.
-    auto_accum.run(mg::Device::cpu(), /*batches=*/1, rows, [&](int64_t splits) {
+    auto_accum.run(mg::Device::cpu(), /*batches=*/1, rows, [&](int64_t micro_batch_rows) {
       int64_t next_row = 0, largest = 0;
-      for (int64_t piece = 0; piece < splits; ++piece) {
-        const mg::Tensor rows_of_piece = examples::batch_piece(batch, piece, splits).inputs;
+      for (int64_t piece = 0; piece < examples::piece_count(rows, micro_batch_rows); ++piece) {
+        const mg::Tensor rows_of_piece = examples::batch_piece(batch, piece, micro_batch_rows).inputs;
         REQUIRE(rows_of_piece.numel() > 0);
         CHECK(rows_of_piece.to_vector<int64_t>().front() == next_row);
         next_row += rows_of_piece.numel();
