@@ -5,6 +5,7 @@
 
 // core: tensors, devices, the caching allocator, random numbers
 #include "memgrad/core/allocator/registry.h"
+#include "memgrad/core/determinism.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/print.h"
 #include "memgrad/core/random.h"

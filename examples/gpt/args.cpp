@@ -8,6 +8,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/deterministic.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/init_from.h"
@@ -112,6 +113,7 @@ Args parse_args(int argc, char** argv) {
       {"--bench", [&] { args.bench = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+      {"--deterministic", [&] { args.deterministic = true; }},
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
@@ -265,7 +267,7 @@ Training:
 )" + examples::optimizer_state_usage() + examples::threads_usage() + R"(  --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
-)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + examples::deterministic_usage() +
          examples::distributed_usage(/*with_zero=*/true) + R"(
 Files:
   --save FILE              at every estimate and at the end, write the model, the

@@ -48,6 +48,7 @@ struct Args {
   bool predict_memory = false;
   std::optional<int64_t> fit_batch;
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode
+  bool deterministic = false;  // --deterministic: mg::set_deterministic_algorithms(true)
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
   std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
   std::string dump_windows;  // write the first --steps steps' training windows and exit

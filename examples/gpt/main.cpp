@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <memgrad/core/determinism.h>
 #include <memgrad/autograd/anomaly_mode.h>
 #include <memgrad/autograd/elementwise.h>
 #include <memgrad/autograd/shape.h>
@@ -368,6 +369,7 @@ int main(int argc, char** argv) {
       },
       gpt::usage, [&] {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
+        mg::set_deterministic_algorithms(args.deterministic);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) return predict ? gpt::predict_bench_memory(args) : gpt::run_bench(args);
         if (!args.dump_windows.empty()) return dump_windows(args);

@@ -7,6 +7,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/deterministic.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/init_from.h"
@@ -92,6 +93,7 @@ Args parse_args(int argc, char** argv) {
                                              {"--cuda-graph", [&] { args.cuda_graph = true; }},
                                              {"--predict-memory", [&] { args.predict_memory = true; }},
                                              {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+                                             {"--deterministic", [&] { args.deterministic = true; }},
                                              {"--distributed", [&] { args.distributed = true; }},
                                              {"--zero", [&] { args.zero = true; }}};
   args.memory_recording.add_to(flags);
@@ -171,7 +173,7 @@ Trains a model on an MNIST-format dataset and reports accuracy, speed and memory
 )" + examples::memory_recording_usage("the first 3 optimizer\n                           steps") + R"(  --save FILE              after every epoch, write the model, the optimizer, the
                            schedule and the step (one safetensors file, written
                            atomically, that PyTorch's safetensors.torch.load_file reads)
-)" + examples::init_from_usage() + examples::kOutOfMemoryUsage + examples::detect_anomaly_usage() +
+)" + examples::init_from_usage() + examples::kOutOfMemoryUsage + examples::detect_anomaly_usage() + examples::deterministic_usage() +
          examples::distributed_usage(/*with_zero=*/true) +
          R"(  --help                   show this text
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <memgrad/core/determinism.h>
 #include <memgrad/autograd/anomaly_mode.h>
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
       },
       mnist::usage, [&] {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
+        mg::set_deterministic_algorithms(args.deterministic);
         return args.predict_memory || args.fit_batch ? predict(args) : run(args);
       });
 }

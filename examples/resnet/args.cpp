@@ -5,6 +5,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
+#include "examples/common/deterministic.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/graphed_step.h"
 #include "examples/common/init_from.h"
@@ -72,6 +73,7 @@ Args parse_args(int argc, char** argv) {
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
+      {"--deterministic", [&] { args.deterministic = true; }},
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
@@ -222,7 +224,7 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --cuda-graph             with --bench: capture the step once as a CUDA graph
                            (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
                            training: as below
-)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() +
+)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + examples::deterministic_usage() +
          examples::distributed_usage(/*with_zero=*/true) + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):

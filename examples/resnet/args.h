@@ -50,6 +50,7 @@ struct Args {
   bool predict_memory = false;      // --predict-memory: predict the peaks on the simulated device
   std::optional<int64_t> fit_batch;  // --fit-batch BYTES: the largest batch that fits
   bool detect_anomaly = false;       // --detect-anomaly: train (or --bench) under autograd's anomaly mode
+  bool deterministic = false;  // --deterministic: mg::set_deterministic_algorithms(true)
   // Data-parallel: --distributed, or a launcher's two ranks or more (distributed_run.h).
   bool distributed = false;
   bool zero = false;           // --zero: ZeRO-1 (SGD's momentum sharded over the ranks)

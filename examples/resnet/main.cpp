@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <memgrad/core/determinism.h>
 #include <memgrad/autograd/anomaly_mode.h>
 #include <memgrad/autograd/side_stream.h>
 #include <memgrad/core/error.h>
@@ -423,6 +424,7 @@ int main(int argc, char** argv) {
       },
       resnet::usage, [&] {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
+        mg::set_deterministic_algorithms(args.deterministic);
 #ifdef MG_WITH_CUDA
         mg::cuda::set_cudnn_fusion(args.cudnn_fusion);
         mg::cuda::set_cudnn_backward_fusion(args.cudnn_backward_fusion);

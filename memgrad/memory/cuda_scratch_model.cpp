@@ -22,13 +22,16 @@
 //                      ESTIMATED from the layout and pass (estimated_workspace()).
 //   fused attention    backward, per call, float32 WORKSPACE (cuda/plan/attention_workspace.h):
 //                      for float16 / bfloat16 the dQ accumulator and D = rowsum(dO o O), for
-//                      float32 D alone
+//                      float32 D alone; with deterministic algorithms, one accumulator slice
+//                      per block of keys, in every dtype
 // Not modelled (each small or absent in the examples' training steps): reduce.cu's
 // partial sums for long reductions (outputs x chunks floats), copies cuBLAS needs for
 // operands without a unit stride, copies into non-contiguous destinations, the im2col path
 // convolutions take when cuDNN is off, the dense copies fused attention makes of operands
 // whose rows are not 16-byte aligned (views at odd offsets), and batch norm's narrower
-// channel vectors for such views (a simulated tensor has no address to test).
+// channel vectors for such views (a simulated tensor has no address to test), and the
+// deterministic embedding backward's sort (three int64 per looked-up position and CUB's
+// scratch: 0.4 MiB for the GPT-2 step of 16 x 1024 tokens).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -39,6 +42,7 @@
 #include <string>
 #include <string_view>
 
+#include "memgrad/core/determinism.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/tensor.h"
 #include "memgrad/cuda/cudnn/workspace_query.h"
@@ -133,7 +137,9 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
                         const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
                         const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
   if (q.sizes()[0] * q.sizes()[1] * q.sizes()[2] == 0 || k.sizes()[2] == 0) return;
-  const Tensor workspace = empty({cuda::attention_backward_workspace(q.dtype(), q.sizes()).elements()},
+  const cuda::AttentionBackwardWorkspace sizes = cuda::attention_backward_workspace(
+      q.dtype(), q.sizes(), k.sizes()[2], params.dropout_p > 0.0, deterministic_algorithms());
+  const Tensor workspace = empty({sizes.elements()},
                                  {.dtype = cuda::kAttentionWorkspaceDType,
                                   .device = q.device(),
                                   .category = MemoryCategory::Workspace});

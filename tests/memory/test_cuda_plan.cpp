@@ -141,17 +141,42 @@ TEST_CASE("batch norm accumulates in float64 for float64 and in float32 otherwis
 TEST_CASE("attention backward: float32 borrows D alone, 16-bit dtypes the dQ accumulator too", "[memory]") {
   // q (2, 12, 1024, 64): 24,576 rows.
   const mg::Shape q_sizes{2, 12, 1024, 64};
-  const mg::cuda::AttentionBackwardWorkspace float32 = mg::cuda::attention_backward_workspace(DType::Float32, q_sizes);
+  const auto workspace = [&](DType dtype, bool dropout = false, bool deterministic = false) {
+    return mg::cuda::attention_backward_workspace(dtype, q_sizes, /*key_len=*/1024, dropout, deterministic);
+  };
+  const mg::cuda::AttentionBackwardWorkspace float32 = workspace(DType::Float32);
   CHECK(float32.grad_q_accumulator == 0);
+  CHECK(float32.grad_q_slices == 0);
   CHECK(float32.delta == 24'576);
   CHECK(float32.elements() == 24'576);
-  const mg::cuda::AttentionBackwardWorkspace bfloat16 =
-      mg::cuda::attention_backward_workspace(DType::BFloat16, q_sizes);
+  const mg::cuda::AttentionBackwardWorkspace bfloat16 = workspace(DType::BFloat16);
   CHECK(bfloat16.grad_q_accumulator == 24'576 * 64);
+  CHECK(bfloat16.grad_q_slices == 1);
   CHECK(bfloat16.delta == 24'576);
   CHECK(bfloat16.elements() == 24'576 * 65);
-  CHECK(mg::cuda::attention_backward_workspace(DType::Float16, q_sizes).elements() == 24'576 * 65);
+  CHECK(workspace(DType::Float16).elements() == 24'576 * 65);
   CHECK(mg::cuda::kAttentionWorkspaceDType == DType::Float32);
+}
+
+TEST_CASE("attention backward, deterministic: one dQ slice per block of keys, in every dtype", "[memory]") {
+  const mg::Shape q_sizes{2, 12, 1024, 64};
+  const auto slices = [&](DType dtype, int64_t key_len, bool dropout) {
+    return mg::cuda::attention_backward_workspace(dtype, q_sizes, key_len, dropout, /*deterministic=*/true)
+        .grad_q_slices;
+  };
+  // The tensor-core kernel's blocks own 128 keys at head dim 64 without dropout, else 64.
+  CHECK(mg::cuda::attention_backward_key_block(DType::BFloat16, 64, false) == 128);
+  CHECK(mg::cuda::attention_backward_key_block(DType::BFloat16, 64, true) == 64);
+  CHECK(mg::cuda::attention_backward_key_block(DType::Float16, 128, false) == 64);
+  CHECK(mg::cuda::attention_backward_key_block(DType::Float32, 64, false) == 64);
+  CHECK(slices(DType::BFloat16, 1024, false) == 8);
+  CHECK(slices(DType::BFloat16, 1025, false) == 9);
+  CHECK(slices(DType::BFloat16, 1024, true) == 16);
+  CHECK(slices(DType::Float32, 1024, false) == 16);
+  const mg::cuda::AttentionBackwardWorkspace float32 =
+      mg::cuda::attention_backward_workspace(DType::Float32, q_sizes, 1024, false, true);
+  CHECK(float32.grad_q_accumulator == 16 * 24'576 * 64);
+  CHECK(float32.elements() == 16 * 24'576 * 64 + 24'576);
 }
 
 TEST_CASE("cuBLAS's workspace is 32 MiB from Hopper on, 8 MiB before, and a prediction assumes Hopper", "[memory]") {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "memgrad/core/determinism.h"
+
 namespace mg::cuda {
 
 namespace {
@@ -33,7 +35,10 @@ void set_cudnn_benchmark(bool benchmark) { benchmark_flag.store(benchmark, std::
 bool cudnn_benchmark() { return benchmark_flag.load(std::memory_order_relaxed); }
 
 void set_cudnn_deterministic(bool deterministic) { deterministic_flag.store(deterministic, std::memory_order_relaxed); }
-bool cudnn_deterministic() { return deterministic_flag.load(std::memory_order_relaxed); }
+// set_deterministic_algorithms(true) implies it, as torch.use_deterministic_algorithms does.
+bool cudnn_deterministic() {
+  return deterministic_flag.load(std::memory_order_relaxed) || deterministic_algorithms();
+}
 
 void set_cudnn_allow_tf32(bool allow) { allow_tf32_flag.store(allow, std::memory_order_relaxed); }
 bool cudnn_allow_tf32() { return allow_tf32_flag.load(std::memory_order_relaxed); }

@@ -25,8 +25,13 @@
 //   grad_q:   grad_q = scale x the accumulator, into grad_q's dtype and strides.
 // The scratch, one float32 WORKSPACE tensor of B H Tq (D + 1) values (the accumulator,
 // then D), is sized by cuda/plan/attention_workspace.h, which the memory predictor asks too.
+//
+// Deterministic (core/determinism.h): the accumulator has one slice per block of keys,
+// zeroed first; each block adds into its own slice, where every element takes one value
+// (so the atomics meet no other writer), and grad_q sums the slices in key order.
 #include <cmath>
 
+#include "memgrad/core/determinism.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/core/random.h"
 #include "memgrad/cuda/check.h"
@@ -87,7 +92,8 @@ struct BackwardArgs {
   const T* grad_output;  // (B, H, Tq, D)
   const float* log_sum_exp;  // (B, H, Tq)
   const float* delta;        // (B, H, Tq)
-  float* grad_q_accumulator;  // (B, H, Tq, D) contiguous
+  float* grad_q_accumulator;  // (B, H, Tq, D) contiguous, one slice per key block when deterministic
+  int64_t grad_q_slice_elements;  // B H Tq D when deterministic, else 0 (every block adds into slice 0)
   T* grad_k;  // (B, H, Tk, D)
   T* grad_v;  // (B, H, Tk, D)
   HeadStrides q_strides, k_strides, v_strides, grad_output_strides, grad_k_strides, grad_v_strides;
@@ -126,6 +132,9 @@ struct BackwardTiles {
   static constexpr int kSharedBytes =
       (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kGradScoreBuffers * kBlockN * kBlockM) * 2 + 4 * kBlockM * 4;
 };
+// The workspace plan's key block (a deterministic backward's dQ slices) is this kBlockN.
+static_assert(BackwardTiles<64, false>::kBlockN == 128 && BackwardTiles<64, true>::kBlockN == 64 &&
+              BackwardTiles<128, false>::kBlockN == 64 && BackwardTiles<128, true>::kBlockN == 64);
 
 template <class T, int kHeadDim, bool kDropout>
 __global__ void __launch_bounds__(BackwardTiles<kHeadDim, kDropout>::kThreads)
@@ -206,8 +215,8 @@ __global__ void __launch_bounds__(BackwardTiles<kHeadDim, kDropout>::kThreads)
     for (int r = 0; r < 2; ++r) {
       const int query = m0 + 16 * query_group + group + 8 * r;
       if (query >= args.query_len) continue;
-      float* accumulator_row =
-          args.grad_q_accumulator + (static_cast<int64_t>(batch_head) * args.query_len + query) * args.head_dim;
+      float* accumulator_row = args.grad_q_accumulator + place.tile_rank * args.grad_q_slice_elements +
+                               (static_cast<int64_t>(batch_head) * args.query_len + query) * args.head_dim;
 #pragma unroll
       for (int dt = 0; dt < kSplitDimTiles; ++dt) {
         const int column = (dim_split * kSplitDimTiles + dt) * 8 + 2 * quad;
@@ -391,11 +400,12 @@ __global__ void __launch_bounds__(BackwardTiles<kHeadDim, kDropout>::kThreads)
   }
 }
 
-// ---- grad_q: scale x the accumulator, in grad_q's dtype and strides ----
+// ---- grad_q: scale x the accumulator (its slices summed in order), in grad_q's dtype and strides ----
 
 template <class T>
-__global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t rows, int heads, int query_len,
-                                        int head_dim, float scale, T* grad_q, HeadStrides grad_q_strides) {
+__global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int slices, int64_t slice_elements,
+                                        int64_t rows, int heads, int query_len, int head_dim, float scale, T* grad_q,
+                                        HeadStrides grad_q_strides) {
   const int chunks_per_row = head_dim / 8;
   const int64_t chunks = rows * chunks_per_row;
   for (int64_t chunk_index = global_thread_index(); chunk_index < chunks; chunk_index += grid_stride()) {
@@ -403,7 +413,13 @@ __global__ void attention_grad_q_kernel(const float* grad_q_accumulator, int64_t
     const int column = static_cast<int>(chunk_index - row * chunks_per_row) * 8;
     const int64_t batch_head = row / query_len, query = row % query_len;
     const float4* source = reinterpret_cast<const float4*>(grad_q_accumulator + row * head_dim + column);
-    const float4 low = source[0], high = source[1];
+    float4 low = source[0], high = source[1];
+    for (int slice = 1; slice < slices; ++slice) {
+      const float4* more = source + slice * slice_elements / 4;
+      const float4 more_low = more[0], more_high = more[1];
+      low = make_float4(low.x + more_low.x, low.y + more_low.y, low.z + more_low.z, low.w + more_low.w);
+      high = make_float4(high.x + more_high.x, high.y + more_high.y, high.z + more_high.z, high.w + more_high.w);
+    }
     uint4 packed;
     packed.x = pack_pair<T>(low.x * scale, low.y * scale);
     packed.y = pack_pair<T>(low.z * scale, low.w * scale);
@@ -440,13 +456,20 @@ void attention::tensor_core_backward(const Tensor& grad_output, const Tensor& q,
                grad_v_out = aligned_result(grad_v);
   // (B, H, Tq, D) dQ accumulator, then (B, H, Tq) D; freed on this stream once the kernels
   // are queued (the caching allocator orders its reuse).
-  const AttentionBackwardWorkspace workspace_sizes = attention_backward_workspace(q.dtype(), q.sizes());
+  const bool dropout = params.dropout_p > 0.0, deterministic = deterministic_algorithms();
+  const AttentionBackwardWorkspace workspace_sizes =
+      attention_backward_workspace(q.dtype(), q.sizes(), key_len, dropout, deterministic);
   Tensor workspace =
       empty({workspace_sizes.elements()},
             {.dtype = kAttentionWorkspaceDType, .device = device, .category = MemoryCategory::Workspace});
   float* grad_q_accumulator = static_cast<float*>(workspace.raw_data());
   float* delta = grad_q_accumulator + workspace_sizes.grad_q_accumulator;
-  const bool dropout = params.dropout_p > 0.0;
+  const int64_t slice_elements = rows * head_dim;
+  // The prepare kernel zeroes slice 0; a deterministic backward's other slices start at 0 too.
+  if (workspace_sizes.grad_q_slices > 1) {
+    MG_CUDA_CHECK(cudaMemsetAsync(grad_q_accumulator + slice_elements, 0,
+                                  (workspace_sizes.grad_q_slices - 1) * slice_elements * sizeof(float), stream));
+  }
   dispatch_floating(q.dtype(), "scaled_dot_product_attention backward", [&]<class Element>() {
     if constexpr (std::is_same_v<Element, Half> || std::is_same_v<Element, BFloat16>) {
       using T = device_t<Element>;
@@ -465,6 +488,7 @@ void attention::tensor_core_backward(const Tensor& grad_output, const Tensor& q,
                                  static_cast<const float*>(log_sum_exp.raw_data()),
                                  delta,
                                  grad_q_accumulator,
+                                 deterministic ? slice_elements : 0,
                                  device_data<Element>(grad_k_out),
                                  device_data<Element>(grad_v_out),
                                  head_strides(q_in),
@@ -493,7 +517,8 @@ void attention::tensor_core_backward(const Tensor& grad_output, const Tensor& q,
 
       LaunchConfig config = launch_config(rows * (head_dim / 8));
       attention_grad_q_kernel<T><<<config.blocks, config.threads, 0, stream>>>(
-          grad_q_accumulator, rows, static_cast<int>(heads), static_cast<int>(query_len), static_cast<int>(head_dim),
+          grad_q_accumulator, static_cast<int>(workspace_sizes.grad_q_slices), slice_elements, rows,
+          static_cast<int>(heads), static_cast<int>(query_len), static_cast<int>(head_dim),
           static_cast<float>(params.scale), device_data<Element>(grad_q_out), head_strides(grad_q_out));
       MG_CUDA_CHECK_LAUNCH();
     }

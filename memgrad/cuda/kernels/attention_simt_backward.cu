@@ -12,8 +12,12 @@
 //   dQ = dS K added into grad_q by float32 atomics: grad_q is float32 itself, so no
 //   accumulator in a workspace (only D is: cuda/plan/attention_workspace.h).
 //   Q(m + 1) and dO(m + 1) are copied while dQ(m) is computed.
+// Deterministic (core/determinism.h): the blocks add dQ into slices of a float32 workspace
+// instead, one (B, H, Tq, D) slice per block of keys (zeroed first), where every element
+// takes one value, and a last kernel sums the slices in key order into grad_q.
 #include <cmath>
 
+#include "memgrad/core/determinism.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/kernels/attention_simt_tiles.cuh"
@@ -62,7 +66,8 @@ struct BackwardArgs {
   const float* grad_output;  // (B, H, Tq, D)
   const float* log_sum_exp;  // (B, H, Tq) contiguous
   const float* delta;        // (B, H, Tq) contiguous
-  float* grad_q;             // (B, H, Tq, D), zeroed by the prepare kernel
+  float* grad_q;             // (B, H, Tq, D), zeroed by the prepare kernel (deterministic: slice 0 of the slices)
+  int64_t grad_q_slice_elements;  // deterministic: B H Tq D, the next block of keys' slice; else 0
   float* grad_k;             // (B, H, Tk, D)
   float* grad_v;             // (B, H, Tk, D)
   HeadStrides q_strides, k_strides, v_strides, grad_output_strides, grad_q_strides, grad_k_strides, grad_v_strides;
@@ -94,6 +99,7 @@ __global__ void __launch_bounds__(SimtTiles<kHeadDim>::kThreads, SimtTiles<kHead
   const BlockTile place = block_tile(static_cast<int>(gridDim.x) / key_tiles);
   const int batch_head = place.batch_head, b = batch_head / args.heads, h = batch_head % args.heads;
   const int n0 = place.tile_rank * kTile;  // is_causal: rank 0, the first keys, has the most queries
+  float* const grad_q = args.grad_q + place.tile_rank * args.grad_q_slice_elements;
   const int query_tiles = (args.query_len + kTile - 1) / kTile;
   const int first_query_tile = args.causal ? n0 / kTile : 0;
   const float* q_rows = row_pointer(args.q, args.q_strides, b, h, 0);
@@ -190,7 +196,7 @@ __global__ void __launch_bounds__(SimtTiles<kHeadDim>::kThreads, SimtTiles<kHead
       for (int r = 0; r < 4; ++r) {
         const int query = m0 + 4 * ty + r;
         if (query < args.query_len) {
-          add_columns(row_pointer(args.grad_q, args.grad_q_strides, b, h, query), 64 * g + 4 * tx, grad_q_acc[r],
+          add_columns(row_pointer(grad_q, args.grad_q_strides, b, h, query), 64 * g + 4 * tx, grad_q_acc[r],
                       args.head_dim, args.vector_writes);
         }
       }
@@ -210,6 +216,21 @@ __global__ void __launch_bounds__(SimtTiles<kHeadDim>::kThreads, SimtTiles<kHead
       store_columns(grad_k_row, 64 * g + 4 * tx, grad_k_acc[r][g], args.head_dim, args.vector_writes);
       store_columns(grad_v_row, 64 * g + 4 * tx, grad_v_acc[r][g], args.head_dim, args.vector_writes);
     }
+  }
+}
+
+// The workspace plan's key block (a deterministic backward's dQ slices) is this kTile.
+static_assert(SimtTiles<64>::kTile == 64 && SimtTiles<128>::kTile == 64);
+
+// grad_q = the sum of the slices, in key order (the deterministic backward's last kernel).
+__global__ void sum_grad_q_slices_kernel(const float* slices, int slice_count, int64_t rows, int heads, int query_len,
+                                         int head_dim, float* grad_q, HeadStrides grad_q_strides) {
+  const int64_t slice_elements = rows * head_dim;
+  for (int64_t i = global_thread_index(); i < slice_elements; i += grid_stride()) {
+    float sum = slices[i];
+    for (int slice = 1; slice < slice_count; ++slice) sum += slices[slice * slice_elements + i];
+    const int64_t row = i / head_dim, batch_head = row / query_len;
+    row_pointer(grad_q, grad_q_strides, batch_head / heads, batch_head % heads, row % query_len)[i % head_dim] = sum;
   }
 }
 
@@ -233,11 +254,21 @@ void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, 
   const int64_t batch = q.sizes()[0], heads = q.sizes()[1], query_len = q.sizes()[2], head_dim = q.sizes()[3];
   const int64_t rows = batch * heads * query_len;
   cudaStream_t stream = current_stream(q.device());
-  // (B, H, Tq) D; freed on this stream once the kernels are queued (the caching allocator
-  // orders its reuse).
-  const Tensor delta =
-      empty({attention_backward_workspace(q.dtype(), q.sizes()).elements()},
+  const bool dropout = params.dropout_p > 0.0, deterministic = deterministic_algorithms();
+  // (B, H, Tq) D, after the deterministic backward's dQ slices; freed on this stream once
+  // the kernels are queued (the caching allocator orders its reuse).
+  const AttentionBackwardWorkspace sizes =
+      attention_backward_workspace(q.dtype(), q.sizes(), k.sizes()[2], dropout, deterministic);
+  const Tensor workspace =
+      empty({sizes.elements()},
             {.dtype = kAttentionWorkspaceDType, .device = q.device(), .category = MemoryCategory::Workspace});
+  const Tensor delta = workspace.narrow(0, sizes.grad_q_accumulator, sizes.delta);
+  // Where the blocks add dQ: grad_q, or slice 0 of the slices (as a (B, H, Tq, D) tensor).
+  const Tensor grad_q_target =
+      deterministic ? workspace.narrow(0, 0, rows * head_dim).view({batch, heads, query_len, head_dim}) : grad_q;
+  if (deterministic) {
+    MG_CUDA_CHECK(cudaMemsetAsync(workspace.raw_data(), 0, sizes.grad_q_accumulator * sizeof(float), stream));
+  }
   const LaunchConfig prepare = launch_config(rows * 32);
   simt_prepare_kernel<<<prepare.blocks, prepare.threads, 0, stream>>>(
       float_data(grad_output), head_strides(grad_output), float_data(output), head_strides(output),
@@ -245,21 +276,21 @@ void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, 
       static_cast<int>(head_dim), rows, mutable_float_data(delta));
   MG_CUDA_CHECK_LAUNCH();
 
-  const bool dropout = params.dropout_p > 0.0;
   const BackwardArgs args{float_data(q),
                           float_data(k),
                           float_data(v),
                           float_data(grad_output),
                           float_data(log_sum_exp),
                           float_data(delta),
-                          mutable_float_data(grad_q),
+                          mutable_float_data(grad_q_target),
+                          deterministic ? rows * head_dim : 0,
                           mutable_float_data(grad_k),
                           mutable_float_data(grad_v),
                           head_strides(q),
                           head_strides(k),
                           head_strides(v),
                           head_strides(grad_output),
-                          head_strides(grad_q),
+                          head_strides(grad_q_target),
                           head_strides(grad_k),
                           head_strides(grad_v),
                           static_cast<int>(heads),
@@ -268,12 +299,19 @@ void simt_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, 
                           static_cast<int>(head_dim),
                           params.is_causal,
                           all_rows_aligned({&q, &k, &v, &grad_output}),
-                          all_rows_aligned({&grad_q, &grad_k, &grad_v}),
+                          all_rows_aligned({&grad_q_target, &grad_k, &grad_v}),
                           static_cast<float>(params.scale),
                           static_cast<float>(params.dropout_p),
                           dropout ? static_cast<float>(1.0 / (1.0 - params.dropout_p)) : 1.0f,
                           params.rng};
   launch_for<LaunchBackward>(head_dim, dropout, args, batch * heads, stream);
+  if (deterministic) {
+    const LaunchConfig sum = launch_config(rows * head_dim);
+    sum_grad_q_slices_kernel<<<sum.blocks, sum.threads, 0, stream>>>(
+        float_data(workspace), static_cast<int>(sizes.grad_q_slices), rows, static_cast<int>(heads),
+        static_cast<int>(query_len), static_cast<int>(head_dim), mutable_float_data(grad_q), head_strides(grad_q));
+    MG_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace mg::cuda::attention

@@ -10,14 +10,25 @@
 // rows are summed in a float32 scratch table (WORKSPACE, 4 bytes per entry of the table)
 // and converted once at the end: a 16-bit atomicAdd would round after every add, and a
 // row looked up thousands of times (a frequent token, a position embedding) would lose
-// its small contributions. The order of the adds varies from run to run, so on CUDA the
-// result is not bitwise deterministic (the CPU's is).
+// its small contributions. The order of the adds varies from run to run, so this result is
+// not bitwise deterministic (the CPU's is).
+//
+// Deterministic backward (set_deterministic_algorithms): the indices are sorted with their
+// positions (CUB's radix sort, which is stable), and a warp per run of one row in the
+// sorted order sums that row's incoming gradients in position order and adds the sum into
+// the gradient once; no atomics, no float32 table for 16-bit tables. A row looked up in
+// many positions is summed by one warp alone, so this is slower where the lookups are
+// skewed. Scratch: three int64 arrays of the positions and CUB's buffer, all WORKSPACE.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
+#include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
+#include "memgrad/core/determinism.h"
+#include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/device_error.h"
@@ -76,6 +87,65 @@ __global__ void embedding_backward_kernel(const T* grad_output, const int64_t* i
   }
 }
 
+__global__ void iota_kernel(int64_t count, int64_t* values) {
+  for (int64_t i = global_thread_index(); i < count; i += grid_stride()) values[i] = i;
+}
+
+// The deterministic backward's sum: a warp per sorted entry that starts a run of one row
+// (`sorted_rows` ascending, `positions` in position order within a run).
+template <class T, class Sum>
+__global__ void embedding_backward_sorted_kernel(const T* grad_output, const int64_t* sorted_rows,
+                                                 const int64_t* positions, int64_t count, int64_t table_rows,
+                                                 int64_t row_size, int64_t padding_idx, T* grad_weight) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t row = sorted_rows[i];
+    if (i > 0 && sorted_rows[i - 1] == row) continue;  // inside a run another warp sums
+    if (row == padding_idx || row < 0 || row >= table_rows) continue;
+    int64_t end = i + 1;
+    while (end < count && sorted_rows[end] == row) ++end;
+    T* destination = grad_weight + row * row_size;
+    for (int64_t d = threadIdx.x; d < row_size; d += blockDim.x) {
+      Sum sum = 0;
+      for (int64_t j = i; j < end; ++j) sum += to_compute<Sum>(grad_output[positions[j] * row_size + d]);
+      destination[d] = from_compute<T>(to_compute<Sum>(destination[d]) + sum);
+    }
+  }
+}
+
+// The deterministic backward: sort, then sum each run (see the file's comment).
+template <class T>
+void embedding_backward_sorted(const T* grad, const int64_t* rows, int64_t count, int64_t table_rows,
+                               int64_t row_size, int64_t padding_idx, T* grad_weight, Device device,
+                               cudaStream_t stream) {
+  MG_CHECK(count <= INT_MAX, "embedding backward: ", count,
+           " looked-up positions are more than the deterministic backward's sort takes (2^31 - 1). Hint: "
+           "set_deterministic_algorithms(false), or fewer positions per step.");
+  const TensorOptions scratch{.dtype = DType::Int64, .device = device, .category = MemoryCategory::Workspace};
+  // Freed on this stream once the kernels are queued: the caching allocator orders their reuse.
+  Tensor sorted_rows = empty({count}, scratch), positions = empty({count}, scratch),
+         sorted_positions = empty({count}, scratch);
+  LaunchConfig fill = launch_config(count);
+  iota_kernel<<<fill.blocks, fill.threads, 0, stream>>>(count, positions.data_ptr<int64_t>());
+  MG_CUDA_CHECK_LAUNCH();
+  size_t sort_bytes = 0;
+  MG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, rows, sorted_rows.data_ptr<int64_t>(),
+                                                positions.data_ptr<int64_t>(), sorted_positions.data_ptr<int64_t>(),
+                                                static_cast<int>(count), 0, 64, stream));
+  Tensor sort_scratch = empty({static_cast<int64_t>(std::max<size_t>(sort_bytes, 1))},
+                              {.dtype = DType::UInt8, .device = device, .category = MemoryCategory::Workspace});
+  MG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch.raw_data(), sort_bytes, rows,
+                                                sorted_rows.data_ptr<int64_t>(), positions.data_ptr<int64_t>(),
+                                                sorted_positions.data_ptr<int64_t>(), static_cast<int>(count), 0, 64,
+                                                stream));
+  using Sum = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  LaunchConfig config = rows_launch(count);
+  embedding_backward_sorted_kernel<T, Sum><<<config.blocks, dim3(config.threads, kRowsPerBlock), 0, stream>>>(
+      grad, sorted_rows.data_ptr<int64_t>(), sorted_positions.data_ptr<int64_t>(), count, table_rows, row_size,
+      padding_idx, grad_weight);
+  MG_CUDA_CHECK_LAUNCH();
+}
+
 // grad_weight += sums, element by element (the 16-bit tables' last step).
 template <class T>
 __global__ void add_float_sums_kernel(const float* sums, int64_t total, T* grad_weight) {
@@ -123,7 +193,10 @@ void embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_
   dispatch_floating(grad_weight.dtype(), "embedding backward", [&]<class Element>() {
     using T = device_t<Element>;
     const T* grad = device_data<Element>(grad_output);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (deterministic_algorithms()) {
+      embedding_backward_sorted(grad, rows, count, table_rows, row_size, padding_idx, device_data<Element>(grad_weight),
+                                device, stream);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       embedding_backward_kernel<<<config.blocks, block, 0, stream>>>(grad, rows, count, table_rows, row_size,
                                                                      padding_idx, device_data<Element>(grad_weight));
       MG_CUDA_CHECK_LAUNCH();

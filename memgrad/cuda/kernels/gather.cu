@@ -14,6 +14,8 @@
 // deterministic (the CPU's is), as embedding_backward's.
 #include <cstdint>
 
+#include "memgrad/core/determinism.h"
+#include "memgrad/core/error.h"
 #include "memgrad/cuda/device_error.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/kernels/strided_indexer.cuh"
@@ -91,6 +93,10 @@ void gather(const Tensor& input, int dim, const Tensor& index, const Tensor& out
 
 void scatter_add(const Tensor& source, int dim, const Tensor& index, const Tensor& destination) {
   if (source.numel() == 0) return;
+  MG_CHECK(!deterministic_algorithms(), "scatter_add on ", destination.device().str(),
+           " (also the backward of gather and index_select) adds with float atomics in an order that varies, "
+           "and has no deterministic form yet; set_deterministic_algorithms(true) forbids it. Hint: run this op "
+           "on the CPU, or turn deterministic algorithms off for it.");
   Device device = destination.device();
   DeviceGuard guard(device);
   StridedIndexer<3> indexer = index_indexer(source, index, destination, dim);
