@@ -33,7 +33,10 @@ mg::nn::GPTOptions preset_options(const std::string& preset) {
     return {.n_layer = 6, .n_head = 6, .n_embd = 384, .block_size = 256, .dropout = 0.2};
   }
   // GPT-2's sizes (block 1024) with the byte vocabulary; no dropout, as GPT-2 is trained.
-  mg::nn::GPTOptions options = preset == "gpt2" ? mg::nn::GPTOptions::gpt2() : mg::nn::GPTOptions::gpt2_medium();
+  mg::nn::GPTOptions options = preset == "gpt2"         ? mg::nn::GPTOptions::gpt2()
+                               : preset == "gpt2-medium" ? mg::nn::GPTOptions::gpt2_medium()
+                               : preset == "gpt2-large"  ? mg::nn::GPTOptions::gpt2_large()
+                                                         : mg::nn::GPTOptions::gpt2_xl();
   options.dropout = 0.0;
   return options;
 }
@@ -46,8 +49,10 @@ Args parse_args(int argc, char** argv) {
       {"--data", [&](const std::string& value) { args.data = examples::parse_file_name("--data", value); }},
       {"--preset",
        [&](const std::string& value) {
-         if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium") {
-           throw UsageError("--preset must be tiny, small, gpt2 or gpt2-medium, got '" + value + "'");
+         if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium" &&
+             value != "gpt2-large" && value != "gpt2-xl") {
+           throw UsageError("--preset must be tiny, small, gpt2, gpt2-medium, gpt2-large or gpt2-xl, got '" + value +
+                            "'");
          }
          args.preset = value;
        }},
@@ -76,6 +81,8 @@ Args parse_args(int argc, char** argv) {
       {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
       {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
+      {"--memory-budget",
+       [&](const std::string& value) { args.memory_budget = examples::parse_bytes("--memory-budget", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
@@ -114,6 +121,7 @@ Args parse_args(int argc, char** argv) {
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
       {"--deterministic", [&] { args.deterministic = true; }},
+      {"--explain-plan", [&] { args.explain_plan = true; }},
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
@@ -176,6 +184,24 @@ Args parse_args(int argc, char** argv) {
         "with --fit-batch: it searches the batch itself and predicts its peak"},
        {args.sample == 0, {"--temperature", "--top-k", "--prompt"},
         "without --sample N: they shape the text it prints"}});
+  if (args.memory_budget) {
+    if (!args.bench) {
+      throw UsageError("--memory-budget plans --bench's step; training with a budget is not planned yet: predict a "
+                       "run's peak with --predict-memory and set --checkpoint, --optimizer-state and --accum by hand");
+    }
+    for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
+      if (given.has(lever)) {
+        throw UsageError(std::string(lever) + " is one of the levers --memory-budget chooses; leave it out (see "
+                         "the plan with --explain-plan)");
+      }
+    }
+    if (args.distributed || args.fit_batch || args.cuda_graph) {
+      throw UsageError("--memory-budget plans one process's step; it does not go with --distributed, --fit-batch "
+                       "or --cuda-graph");
+    }
+  } else if (args.explain_plan) {
+    throw UsageError("--explain-plan prints the plans --memory-budget BYTES weighs; give a budget");
+  }
   if (args.bench) {
     if (!given.has("--preset")) args.preset = "gpt2";
     if (!given.has("--steps")) args.steps = 20;
@@ -221,6 +247,7 @@ std::string usage(const std::string& program) {
                 [--optimizer-state device|8bit|offload|offload-delayed]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
+                [--memory-budget BYTES [--explain-plan]]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
                                            predicting: --world-size N, per rank)
 
@@ -243,7 +270,9 @@ Data and model:
                            nanoGPT's character-level model; the default), gpt2 (GPT-2
                            124M's sizes: 12 layers, 12 heads, 768 wide, block 1024; 86M
                            parameters with 256 tokens), gpt2-medium (GPT-2 350M's: 24
-                           layers, 16 heads, 1024 wide, block 1024; 304M parameters)
+                           layers, 16 heads, 1024 wide, block 1024; 304M parameters),
+                           gpt2-large (774M's: 36 layers, 20 heads, 1280 wide; 709M),
+                           gpt2-xl (1.5B's: 48 layers, 25 heads, 1600 wide; 1.48B)
   --layers N --heads N --embd N --block N --dropout P
                            replace single sizes of the preset
   --checkpoint             gradient checkpointing: keep only each block's input through
@@ -308,6 +337,15 @@ Benchmark:
                            on stdout with bench_train_step's fields
                            (bench/torch_reference.py --model gpt2 is PyTorch's twin)
   --cuda-graph             as in training; 3 warm-up steps, then the replays are timed
+  --memory-budget BYTES    choose the fastest step that fits BYTES (e.g. 24GiB) among
+                           every combination of --checkpoint, --optimizer-state and
+                           micro-batching (--batch B as B/m windows x m micro-batches):
+                           each one's peak predicted exactly on the simulated device,
+                           its time by an H100-calibrated cost model; then run (or
+                           --predict-memory) the chosen one. Refuses a budget nothing
+                           fits, naming the smallest that would
+  --explain-plan           with --memory-budget: print every plan weighed (peak, time,
+                           why not chosen)
 
   --help                   show this text
 

@@ -38,7 +38,9 @@
 #include "examples/common/step_benchmark.h"
 #include "examples/common/summary.h"
 #include "examples/gpt/training.h"
+#include <memgrad/memory/step_cost.h>
 #include <memgrad/nn/gpt.h>
+#include <memgrad/nn/init.h>
 #include <memgrad/optim/adam.h>
 
 namespace gpt {
@@ -139,10 +141,27 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
 }  // namespace
 
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
-                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group,
+                                       mg::memory::StepCost* cost, const mg::memory::DeviceRates& rates) {
   examples::DistributedRun run(device, group);
   BenchStep step(args, run, nullptr);
-  return examples::measure_peak_step(device, bench_warmup_steps(args), std::ref(step), &run).memory;
+  const int64_t warmup = bench_warmup_steps(args);
+  std::optional<mg::memory::StepCostMeter> meter;
+  int64_t steps = 0;
+  // The measured step alone is costed: the warm-up's first creates the optimizer's state.
+  const auto costed_step = [&] {
+    if (cost != nullptr && steps++ == warmup) meter.emplace(rates);
+    step();
+  };
+  const mg::memory::Snapshot memory = examples::measure_peak_step(device, warmup, costed_step, &run).memory;
+  if (meter) *cost = meter->cost();
+  return memory;
+}
+
+int64_t bench_parameters(const Args& args) {
+  mg::Generator generator(0);
+  const mg::nn::init::SkipInitGuard no_values;
+  return mg::nn::GPT(bench_model_options(args), &generator).num_parameters();
 }
 
 int run_bench(const Args& command_line) {
@@ -209,7 +228,7 @@ int predict_bench_memory(const Args& args) {
       [&](mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
         Args at_batch = args;
         at_batch.batch_size = batch_size;
-        return bench_step_memory(at_batch, device, group);
+        return bench_step_memory(at_batch, device, group, nullptr, {});
       };
   examples::print_bench_prediction(args.device, args.batch_size, args.fit_batch,
                                    examples::distributed_prediction(args.distributed, args.world_size, args.zero),
