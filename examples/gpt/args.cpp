@@ -81,8 +81,6 @@ Args parse_args(int argc, char** argv) {
       {"--resume", [&](const std::string& value) { args.resume_path = examples::parse_file_name("--resume", value); }},
       {"--init-from", [&](const std::string& value) { args.init_from = examples::parse_file_name("--init-from", value); }},
       {"--stop-after", [&](const std::string& value) { args.stop_after = examples::parse_count("--stop-after", value); }},
-      {"--memory-budget",
-       [&](const std::string& value) { args.memory_budget = examples::parse_bytes("--memory-budget", value); }},
       {"--summary-json",
        [&](const std::string& value) { args.summary_json = examples::parse_file_name("--summary-json", value); }},
       {"--fit-batch", [&](const std::string& value) { args.fit_batch = examples::parse_bytes("--fit-batch", value); }},
@@ -121,11 +119,11 @@ Args parse_args(int argc, char** argv) {
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
       {"--deterministic", [&] { args.deterministic = true; }},
-      {"--explain-plan", [&] { args.explain_plan = true; }},
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
   };
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
+  args.budget.add_to(flags, switches);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -184,24 +182,12 @@ Args parse_args(int argc, char** argv) {
         "with --fit-batch: it searches the batch itself and predicts its peak"},
        {args.sample == 0, {"--temperature", "--top-k", "--prompt"},
         "without --sample N: they shape the text it prints"}});
-  if (args.memory_budget) {
-    if (!args.bench) {
-      throw UsageError("--memory-budget plans --bench's step; training with a budget is not planned yet: predict a "
-                       "run's peak with --predict-memory and set --checkpoint, --optimizer-state and --accum by hand");
-    }
-    for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
-      if (given.has(lever)) {
-        throw UsageError(std::string(lever) + " is one of the levers --memory-budget chooses; leave it out (see "
-                         "the plan with --explain-plan)");
-      }
-    }
-    if (args.distributed || args.fit_batch || args.cuda_graph) {
-      throw UsageError("--memory-budget plans one process's step; it does not go with --distributed, --fit-batch "
-                       "or --cuda-graph");
-    }
-  } else if (args.explain_plan) {
-    throw UsageError("--explain-plan prints the plans --memory-budget BYTES weighs; give a budget");
+  std::vector<std::string> levers_given;
+  for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
+    if (given.has(lever)) levers_given.push_back(lever);
   }
+  examples::check_budget_flags(args.budget, args.bench, levers_given, args.distributed, args.fit_batch.has_value(),
+                               args.cuda_graph);
   if (args.bench) {
     if (!given.has("--preset")) args.preset = "gpt2";
     if (!given.has("--steps")) args.steps = 20;
@@ -337,16 +323,7 @@ Benchmark:
                            on stdout with bench_train_step's fields
                            (bench/torch_reference.py --model gpt2 is PyTorch's twin)
   --cuda-graph             as in training; 3 warm-up steps, then the replays are timed
-  --memory-budget BYTES    choose the fastest step that fits BYTES (e.g. 24GiB) among
-                           every combination of --checkpoint, --optimizer-state and
-                           micro-batching (--batch B as B/m windows x m micro-batches):
-                           each one's peak predicted exactly on the simulated device,
-                           its time by an H100-calibrated cost model; then run (or
-                           --predict-memory) the chosen one. Refuses a budget nothing
-                           fits, naming the smallest that would
-  --explain-plan           with --memory-budget: print every plan weighed (peak, time,
-                           why not chosen)
-
+)" + examples::budget_usage() + R"(
   --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):

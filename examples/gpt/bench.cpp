@@ -32,13 +32,13 @@
 #include <memgrad/cuda/captured_step.h>
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/step_benchmark.h"
 #include "examples/common/summary.h"
 #include "examples/gpt/training.h"
-#include <memgrad/memory/step_cost.h>
 #include <memgrad/nn/gpt.h>
 #include <memgrad/nn/init.h>
 #include <memgrad/optim/adam.h>
@@ -141,28 +141,46 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
 }  // namespace
 
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
-                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group,
-                                       mg::memory::StepCost* cost, const mg::memory::DeviceRates& rates) {
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
   examples::DistributedRun run(device, group);
   BenchStep step(args, run, nullptr);
-  const int64_t warmup = bench_warmup_steps(args);
-  std::optional<mg::memory::StepCostMeter> meter;
-  int64_t steps = 0;
-  // The measured step alone is costed: the warm-up's first creates the optimizer's state.
-  const auto costed_step = [&] {
-    if (cost != nullptr && steps++ == warmup) meter.emplace(rates);
-    step();
-  };
-  const mg::memory::Snapshot memory = examples::measure_peak_step(device, warmup, costed_step, &run).memory;
-  if (meter) *cost = meter->cost();
-  return memory;
+  return examples::measure_peak_step(device, bench_warmup_steps(args), std::ref(step), &run).memory;
 }
 
-int64_t bench_parameters(const Args& args) {
+Args plan_bench_for_budget(const Args& args) {
+  const auto with_levers = [&](const examples::BudgetLevers& levers) {
+    Args planned = args;
+    planned.checkpoint = levers.checkpoint;
+    planned.optimizer_state = levers.optimizer_state;
+    planned.batch_size = args.batch_size / levers.micro_batches;
+    planned.accum = args.accum * levers.micro_batches;
+    planned.budget = {};
+    return planned;
+  };
   mg::Generator generator(0);
   const mg::nn::init::SkipInitGuard no_values;
-  return mg::nn::GPT(bench_model_options(args), &generator).num_parameters();
+  const int64_t parameters = mg::nn::GPT(bench_model_options(args), &generator).num_parameters();
+  const examples::BudgetProblem problem{
+      .budget_bytes = *args.budget.budget_bytes,
+      .explain = args.budget.explain,
+      .target = args.device,
+      .batch_size = args.batch_size,
+      .accum = args.accum,
+      .optimizer_states = {examples::OptimizerState::Device, examples::OptimizerState::EightBit,
+                           examples::OptimizerState::Offload, examples::OptimizerState::OffloadDelayed},
+      .parameters = parameters};
+  return with_levers(examples::choose_levers(
+      problem, [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch, mg::memory::StepCost* cost) {
+        Args planned = with_levers(levers);
+        planned.batch_size = batch;
+        examples::DistributedRun run(device, nullptr);
+        BenchStep step(planned, run, nullptr);
+        return examples::measure_costed_peak_step(device, bench_warmup_steps(planned), std::ref(step), &run, cost,
+                                                  mg::memory::DeviceRates::h100())
+            .memory;
+      }));
 }
+
 
 int run_bench(const Args& command_line) {
   examples::DistributedRun run = examples::DistributedRun::start(command_line.distributed, command_line.device);
@@ -228,7 +246,7 @@ int predict_bench_memory(const Args& args) {
       [&](mg::Device device, int64_t batch_size, const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
         Args at_batch = args;
         at_batch.batch_size = batch_size;
-        return bench_step_memory(at_batch, device, group, nullptr, {});
+        return bench_step_memory(at_batch, device, group);
       };
   examples::print_bench_prediction(args.device, args.batch_size, args.fit_batch,
                                    examples::distributed_prediction(args.distributed, args.world_size, args.zero),

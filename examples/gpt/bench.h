@@ -9,7 +9,6 @@
 #include <memgrad/core/device.h>
 #include <memgrad/distributed/process_group.h>
 #include <memgrad/memory/snapshot.h>
-#include <memgrad/memory/step_cost.h>
 #include "examples/gpt/args.h"
 
 namespace gpt {
@@ -27,14 +26,15 @@ int run_bench(const Args& args);
 // reset_peak_stats() (examples::measure_peak_step): the peaks run_bench reports, without
 // the timing. With `group` (a per-rank prediction's SimulatedProcessGroup), as that rank
 // of --bench --distributed: the model in DDP over it, with --zero ZeRO-1 AdamW; nullptr:
-// one process. With `cost`, the measured step is also costed on `rates`
-// (memory/step_cost.h) into it: run on the simulated device, the step's estimated time.
+// one process.
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
-                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group,
-                                       mg::memory::StepCost* cost, const mg::memory::DeviceRates& rates);
+                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group);
 
-// The bench model's parameters (its vocabulary is kBenchVocabulary), counted without drawing them.
-int64_t bench_parameters(const Args& args);
+// --bench --memory-budget (examples/common/budget_plan.h): `args` with the levers of the
+// fastest step that fits the budget (--checkpoint, --optimizer-state, --batch and --accum),
+// the choice printed to stderr; an mg::Error naming the smallest budget that would do when
+// none fits.
+Args plan_bench_for_budget(const Args& args);
 
 // --bench --predict-memory / --fit-batch: bench_step_memory's peaks for --device, run on
 // the simulated device; with --distributed --world-size N [--zero], per rank of an N-rank

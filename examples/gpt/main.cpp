@@ -39,7 +39,6 @@
 #include "examples/common/timeline.h"
 #include "examples/gpt/args.h"
 #include "examples/gpt/bench.h"
-#include "examples/gpt/budget.h"
 #include "examples/gpt/checkpoint.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/sampling.h"
@@ -373,7 +372,7 @@ int main(int argc, char** argv) {
         mg::set_deterministic_algorithms(args.deterministic);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) {
-          const gpt::Args planned = args.memory_budget ? gpt::plan_bench_for_budget(args) : args;
+          const gpt::Args planned = args.budget.budget_bytes ? gpt::plan_bench_for_budget(args) : args;
           return predict ? gpt::predict_bench_memory(planned) : gpt::run_bench(planned);
         }
         if (!args.dump_windows.empty()) return dump_windows(args);

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "memgrad/core/kernels.h"
+#include "memgrad/core/memory_format.h"
 
 namespace mg {
 
@@ -35,6 +36,9 @@ struct KernelWork {
   double bytes = 0;
   DType dtype = DType::Float32;  // of the first tensor argument: which rate its FLOPs run at
   bool between_devices = false;  // its tensors lie on different devices (a copy to or from the host)
+  // Its first tensor is 4-D and not channels_last: a convolution in NCHW, which cuDNN runs
+  // slower than in NHWC (transposing, or with slower kernels).
+  bool channels_first = false;
 };
 
 namespace kernel_work {
@@ -186,7 +190,9 @@ KernelWork work_of(const char* kernel, const Args&... args) {
           .operations = kernel_work::Operations<Member>::of(args...),
           .bytes = (0.0 + ... + kernel_work::bytes_of(args)),
           .dtype = first != nullptr && first->defined() ? first->dtype() : DType::Float32,
-          .between_devices = (false || ... || kernel_work::elsewhere(first, args))};
+          .between_devices = (false || ... || kernel_work::elsewhere(first, args)),
+          .channels_first = first != nullptr && first->defined() && first->dim() == 4 &&
+                            suggest_memory_format(*first) != MemoryFormat::ChannelsLast};
 }
 
 }  // namespace mg

@@ -72,7 +72,7 @@ BudgetPlan plan_for_budget(int64_t budget_bytes, std::vector<PlanCandidate> cand
     if (i == plan.chosen) {
       candidate.verdict = "chosen";
     } else if (candidate.peak_reserved_bytes > budget_bytes) {
-      candidate.verdict = "over the budget by " + gib(candidate.peak_reserved_bytes - budget_bytes);
+      candidate.verdict = "over the budget by " + std::to_string(candidate.peak_reserved_bytes - budget_bytes) + " bytes";
     } else {
       const double slower = candidate.step_seconds / plan.weighed[plan.chosen].step_seconds - 1.0;
       char text[64];
@@ -84,11 +84,12 @@ BudgetPlan plan_for_budget(int64_t budget_bytes, std::vector<PlanCandidate> cand
 }
 
 std::string explain(const BudgetPlan& plan) {
-  std::string text = "plans weighed for a budget of " + gib(plan.budget_bytes) + " (" +
-                     std::to_string(plan.budget_bytes) + " bytes): predicted peak reserved, predicted step\n";
+  std::string text = "plans weighed for a budget of " + std::to_string(plan.budget_bytes) + " bytes (" +
+                     gib(plan.budget_bytes) + "): predicted peak reserved bytes, predicted step, levers: verdict\n";
   for (const PlanCandidate& candidate : plan.weighed) {
     char line[96];
-    std::snprintf(line, sizeof line, "  %-10s %-9s  ", gib(candidate.peak_reserved_bytes).c_str(),
+    std::snprintf(line, sizeof line, "%14lld B %10s %9s  ", static_cast<long long>(candidate.peak_reserved_bytes),
+                  ("(" + gib(candidate.peak_reserved_bytes) + ")").c_str(),
                   milliseconds(candidate.step_seconds).c_str());
     text += (plan.weighed.data() + plan.chosen == &candidate ? "* " : "  ") + std::string(line) +
             describe_levers(candidate) + ": " + candidate.verdict + "\n";

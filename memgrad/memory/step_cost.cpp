@@ -6,16 +6,18 @@
 namespace mg::memory {
 
 DeviceRates DeviceRates::h100() {
-  // NOTE: fitted to the steps measured on an H100 80GB HBM3, 2026-12-07 (GPT-2 124M b16
-  // bf16 41.89 ms with AdamW on the device; ResNet-50 b128 fp16 channels_last 20.05 ms,
-  // fp32 NCHW 54.81 ms; ResNet-18 b256 fp16 channels_last 3.99 ms; the offloaded AdamW's
-  // 89.64 ms and delayed 61.30 ms against the same step on the device; the host update
-  // 0.099 ns an element on 16 cores): the largest errors are in tests/memory/test_step_cost.cpp.
+  // NOTE: fitted by hand to the steps measured on an H100 80GB HBM3 on 2026-12-07 (docs/
+  // memory.md, "Planning for a budget", lists each against its prediction): GPT-2 124M b16
+  // bf16 with AdamW on the device, 8-bit, offloaded and delayed; ResNet-50 b128 and b256,
+  // ResNet-18 b256, fp16 and fp32, channels_last and NCHW; the host update's 0.099 ns an
+  // element on 16 cores.
   return {.matrix_16bit_flops_per_s = 520e12,
-          .matrix_tf32_flops_per_s = 260e12,
+          .matrix_tf32_flops_per_s = 170e12,
           .matrix_float32_flops_per_s = 45e12,
+          .channels_first_slowdown_16bit = 2.75,
+          .channels_first_slowdown_float32 = 1.5,
           .vector_operations_per_s = 2e12,
-          .memory_bytes_per_s = 2.2e12,
+          .memory_bytes_per_s = 2.8e12,
           .shortest_kernel_s = 3e-6,
           .issue_s = 4e-6,
           .host_link_bytes_per_s = 25e9,
@@ -28,12 +30,16 @@ StepCostMeter::StepCostMeter(const DeviceRates& rates)
 StepCostMeter::~StepCostMeter() { set_simulated_kernel_observer(previous_); }
 
 void StepCostMeter::observe(const KernelWork& work) {
+  const bool convolution = std::string_view(work.kernel).starts_with("conv2d");
   double matrix_rate = rates_.matrix_16bit_flops_per_s;
   if (work.dtype == DType::Float32) {
-    const bool convolution = std::string_view(work.kernel).starts_with("conv2d");
     matrix_rate = convolution ? rates_.matrix_tf32_flops_per_s : rates_.matrix_float32_flops_per_s;
   } else if (work.dtype == DType::Float64) {
     matrix_rate = rates_.matrix_float32_flops_per_s / 2;
+  }
+  if (convolution && work.channels_first) {
+    matrix_rate /= is_16_bit_float(work.dtype) ? rates_.channels_first_slowdown_16bit
+                                               : rates_.channels_first_slowdown_float32;
   }
   const double memory_rate = work.between_devices ? rates_.host_link_bytes_per_s : rates_.memory_bytes_per_s;
   cost_.device_seconds += std::max({work.flops / matrix_rate, work.operations / rates_.vector_operations_per_s,

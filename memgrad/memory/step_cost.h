@@ -29,6 +29,10 @@ struct DeviceRates {
   double matrix_16bit_flops_per_s;   // float16 / bfloat16 products on tensor cores
   double matrix_tf32_flops_per_s;    // float32 convolutions (cuDNN allows TF32 by default)
   double matrix_float32_flops_per_s; // float32 matmuls (TF32 off by default, as PyTorch's)
+  // A convolution's matrix time in NCHW against NHWC (cuDNN transposes, or picks slower
+  // kernels), for 16-bit and for float32 operands.
+  double channels_first_slowdown_16bit;
+  double channels_first_slowdown_float32;
   double vector_operations_per_s;    // kernel_work.h's vector operations
   double memory_bytes_per_s;         // what streaming kernels reach
   double shortest_kernel_s;          // a launch's floor on the device

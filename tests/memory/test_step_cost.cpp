@@ -19,6 +19,8 @@ memory::DeviceRates round_rates() {
   return {.matrix_16bit_flops_per_s = 1e12,
           .matrix_tf32_flops_per_s = 0.5e12,
           .matrix_float32_flops_per_s = 0.25e12,
+          .channels_first_slowdown_16bit = 3,
+          .channels_first_slowdown_float32 = 2,
           .vector_operations_per_s = 1e12,
           .memory_bytes_per_s = 1e9,
           .shortest_kernel_s = 1e-6,
