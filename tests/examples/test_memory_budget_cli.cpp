@@ -77,7 +77,7 @@ TEST_CASE("gpt --memory-budget refuses a budget nothing fits, naming the smalles
                               Catch::Contains("filled by"));
 }
 
-TEST_CASE("--memory-budget wants --bench, chooses its levers itself, and --explain-plan wants a budget",
+TEST_CASE("a memory budget wants --bench, chooses its levers itself, and --explain-plan wants a budget",
           "[examples][budget]") {
   TempDir dir("budget-flags");
   mg_test::check_usage_error(dir, "gpt", "--preset tiny --memory-budget 1GiB", "--memory-budget plans --bench's step");
