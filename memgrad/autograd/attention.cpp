@@ -250,8 +250,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   }
   const Shape output_sizes{batch, queries, heads, head_dim};
   // The output and the log-sum-exp, both of which the backward reads.
-  const std::vector<Tensor> results =
-      autograd::kept_or_computed(OpKind::Attention, "scaled_dot_product_attention[fused]", output_sizes, q.dtype(), [&] {
+  const std::vector<Tensor> results = autograd::kept_or_computed(
+      OpKind::Attention, "scaled_dot_product_attention[fused]", output_sizes, q.dtype(), [&] {
         Tensor output_bytes = autograd::new_output(output_sizes, q.dtype(), q);
         Tensor log_sum_exp = autograd::new_output({batch, heads, queries}, log_sum_exp_dtype(q.dtype()), q);
         kernels(q.device()).attention_forward(q4, k4, v4, params, output4_of(output_bytes), log_sum_exp);
