@@ -18,7 +18,7 @@ foreach(header ${mg_public_headers})
 endforeach()
 target_include_directories(memgrad PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 
-# A library built with the sanitizers (MG_SANITIZE) needs their run-time in every program
+# A library built with the sanitizers (MG_SANITIZE, MG_TSAN) needs their run-time in every program
 # that links it: the options the tree links with travel with the installed target.
 get_directory_property(mg_tree_link_options DIRECTORY ${PROJECT_SOURCE_DIR} LINK_OPTIONS)
 if(mg_tree_link_options)

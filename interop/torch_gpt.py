@@ -45,10 +45,11 @@ class GPTConfig:
     dropout: float = 0.0
 
 
-# OpenAI's GPT-2 sizes (memgrad's GPTOptions::gpt2(), gpt2_medium(), gpt2_large()).
+# OpenAI's GPT-2 sizes (memgrad's GPTOptions::gpt2(), gpt2_medium(), gpt2_large(), gpt2_xl()).
 PRESETS = {"gpt2": GPTConfig(),
            "gpt2-medium": GPTConfig(n_layer=24, n_head=16, n_embd=1024),
-           "gpt2-large": GPTConfig(n_layer=36, n_head=20, n_embd=1280)}
+           "gpt2-large": GPTConfig(n_layer=36, n_head=20, n_embd=1280),
+           "gpt2-xl": GPTConfig(n_layer=48, n_head=25, n_embd=1600)}
 
 
 class CausalSelfAttention(nn.Module):

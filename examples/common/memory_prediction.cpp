@@ -9,6 +9,7 @@
 #include <memgrad/core/memory_category.h>
 #include <memgrad/distributed/simulated_process_group.h>
 #include <memgrad/memory/simulated_target.h>
+#include <memgrad/nn/init.h>
 #include "examples/common/cli.h"
 #include "examples/common/summary.h"
 
@@ -85,6 +86,9 @@ MemoryPrediction predict_memory(mg::Device target, int64_t batch_size, const Ste
   // A fresh allocator with room to spare: the prediction starts from an empty device, as
   // a new process does, and never runs out.
   mg::SimulatedTarget standing_in(target, kSimulated, kRoomToSpare);
+  // NOTE: nobody reads the simulated model's values, and drawing them on the CPU would take
+  // most of a large model's prediction.
+  const mg::nn::init::SkipInitGuard no_initial_values;
   const mg::memory::Snapshot memory = steps(kSimulated, batch_size);
   const mg::Device host = mg::simulated_host_of(kSimulated);
   return {.target = target, .batch_size = batch_size, .memory = memory,

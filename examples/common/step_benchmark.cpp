@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,22 @@ StepMeasurement measure_peak_step(mg::Device device, int64_t warmup, const std::
   return {.host_issue_ms = host_issue_ms,
           .memory = mg::memory::snapshot(device),
           .pinned_host = device.is_cuda() ? mg::memory::pinned_host_snapshot() : mg::memory::Snapshot{}};
+}
+
+StepMeasurement measure_costed_peak_step(mg::Device device, int64_t warmup, const std::function<void()>& step,
+                                         const DistributedRun* run, mg::memory::StepCost* cost,
+                                         const mg::memory::DeviceRates& rates) {
+  std::optional<mg::memory::StepCostMeter> meter;
+  int64_t steps = 0;
+  const StepMeasurement measurement = measure_peak_step(
+      device, warmup,
+      [&] {
+        if (steps++ == warmup) meter.emplace(rates);
+        step();
+      },
+      run);
+  *cost = meter->cost();
+  return measurement;
 }
 
 StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, const std::function<void()>& step,

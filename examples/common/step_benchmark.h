@@ -24,6 +24,7 @@
 #include <memgrad/cuda/captured_step.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
+#include <memgrad/memory/step_cost.h>
 #include "examples/common/distributed_run.h"
 
 namespace examples {
@@ -59,6 +60,12 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
 // distributed one), so that its peaks are the measured step's.
 StepMeasurement measure_peak_step(mg::Device device, int64_t warmup, const std::function<void()>& step,
                                   const DistributedRun* run = nullptr);
+
+// measure_peak_step, with the peak-memory step (not the warm-up) also costed on `rates` into
+// `cost` (memory/step_cost.h: meaningful where `device` is the simulated one).
+StepMeasurement measure_costed_peak_step(mg::Device device, int64_t warmup, const std::function<void()>& step,
+                                         const DistributedRun* run, mg::memory::StepCost* cost,
+                                         const mg::memory::DeviceRates& rates);
 
 // Every rank's figures of a data-parallel step benchmark, in rank order.
 struct RankFigures {

@@ -34,7 +34,10 @@ mg::nn::GPTOptions preset_options(const std::string& preset) {
     return {.n_layer = 6, .n_head = 6, .n_embd = 384, .block_size = 256, .dropout = 0.2};
   }
   // GPT-2's sizes (block 1024) with the byte vocabulary; no dropout, as GPT-2 is trained.
-  mg::nn::GPTOptions options = preset == "gpt2" ? mg::nn::GPTOptions::gpt2() : mg::nn::GPTOptions::gpt2_medium();
+  mg::nn::GPTOptions options = preset == "gpt2"         ? mg::nn::GPTOptions::gpt2()
+                               : preset == "gpt2-medium" ? mg::nn::GPTOptions::gpt2_medium()
+                               : preset == "gpt2-large"  ? mg::nn::GPTOptions::gpt2_large()
+                                                         : mg::nn::GPTOptions::gpt2_xl();
   options.dropout = 0.0;
   return options;
 }
@@ -47,8 +50,10 @@ Args parse_args(int argc, char** argv) {
       {"--data", [&](const std::string& value) { args.data = examples::parse_file_name("--data", value); }},
       {"--preset",
        [&](const std::string& value) {
-         if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium") {
-           throw UsageError("--preset must be tiny, small, gpt2 or gpt2-medium, got '" + value + "'");
+         if (value != "tiny" && value != "small" && value != "gpt2" && value != "gpt2-medium" &&
+             value != "gpt2-large" && value != "gpt2-xl") {
+           throw UsageError("--preset must be tiny, small, gpt2, gpt2-medium, gpt2-large or gpt2-xl, got '" + value +
+                            "'");
          }
          args.preset = value;
        }},
@@ -119,6 +124,7 @@ Args parse_args(int argc, char** argv) {
   };
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   examples::add_block_checkpoint_flag(flags, switches, args.checkpoint);
+  args.budget.add_to(flags, switches);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -177,6 +183,12 @@ Args parse_args(int argc, char** argv) {
         "with --fit-batch: it searches the batch itself and predicts its peak"},
        {args.sample == 0, {"--temperature", "--top-k", "--prompt"},
         "without --sample N: they shape the text it prints"}});
+  std::vector<std::string> levers_given;
+  for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
+    if (given.has(lever)) levers_given.push_back(lever);
+  }
+  examples::check_budget_flags(args.budget, args.bench, levers_given, args.distributed, args.fit_batch.has_value(),
+                               args.cuda_graph);
   if (args.bench) {
     if (!given.has("--preset")) args.preset = "gpt2";
     if (!given.has("--steps")) args.steps = 20;
@@ -222,6 +234,7 @@ std::string usage(const std::string& program) {
                 [--optimizer-state device|8bit|offload|offload-delayed]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
+                [--memory-budget BYTES [--explain-plan]]
                 [--distributed [--zero]]  (under mpirun: every rank times its step;
                                            predicting: --world-size N, per rank)
 
@@ -244,7 +257,9 @@ Data and model:
                            nanoGPT's character-level model; the default), gpt2 (GPT-2
                            124M's sizes: 12 layers, 12 heads, 768 wide, block 1024; 86M
                            parameters with 256 tokens), gpt2-medium (GPT-2 350M's: 24
-                           layers, 16 heads, 1024 wide, block 1024; 304M parameters)
+                           layers, 16 heads, 1024 wide, block 1024; 304M parameters),
+                           gpt2-large (774M's: 36 layers, 20 heads, 1280 wide; 709M),
+                           gpt2-xl (1.5B's: 48 layers, 25 heads, 1600 wide; 1.48B)
   --layers N --heads N --embd N --block N --dropout P
                            replace single sizes of the preset
   --checkpoint [selective|whole]
@@ -314,7 +329,7 @@ Benchmark:
                            on stdout with bench_train_step's fields
                            (bench/torch_reference.py --model gpt2 is PyTorch's twin)
   --cuda-graph             as in training; 3 warm-up steps, then the replays are timed
-
+)" + examples::budget_usage() + R"(
   --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):

@@ -10,6 +10,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
 #include "examples/common/auto_accumulation.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/gpt_sizes.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/optimizer_state.h"
@@ -50,6 +51,7 @@ struct Args {
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode
   bool deterministic = false;  // --deterministic: mg::set_deterministic_algorithms(true)
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
+  examples::BudgetFlags budget;  // --bench --memory-budget BYTES [--explain-plan] (budget_plan.h)
   std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
   std::string dump_windows;  // write the first --steps steps' training windows and exit
   // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then

@@ -33,6 +33,7 @@
 #include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/memory_prediction.h"
 #include "examples/common/memory_timeline.h"
 #include "examples/common/mixed_precision.h"
@@ -40,6 +41,7 @@
 #include "examples/common/summary.h"
 #include "examples/gpt/training.h"
 #include <memgrad/nn/gpt.h>
+#include <memgrad/nn/init.h>
 #include <memgrad/optim/adam.h>
 
 namespace gpt {
@@ -145,6 +147,41 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
   BenchStep step(args, run, nullptr);
   return examples::measure_peak_step(device, bench_warmup_steps(args), std::ref(step), &run).memory;
 }
+
+Args plan_bench_for_budget(const Args& args) {
+  const auto with_levers = [&](const examples::BudgetLevers& levers) {
+    Args planned = args;
+    planned.checkpoint = levers.checkpoint ? mg::nn::BlockCheckpoint::Whole : mg::nn::BlockCheckpoint::None;
+    planned.optimizer_state = levers.optimizer_state;
+    planned.batch_size = args.batch_size / levers.micro_batches;
+    planned.accum = args.accum * levers.micro_batches;
+    planned.budget = {};
+    return planned;
+  };
+  mg::Generator generator(0);
+  const mg::nn::init::SkipInitGuard no_values;
+  const int64_t parameters = mg::nn::GPT(bench_model_options(args), &generator).num_parameters();
+  const examples::BudgetProblem problem{
+      .budget_bytes = *args.budget.budget_bytes,
+      .explain = args.budget.explain,
+      .target = args.device,
+      .batch_size = args.batch_size,
+      .accum = args.accum,
+      .optimizer_states = {examples::OptimizerState::Device, examples::OptimizerState::EightBit,
+                           examples::OptimizerState::Offload, examples::OptimizerState::OffloadDelayed},
+      .parameters = parameters};
+  return with_levers(examples::choose_levers(
+      problem, [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch, mg::memory::StepCost* cost) {
+        Args planned = with_levers(levers);
+        planned.batch_size = batch;
+        examples::DistributedRun run(device, nullptr);
+        BenchStep step(planned, run, nullptr);
+        return examples::measure_costed_peak_step(device, bench_warmup_steps(planned), std::ref(step), &run, cost,
+                                                  mg::memory::DeviceRates::h100())
+            .memory;
+      }));
+}
+
 
 int run_bench(const Args& command_line) {
   examples::DistributedRun run = examples::DistributedRun::start(command_line.distributed, command_line.device);

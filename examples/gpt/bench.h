@@ -30,6 +30,12 @@ int run_bench(const Args& args);
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group);
 
+// --bench --memory-budget (examples/common/budget_plan.h): `args` with the levers of the
+// fastest step that fits the budget (--checkpoint, --optimizer-state, --batch and --accum),
+// the choice printed to stderr; an mg::Error naming the smallest budget that would do when
+// none fits.
+Args plan_bench_for_budget(const Args& args);
+
 // --bench --predict-memory / --fit-batch: bench_step_memory's peaks for --device, run on
 // the simulated device; with --distributed --world-size N [--zero], per rank of an N-rank
 // --bench --distributed (rank 0's step; --batch per rank). One JSON line (stdout,

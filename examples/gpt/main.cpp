@@ -372,7 +372,10 @@ int main(int argc, char** argv) {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
         mg::set_deterministic_algorithms(args.deterministic);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
-        if (args.bench) return predict ? gpt::predict_bench_memory(args) : gpt::run_bench(args);
+        if (args.bench) {
+          const gpt::Args planned = args.budget.budget_bytes ? gpt::plan_bench_for_budget(args) : args;
+          return predict ? gpt::predict_bench_memory(planned) : gpt::run_bench(planned);
+        }
         if (!args.dump_windows.empty()) return dump_windows(args);
         return predict ? predict_training_memory(args) : run_training(args);
       });

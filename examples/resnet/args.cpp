@@ -80,6 +80,7 @@ Args parse_args(int argc, char** argv) {
   args.memory_recording.add_to(flags);
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   examples::add_block_checkpoint_flag(flags, switches, args.checkpoint);
+  args.budget.add_to(flags, switches);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
   if (!args.threads) args.threads = examples::default_cpu_threads();
@@ -89,6 +90,12 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--optimizer-state places AdamW's moments: it needs --optimizer adamw");
   }
   examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
+  std::vector<std::string> levers_given;
+  for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
+    if (given.has(lever)) levers_given.push_back(lever);
+  }
+  examples::check_budget_flags(args.budget, args.bench, levers_given, args.distributed, args.fit_batch.has_value(),
+                               args.cuda_graph);
   if (args.optimizer == Optimizer::AdamW && !given.has("--lr")) args.lr = 1e-3;
   if (args.wgrad_stream && !args.device.is_cuda()) {
     throw UsageError("--wgrad-stream orders CUDA streams: it needs --device cuda");
@@ -229,7 +236,8 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
   --cuda-graph             with --bench: capture the step once as a CUDA graph
                            (mg::cuda::CapturedStep, 3 warm-up steps) and time its replays;
                            training: as below
-)" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + examples::deterministic_usage() +
+)" + examples::cuda_graph_usage() + examples::budget_usage() + examples::detect_anomaly_usage() +
+       examples::deterministic_usage() +
          examples::distributed_usage(/*with_zero=*/true) + R"(  --help                   show this text
 
 Predicting memory (with or without --bench; --device names the target, no GPU needed):

@@ -2,6 +2,7 @@
 // (the default) or, with --bench, timing training steps on synthetic data.
 #pragma once
 #include "examples/common/auto_accumulation.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/memory_timeline.h"
 
 #include <cstdint>
@@ -58,6 +59,7 @@ struct Args {
   bool zero = false;           // --zero: ZeRO-1 (SGD's momentum sharded over the ranks)
   std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum (training only)
+  examples::BudgetFlags budget;  // --bench --memory-budget BYTES [--explain-plan] (budget_plan.h)
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

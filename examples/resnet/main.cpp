@@ -451,7 +451,10 @@ int main(int argc, char** argv) {
                                "reserves blocks of its own (its weight gradients, cuDNN workspaces), and the peak of "
                                "allocated bytes may differ by a few blocks\n");
         }
-        if (args.bench) return predict ? resnet::predict_bench_memory(args) : resnet::run_bench(args);
+        if (args.bench) {
+          const resnet::Args planned = args.budget.budget_bytes ? resnet::plan_bench_for_budget(args) : args;
+          return predict ? resnet::predict_bench_memory(planned) : resnet::run_bench(planned);
+        }
         return predict ? predict_training_memory(args) : run_training(args);
       });
 }

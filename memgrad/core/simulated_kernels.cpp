@@ -21,6 +21,32 @@ struct Ignore<Result (*)(Args...)> {
 template <auto KernelTable::*Member>
 constexpr auto ignore = Ignore<std::remove_reference_t<decltype(std::declval<KernelTable>().*Member)>>::call;
 
+thread_local KernelObserver* observer = nullptr;
+
+const KernelTable& installed_or_no_scratch() {
+  static const KernelTable no_scratch = no_scratch_kernel_table();
+  const KernelTable* installed = scratch_kernels.load(std::memory_order_acquire);
+  return installed != nullptr ? *installed : no_scratch;
+}
+
+// The entry `Member` of the table in force, its work reported first to this thread's observer.
+template <auto KernelTable::*Member, class Signature> struct Observed;
+template <auto KernelTable::*Member, class Result, class... Args>
+struct Observed<Member, Result (*)(Args...)> {
+  static const char* name;
+  static Result call(Args... args) {
+    if (observer != nullptr) observer->observe(work_of<Member>(name, args...));
+    return (installed_or_no_scratch().*Member)(args...);
+  }
+};
+template <auto KernelTable::*Member>
+using ObservedEntry = Observed<Member, std::remove_reference_t<decltype(std::declval<KernelTable>().*Member)>>;
+
+#define MG_KERNEL(kernel, result, parameters) \
+  template <>                                  \
+  const char* ObservedEntry<&KernelTable::kernel>::name = #kernel;
+#include "memgrad/core/kernel_list.h"
+
 }  // namespace
 
 KernelTable no_scratch_kernel_table() {
@@ -31,9 +57,17 @@ KernelTable no_scratch_kernel_table() {
 }
 
 const KernelTable& simulated_kernel_table() {
-  static const KernelTable no_scratch = no_scratch_kernel_table();
-  const KernelTable* installed = scratch_kernels.load(std::memory_order_acquire);
-  return installed != nullptr ? *installed : no_scratch;
+  static const KernelTable observed{
+#define MG_KERNEL(name, result, parameters) .name = ObservedEntry<&KernelTable::name>::call,
+#include "memgrad/core/kernel_list.h"
+  };
+  return observed;
+}
+
+KernelObserver* set_simulated_kernel_observer(KernelObserver* replacement) {
+  KernelObserver* previous = observer;
+  observer = replacement;
+  return previous;
 }
 
 void set_simulated_scratch_kernels(const KernelTable* kernels) {

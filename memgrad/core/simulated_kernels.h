@@ -5,8 +5,12 @@
 // arithmetic, which is how memory can be tested without a GPU and peak memory predicted.
 // What its kernels allocate depends on the device it stands in for (memory/simulated_target.h):
 // by default nothing, under a SimulatedTarget the scratch the target's kernels borrow.
+//
+// Every simulated kernel call can also report its work (core/kernel_work.h) to an observer,
+// which is how a step run there is costed (memory/step_cost.h).
 #pragma once
 
+#include "memgrad/core/kernel_work.h"
 #include "memgrad/core/kernels.h"
 
 namespace mg {
@@ -22,5 +26,15 @@ void set_simulated_scratch_kernels(const KernelTable* kernels);
 
 // A table whose every entry does nothing: the base each scratch model overrides.
 KernelTable no_scratch_kernel_table();
+
+// Receives the work of every simulated kernel call on the thread that set it.
+class KernelObserver {
+ public:
+  virtual ~KernelObserver() = default;
+  virtual void observe(const KernelWork& work) = 0;
+};
+// Makes `observer` (nullptr: none) see this thread's simulated kernel calls; returns the one
+// it replaces. It must outlive its installation.
+KernelObserver* set_simulated_kernel_observer(KernelObserver* observer);
 
 }  // namespace mg

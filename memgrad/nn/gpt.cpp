@@ -59,6 +59,14 @@ GPTOptions GPTOptions::gpt2_large() {
   return options;
 }
 
+GPTOptions GPTOptions::gpt2_xl() {
+  GPTOptions options = gpt2();
+  options.n_layer = 48;
+  options.n_head = 25;
+  options.n_embd = 1600;
+  return options;
+}
+
 // ---- the transformer trunk ----
 
 GPTTransformer::GPTTransformer(const GPTOptions& options, Generator* generator)

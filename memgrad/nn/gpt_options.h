@@ -36,6 +36,7 @@ struct GPTOptions {
   static GPTOptions gpt2();         // 124M: 12 layers, 12 heads, 768 wide, vocab 50257, block 1024
   static GPTOptions gpt2_medium();  // 350M: 24 layers, 16 heads, 1024 wide
   static GPTOptions gpt2_large();   // 774M: 36 layers, 20 heads, 1280 wide
+  static GPTOptions gpt2_xl();      // 1.5B: 48 layers, 25 heads, 1600 wide
 };
 
 }  // namespace mg::nn

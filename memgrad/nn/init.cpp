@@ -8,6 +8,13 @@
 
 namespace mg::nn::init {
 
+namespace {
+thread_local bool skipping = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : previous_(skipping) { skipping = true; }
+SkipInitGuard::~SkipInitGuard() { skipping = previous_; }
+
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& tensor) {
   MG_CHECK(tensor.dim() >= 2, "calculate_fan_in_and_fan_out: the tensor has shape ", tensor.sizes(),
            "; fan in and fan out need at least 2 dimensions (out, in, *kernel)");
@@ -35,23 +42,27 @@ const Tensor& kaiming_normal_(const Tensor& tensor, double a, FanMode mode, Gene
 }
 
 const Tensor& uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
+  if (skipping) return tensor;
   NoGradGuard no_grad;
   mg::uniform_(tensor, low, high, generator);
   return tensor;
 }
 
 const Tensor& normal_(const Tensor& tensor, double mean, double std, Generator* generator) {
+  if (skipping) return tensor;
   NoGradGuard no_grad;
   mg::normal_(tensor, mean, std, generator);
   return tensor;
 }
 
 const Tensor& zeros_(const Tensor& tensor) {
+  if (skipping) return tensor;
   NoGradGuard no_grad;
   return tensor.zero_();
 }
 
 const Tensor& ones_(const Tensor& tensor) {
+  if (skipping) return tensor;
   NoGradGuard no_grad;
   return tensor.fill_(1.0);
 }

@@ -99,6 +99,8 @@ TEST_CASE("the GPT-2 presets have GPT-2's sizes, and gpt2() holds 124,439,808 pa
   nn::GPTOptions medium = nn::GPTOptions::gpt2_medium(), large = nn::GPTOptions::gpt2_large();
   CHECK((medium.n_layer == 24 && medium.n_head == 16 && medium.n_embd == 1024 && medium.vocab_size == 50257));
   CHECK((large.n_layer == 36 && large.n_head == 20 && large.n_embd == 1280 && large.block_size == 1024));
+  const nn::GPTOptions xl = nn::GPTOptions::gpt2_xl();
+  CHECK((xl.n_layer == 48 && xl.n_head == 25 && xl.n_embd == 1600 && xl.vocab_size == 50257));
 
   nn::GPTOptions options = nn::GPTOptions::gpt2();
   CHECK((options.n_layer == 12 && options.n_head == 12 && options.n_embd == 768));

@@ -1,0 +1,90 @@
+// tests/examples/test_memory_budget_cli.cpp — `--bench --memory-budget BYTES` as a user runs
+// it on the CPU (examples/common/budget_plan.h): the plan chosen for a budget between the
+// smallest and the largest plan's peak is predicted within it, and the step run with the
+// chosen levers measures the peak that was predicted (allocated bytes exactly; reserved
+// within one small-pool segment, as tests/examples/test_memory_prediction_cli.cpp explains);
+// a budget nothing fits is refused naming the smallest that would; the levers the planner
+// chooses cannot also be given by hand.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "examples/output_checks.h"
+#include "examples/program_runner.h"
+
+using mg_test::json_integer;
+using mg_test::Outcome;
+using mg_test::run_ok;
+using mg_test::TempDir;
+
+namespace {
+
+const std::string kTinyBench = "--bench --preset tiny --batch 8 --warmup 1 --threads 1";
+
+// The predicted peaks of every plan --explain-plan lists ("<bytes> B (...)"), in its order.
+std::vector<int64_t> plan_peaks(const std::string& explained) {
+  std::vector<int64_t> peaks;
+  const std::regex line(R"((\d+) B \()");
+  for (auto match = std::sregex_iterator(explained.begin(), explained.end(), line); match != std::sregex_iterator();
+       ++match) {
+    peaks.push_back(std::stoll((*match)[1]));
+  }
+  return peaks;
+}
+
+}  // namespace
+
+TEST_CASE("gpt --bench --memory-budget weighs every plan and runs one that fits, at its predicted peak",
+          "[examples][gpt][budget]") {
+  TempDir dir("gpt-budget");
+  const Outcome all = run_ok(dir, "gpt", kTinyBench + " --memory-budget 100GiB --explain-plan --predict-memory");
+  // 2 checkpointing choices x 4 optimizer states x micro-batches of 8, 4, 2, 1.
+  const std::vector<int64_t> peaks = plan_peaks(all.err);
+  REQUIRE(peaks.size() == 2 * 4 * 4);
+  std::vector<int64_t> sorted = peaks;
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted.front() < sorted.back());
+  const int64_t budget = sorted[sorted.size() / 2];
+  INFO("budget " << budget);
+
+  const Outcome predicted =
+      run_ok(dir, "gpt", kTinyBench + " --memory-budget " + std::to_string(budget) + " --predict-memory");
+  const int64_t predicted_reserved = json_integer(predicted.out, "peak_reserved_bytes", "memory");
+  CHECK(predicted_reserved <= budget);
+  CHECK_THAT(predicted.err, Catch::Contains("memory budget " + std::to_string(budget) + " bytes: checkpoint="));
+
+  const Outcome measured = run_ok(dir, "gpt", kTinyBench + " --memory-budget " + std::to_string(budget) + " --steps 1");
+  CHECK(json_integer(measured.out, "peak_allocated_bytes") == json_integer(predicted.out, "peak_allocated_bytes", "memory"));
+  CHECK(std::abs(json_integer(measured.out, "peak_reserved_bytes") - predicted_reserved) <= int64_t{2} << 20);
+  // The run took the chosen levers: its JSON line says which.
+  CHECK(json_integer(measured.out, "batch") * json_integer(measured.out, "accum") == 8);
+}
+
+TEST_CASE("gpt --memory-budget refuses a budget nothing fits, naming the smallest that would",
+          "[examples][gpt][budget]") {
+  TempDir dir("gpt-budget-refused");
+  const Outcome all = run_ok(dir, "gpt", kTinyBench + " --memory-budget 100GiB --explain-plan --predict-memory");
+  const std::vector<int64_t> peaks = plan_peaks(all.err);
+  REQUIRE(!peaks.empty());
+  const int64_t smallest = *std::min_element(peaks.begin(), peaks.end());
+  const Outcome refused = mg_test::run_program(dir, "gpt", kTinyBench + " --memory-budget 1MiB --predict-memory");
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("no plan fits a budget of 1048576 bytes") &&
+                              Catch::Contains("need at least " + std::to_string(smallest) + " bytes") &&
+                              Catch::Contains("filled by"));
+}
+
+TEST_CASE("--memory-budget wants --bench, chooses its levers itself, and --explain-plan wants a budget",
+          "[examples][budget]") {
+  TempDir dir("budget-flags");
+  mg_test::check_usage_error(dir, "gpt", "--preset tiny --memory-budget 1GiB", "--memory-budget plans --bench's step");
+  mg_test::check_usage_error(dir, "gpt", kTinyBench + " --memory-budget 1GiB --checkpoint",
+                             "--checkpoint is one of the levers --memory-budget chooses");
+  mg_test::check_usage_error(dir, "resnet", "--bench --memory-budget 1GiB --accum 2",
+                             "--accum is one of the levers --memory-budget chooses");
+  mg_test::check_usage_error(dir, "gpt", kTinyBench + " --explain-plan", "--explain-plan prints the plans");
+  mg_test::check_usage_error(dir, "resnet", "--bench --memory-budget lots", "--memory-budget");
+}
