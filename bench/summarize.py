@@ -98,8 +98,13 @@ def config_name(result):
         name += f" {result['memory_format']}"
     if (result.get("amp") or "fp32") != "fp32":
         name += f" amp {result['amp']}"
-    if result.get("checkpoint"):
+    # memgrad writes "none", "selective" or "whole" (before 2026-12-07, and PyTorch's
+    # reference still, a bool: true meant whole blocks).
+    checkpoint = result.get("checkpoint")
+    if checkpoint is True or checkpoint == "whole":
         name += " checkpoint"
+    elif checkpoint == "selective":
+        name += " selective-checkpoint"
     if result.get("cuda_graph"):
         name += " cuda-graph"
     if result.get("cudnn_benchmark"):

@@ -33,6 +33,7 @@
 #include "memgrad/autograd/attention.h"
 #include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/checkpoint.h"
+#include "memgrad/autograd/checkpoint_policy.h"
 #include "memgrad/autograd/copy.h"
 #include "memgrad/autograd/dropout.h"
 #include "memgrad/autograd/elementwise.h"

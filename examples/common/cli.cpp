@@ -128,7 +128,12 @@ GivenFlags parse_flags(int argc, char** argv, const FlagHandlers& flags, const S
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (const auto found = switches.find(flag); found != switches.end()) {
-      found->second();
+      const auto with_value = flags.find(flag);
+      if (with_value != flags.end() && i + 1 < argc && argv[i + 1][0] != '-') {
+        with_value->second(argv[++i]);
+      } else {
+        found->second();
+      }
       given.add(flag);
       continue;
     }

@@ -70,7 +70,9 @@ class GivenFlags {
 
 // Runs the handlers for argv[1..] and returns the flags given; throws UsageError for
 // unknown flags (naming the nearest known one), missing values and a value given to a
-// switch. "--help"/"-h" is not handled here: list it among the switches.
+// switch. "--help"/"-h" is not handled here: list it among the switches. A flag listed in
+// both maps has an optional value (--checkpoint, --checkpoint selective): the next word is
+// its value unless it starts with '-' or there is none.
 GivenFlags parse_flags(int argc, char** argv, const FlagHandlers& flags, const SwitchHandlers& switches = {});
 
 // The known flag nearest to `unknown` by edit distance (or the one it is a prefix of),

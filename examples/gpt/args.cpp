@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
@@ -113,7 +114,6 @@ Args parse_args(int argc, char** argv) {
   examples::SwitchHandlers switches = {
       {"--help", [&] { args.help = true; }},
       {"-h", [&] { args.help = true; }},
-      {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--bench", [&] { args.bench = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
@@ -123,6 +123,7 @@ Args parse_args(int argc, char** argv) {
       {"--zero", [&] { args.zero = true; }},
   };
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
+  examples::add_block_checkpoint_flag(flags, switches, args.checkpoint);
   args.budget.add_to(flags, switches);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
@@ -229,7 +230,7 @@ int64_t bench_warmup_steps(const Args& args) { return args.warmup.value_or(5); }
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
-                [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--checkpoint [selective|whole]] [--amp fp16|bf16] [--device cpu|cuda]
                 [--optimizer-state device|8bit|offload|offload-delayed]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
@@ -261,9 +262,14 @@ Data and model:
                            gpt2-xl (1.5B's: 48 layers, 25 heads, 1600 wide; 1.48B)
   --layers N --heads N --embd N --block N --dropout P
                            replace single sizes of the preset
-  --checkpoint             gradient checkpointing: keep only each block's input through
-                           the forward and recompute the block in backward (one more
-                           forward of the trunk per step, for a lower activation peak)
+  --checkpoint [selective|whole]
+                           gradient checkpointing of every block: whole (the flag alone)
+                           keeps only each block's input through the forward and
+                           recomputes the block in backward (one more forward of the
+                           trunk per step, for a lower activation peak); selective also
+                           keeps the matmuls' and attention's outputs and recomputes only
+                           layer norm, GELU, dropout, softmax and the adds (less compute,
+                           more memory); none: off (default)
 
 Training:
   --steps N                optimizer steps (default 5000)

@@ -24,7 +24,7 @@ struct Args {
   std::string preset = "small";
   examples::GPTSizeFlags sizes;  // no --vocab: the vocabulary is the 256 byte values
   std::optional<double> dropout;
-  bool checkpoint = false;  // gradient checkpointing, block by block
+  mg::nn::BlockCheckpoint checkpoint = mg::nn::BlockCheckpoint::None;  // --checkpoint [selective|whole]
   // Training.
   int64_t steps = 5000;  // optimizer steps the schedule is laid out for
   int64_t batch_size = 64;  // windows per micro-batch (per rank when distributed)

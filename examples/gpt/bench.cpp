@@ -30,6 +30,7 @@
 #include <memgrad/memory/context.h>
 #include <memgrad/core/random.h>
 #include <memgrad/cuda/captured_step.h>
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/budget_plan.h"
@@ -131,7 +132,7 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("vocab_size").value(options.vocab_size)
       .key("batch").value(batch_size)
       .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint)
+      .key("checkpoint").value(mg::nn::block_checkpoint_name(args.checkpoint))
       .key("optim").value("adamw")
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("amp").value(examples::amp_name(args.amp))
@@ -150,7 +151,7 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
 Args plan_bench_for_budget(const Args& args) {
   const auto with_levers = [&](const examples::BudgetLevers& levers) {
     Args planned = args;
-    planned.checkpoint = levers.checkpoint;
+    planned.checkpoint = levers.checkpoint ? mg::nn::BlockCheckpoint::Whole : mg::nn::BlockCheckpoint::None;
     planned.optimizer_state = levers.optimizer_state;
     planned.batch_size = args.batch_size / levers.micro_batches;
     planned.accum = args.accum * levers.micro_batches;
@@ -229,7 +230,8 @@ int run_bench(const Args& command_line) {
                static_cast<long long>(options.n_embd), static_cast<long long>(options.vocab_size),
                static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
-               static_cast<long long>(options.block_size), args.checkpoint ? ", checkpointed block by block" : "",
+               static_cast<long long>(options.block_size),
+               examples::block_checkpoint_phrase(args.checkpoint, options.checkpoint_policy).c_str(),
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", args.device.str().c_str(),
                examples::describe_ranks(run, args.zero).c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms, tokens_per_s,
                static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),

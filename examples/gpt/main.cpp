@@ -26,6 +26,7 @@
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/random.h>
 #include <memgrad/io/safetensors.h>
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -93,7 +94,7 @@ void print_setup(const Args& args, const gpt::TextCorpus& corpus, const mg::nn::
               static_cast<long long>(model.num_parameters()), static_cast<long long>(options.n_layer),
               static_cast<long long>(options.n_head), static_cast<long long>(options.n_embd),
               static_cast<long long>(options.block_size), options.dropout,
-              args.checkpoint ? ", checkpointed block by block" : "");
+              examples::block_checkpoint_phrase(args.checkpoint, mg::nn::GPTOptions{}.checkpoint_policy).c_str());
   std::printf("%s%s (betas 0.9, 0.99, weight decay 0.1), lr %g after %lld warm-up steps, cosine to %g; batch %lld x %lld "
               "bytes%s%s; %lld steps on %s%s%s\n",
               args.zero ? "ZeRO-1 " : "", examples::describe_adamw(args.optimizer_state).c_str(), args.lr,
@@ -324,7 +325,7 @@ int predict_training_memory(const Args& args) {
               static_cast<long long>(prediction.batch_size),
               examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
-              args.checkpoint ? ", checkpointed block by block" : "",
+              examples::block_checkpoint_phrase(args.checkpoint, mg::nn::GPTOptions{}.checkpoint_policy).c_str(),
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "");
   examples::print_prediction(stdout, prediction, args.fit_batch);
   if (!args.summary_json.empty()) {

@@ -49,7 +49,7 @@ void write_setup(mg::JsonWriter& json, const Args& args, const TextCorpus& corpu
       .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state))
       .key("batch_size").value(batch_size)
       .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint);
+      .key("checkpoint").value(mg::nn::block_checkpoint_name(args.checkpoint));
 }
 
 void write_summary(const Args& args, const TextCorpus& corpus, const RunState& state, const SessionFacts& facts,

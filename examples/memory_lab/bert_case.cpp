@@ -87,7 +87,7 @@ StepPeaks training_peaks(const Setting& setting, mg::Device device) {
   mg::allocator_for(device).empty_cache();
   MemoryProbe probe(device);
   mg::nn::GPTOptions options = mg::nn::GPTOptions::gpt2();
-  options.checkpoint = setting.checkpoint;
+  options.checkpoint = setting.checkpoint ? mg::nn::BlockCheckpoint::Whole : mg::nn::BlockCheckpoint::None;
   SequenceClassifier model(options);
   model.to(device);
   const mg::Tensor tokens = make_tokens(kBatch, kSequence, options.vocab_size, device, 0);

@@ -2,6 +2,7 @@
 #include "examples/resnet/args.h"
 
 #include "examples/common/auto_accumulation.h"
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
 #include "examples/common/detect_anomaly.h"
@@ -69,7 +70,6 @@ Args parse_args(int argc, char** argv) {
       {"--cudnn-benchmark", [&] { args.cudnn_benchmark = true; }},
       {"--dependent-launch", [&] { args.dependent_launch = true; }},
       {"--wgrad-stream", [&] { args.wgrad_stream = true; }},
-      {"--checkpoint", [&] { args.checkpoint = true; }},
       {"--cuda-graph", [&] { args.cuda_graph = true; }},
       {"--predict-memory", [&] { args.predict_memory = true; }},
       {"--detect-anomaly", [&] { args.detect_anomaly = true; }},
@@ -79,6 +79,7 @@ Args parse_args(int argc, char** argv) {
   };
   args.memory_recording.add_to(flags);
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
+  examples::add_block_checkpoint_flag(flags, switches, args.checkpoint);
   args.budget.add_to(flags, switches);
   const examples::GivenFlags given = examples::parse_flags(argc, argv, flags, switches);
   if (args.help) return args;  // the checks below are for a run
@@ -146,7 +147,7 @@ Args parse_args(int argc, char** argv) {
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
-                [--accum N] [--checkpoint] [--amp fp16|bf16] [--device cpu|cuda]
+                [--accum N] [--checkpoint [selective|whole]] [--amp fp16|bf16] [--device cpu|cuda]
                 [--optimizer sgd|adamw [--optimizer-state device|8bit|offload|offload-delayed]]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
                 [--dependent-launch] [--wgrad-stream]
@@ -167,10 +168,14 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            steps of N x --batch samples at the activation memory of one
                            batch (default 1; batch norm still normalises each batch of
                            --batch on its own); the schedule counts optimizer steps
-  --checkpoint             gradient checkpointing: keep only the inputs of layer1..layer4
-                           through the forward and recompute each stage's activations
-                           when backward reaches it (one more forward of the trunk per
-                           step, for a lower activation peak)
+  --checkpoint [selective|whole]
+                           gradient checkpointing of the stem and each block of
+                           layer1..layer4: whole (the flag alone) keeps only their inputs
+                           through the forward and recomputes each block when backward
+                           reaches it (one more forward of the trunk per step, for a lower
+                           activation peak); selective also keeps the convolutions'
+                           outputs and recomputes only batch norm, ReLU and the adds
+                           (less compute, more memory); none: off (default)
   --amp fp16|bf16|fp32     mixed precision: forward under autocast (convolutions and
                            linear layers in float16/bfloat16, losses and reductions in
                            float32, float32 master weights); fp16 scales the loss with a

@@ -11,6 +11,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
+#include <memgrad/nn/block_checkpoint.h>
 #include "examples/common/optimizer_state.h"
 
 namespace resnet {
@@ -24,7 +25,8 @@ struct Args {
   int64_t epochs = 15;
   int64_t batch_size = 256;  // samples per micro-batch (per rank when distributed)
   int64_t accum = 1;         // micro-batches whose gradients one optimizer step accumulates
-  bool checkpoint = false;   // gradient checkpointing of layer1..layer4
+  // --checkpoint [selective|whole]: the stem and every block of layer1..layer4
+  mg::nn::BlockCheckpoint checkpoint = mg::nn::BlockCheckpoint::None;
   bool cuda_graph = false;   // capture the step once as a CUDA graph and replay it
   double lr = 0.1;  // the one-cycle schedule's peak (1e-3 for AdamW unless given)
   Optimizer optimizer = Optimizer::Sgd;  // --optimizer sgd|adamw

@@ -31,6 +31,7 @@
 #include <memgrad/core/random.h>
 #include <memgrad/cuda/captured_step.h>
 #include "examples/common/accumulation.h"
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/budget_plan.h"
@@ -129,7 +130,7 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("model").value(args.model)
       .key("batch").value(batch_size)
       .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint)
+      .key("checkpoint").value(mg::nn::block_checkpoint_name(args.checkpoint))
       .key("optim").value(optimizer_name(args))
       .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state))
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
@@ -149,7 +150,7 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
 Args plan_bench_for_budget(const Args& args) {
   const auto with_levers = [&](const examples::BudgetLevers& levers) {
     Args planned = args;
-    planned.checkpoint = levers.checkpoint;
+    planned.checkpoint = levers.checkpoint ? mg::nn::BlockCheckpoint::Whole : mg::nn::BlockCheckpoint::None;
     planned.optimizer_state = levers.optimizer_state;
     planned.batch_size = args.batch_size / levers.micro_batches;
     planned.accum = args.accum * levers.micro_batches;
@@ -232,7 +233,8 @@ int run_bench(const Args& command_line) {
                args.model.c_str(), static_cast<long long>(args.batch_size),
                args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "", 3LL,
                static_cast<long long>(shape.image_size), static_cast<long long>(shape.image_size),
-               args.channels_last ? " channels-last" : "", args.checkpoint ? ", checkpointed block by block" : "",
+               args.channels_last ? " channels-last" : "",
+               examples::block_checkpoint_phrase(args.checkpoint, mg::nn::ResNetOptions{}.checkpoint_policy).c_str(),
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
                args.device.str().c_str(), examples::describe_ranks(run, args.zero).c_str(), measurement.median_ms,
                measurement.p10_ms, measurement.p90_ms, measurement.samples_per_s(job_samples_per_step),

@@ -39,6 +39,7 @@
 #include <memgrad/data/transforms.h>
 #include "examples/common/accumulation.h"
 #include "examples/common/auto_accumulation.h"
+#include "examples/common/block_checkpoint_flag.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -130,7 +131,7 @@ void write_setup(mg::JsonWriter& json, const Args& args, int64_t batch_size) {
       .key("amp").value(examples::amp_name(args.amp))
       .key("batch_size").value(batch_size)
       .key("accum").value(args.accum)
-      .key("checkpoint").value(args.checkpoint);
+      .key("checkpoint").value(mg::nn::block_checkpoint_name(args.checkpoint));
 }
 
 void write_summary(const Args& args, const RunProgress& progress, const SessionFacts& facts,
@@ -256,7 +257,7 @@ int run_training(const Args& command_line) {
               static_cast<long long>(args.batch_size),
               distributed.active() ? (" per rank on " + distributed.describe()).c_str() : "",
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated per step").c_str() : "",
-              args.checkpoint ? ", checkpointed block by block" : "",
+              examples::block_checkpoint_phrase(args.checkpoint, mg::nn::ResNetOptions{}.checkpoint_policy).c_str(),
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", static_cast<long long>(args.epochs),
               static_cast<long long>(train_steps), args.device.str().c_str(),
               facts.resumed_from > 0 ? (", resumed after epoch " + std::to_string(facts.resumed_from)).c_str()
@@ -400,7 +401,7 @@ int predict_training_memory(const Args& args) {
               static_cast<long long>(prediction.batch_size),
               examples::per_rank_phrase(per_rank).c_str(),
               args.accum > 1 ? (" x " + std::to_string(args.accum) + " accumulated").c_str() : "",
-              args.checkpoint ? ", checkpointed block by block" : "",
+              examples::block_checkpoint_phrase(args.checkpoint, mg::nn::ResNetOptions{}.checkpoint_policy).c_str(),
               args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "",
               args.channels_last ? ", channels-last" : "");
   examples::print_prediction(stdout, prediction, args.fit_batch);

@@ -5,7 +5,8 @@
 // The math path is a composition of differentiable ops (matmul, masked_fill or add,
 // softmax, dropout, matmul), so its gradient comes from theirs and it takes every option.
 // The fused path is one kernel call each way (core/kernels.h, attention_forward and
-// attention_backward) and one node that saves q, k, v, the output and the log-sum-exp.
+// attention_backward) and one node that saves q, k, v, the output and the log-sum-exp;
+// a selective checkpoint keeping OpKind::Attention keeps those last two.
 #include "memgrad/autograd/attention.h"
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/op_support.h"
+#include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/autograd/softmax.h"
 #include "memgrad/memory/context.h"
@@ -235,16 +237,29 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   // NOTE: the output's bytes are (B, Tq, H, D), seen as (B, H, Tq, D), as PyTorch's flash
   // path lays them out: the usual next step, out.transpose(1, 2).reshape(B, Tq, H * D), is
   // then a view instead of a copy.
-  Tensor output_bytes = autograd::new_output({batch, queries, heads, head_dim}, q.dtype(), q);
-  Tensor output4 = make_view(output_bytes, {batch, heads, queries, head_dim},
-                             {queries * heads * head_dim, head_dim, heads * head_dim, 1}, output_bytes.storage_offset());
-  Tensor log_sum_exp = autograd::new_output({batch, heads, queries}, log_sum_exp_dtype(q.dtype()), q);
+  auto output4_of = [&](const Tensor& output_bytes) {
+    return make_view(output_bytes, {batch, heads, queries, head_dim},
+                     {queries * heads * head_dim, head_dim, heads * head_dim, 1}, output_bytes.storage_offset());
+  };
   AttentionParams params{.scale = scale, .is_causal = options.is_causal, .dropout_p = options.dropout_p, .rng = {}};
   if (options.dropout_p > 0.0) {
+    // NOTE: drawn outside the kept computation below, so that a selective checkpoint's
+    // recompute, which takes the kept output, still moves the generator as the forward did.
     Generator& generator = options.generator ? *options.generator : default_generator();
     params.rng = generator.reserve(batch * heads * queries * keys, q.device());  // as dropout() on the weights
   }
-  kernels(q.device()).attention_forward(q4, k4, v4, params, output4, log_sum_exp);
+  const Shape output_sizes{batch, queries, heads, head_dim};
+  // The output and the log-sum-exp, both of which the backward reads.
+  const std::vector<Tensor> results = autograd::kept_or_computed(
+      OpKind::Attention, "scaled_dot_product_attention[fused]", output_sizes, q.dtype(), [&] {
+        Tensor output_bytes = autograd::new_output(output_sizes, q.dtype(), q);
+        Tensor log_sum_exp = autograd::new_output({batch, heads, queries}, log_sum_exp_dtype(q.dtype()), q);
+        kernels(q.device()).attention_forward(q4, k4, v4, params, output4_of(output_bytes), log_sum_exp);
+        return std::vector<Tensor>{output_bytes, log_sum_exp};
+      });
+  const Tensor& output_bytes = results[0];
+  const Tensor& log_sum_exp = results[1];
+  Tensor output4 = output4_of(output_bytes);
   // A 3-D input was (N, 1, Tq, D): its output bytes are (N, Tq, 1, D), a contiguous (N, Tq, D).
   Tensor output = q.dim() == 4 ? output4 : make_view(output_bytes, {batch, queries, head_dim},
                                                      contiguous_strides({batch, queries, head_dim}),

@@ -2,6 +2,7 @@
 #include "memgrad/autograd/checkpoint.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/node.h"
 #include "memgrad/autograd/saved_tensor.h"
+#include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/memory/context.h"
 #include "memgrad/memory/recorder.h"
 #include "memgrad/core/random.h"
@@ -74,18 +76,21 @@ std::string describe(const OutputSignature& output) {
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFunction fn, std::vector<SavedTensor>&& inputs, std::vector<OutputSignature> outputs,
-                     PhiloxState forward_rng, const amp::AutocastState& forward_autocast,
-                     const memory::detail::Context& forward_context)
-      : Node("CheckpointBackward", static_cast<uint32_t>(outputs.size())),
+                     const CheckpointPolicy& policy, KeptResults&& kept, PhiloxState forward_rng,
+                     const amp::AutocastState& forward_autocast, const memory::detail::Context& forward_context)
+      : Node(policy.keeps_nothing() ? "CheckpointBackward" : "SelectiveCheckpointBackward",
+             static_cast<uint32_t>(outputs.size())),
         fn_(std::move(fn)),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
+        policy_(policy),
+        kept_(std::move(kept)),
         forward_rng_(forward_rng),
         forward_autocast_(forward_autocast),
         forward_context_(forward_context) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
-    MG_CHECK(!released_, "trying to backward through the graph a second time: CheckpointBackward's saved inputs "
+    MG_CHECK(!released_, "trying to backward through the graph a second time: ", name(), "'s saved inputs "
              "were already freed by the first backward(). Hint: pass retain_graph=true to the first backward() "
              "if you need to backward twice, or run the checkpointed forward again.");
     bool any_gradient = std::any_of(grad_outputs.begin(), grad_outputs.end(),
@@ -103,7 +108,12 @@ class CheckpointBackward final : public Node {
     std::vector<Tensor> recomputed;
     {
       RecomputeScope scope(forward_rng_, forward_autocast_, forward_context_);
+      // The kept results go to the recomputed graph as they are taken, unless a later
+      // backward will recompute again.
+      std::optional<ReplayScope> replay;
+      if (!policy_.keeps_nothing()) replay.emplace(policy_, kept_, /*release=*/!retains_graph());
       recomputed = fn_(leaves);
+      if (replay) replay->check_all_replayed();
     }
     check_same_outputs(recomputed);
 
@@ -135,6 +145,7 @@ class CheckpointBackward final : public Node {
 
   void release_saved() override {
     for (SavedTensor& input : inputs_) input.release();
+    kept_.clear();
     fn_ = nullptr;  // fn may hold modules or tensors alive through its captures
     released_ = true;
   }
@@ -183,6 +194,8 @@ class CheckpointBackward final : public Node {
   CheckpointFunction fn_;
   std::vector<SavedTensor> inputs_;  // (possibly undefined) fn's inputs, as at the forward
   std::vector<OutputSignature> outputs_;
+  CheckpointPolicy policy_;
+  KeptResults kept_;  // the kept ops' results, in the forward's order
   PhiloxState forward_rng_;
   amp::AutocastState forward_autocast_;
   memory::detail::Context forward_context_;
@@ -195,7 +208,8 @@ bool is_recomputing() { return recomputing; }
 
 }  // namespace autograd
 
-std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointPolicy& keep) {
   MG_CHECK(fn != nullptr, "checkpoint: got an empty function");
   if (!GradMode::is_enabled()) return fn(inputs);
 
@@ -206,8 +220,11 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   for (const Tensor& input : inputs) saved_inputs.emplace_back(input);
   PhiloxState forward_rng = default_generator().state();
   std::vector<Tensor> outputs;
+  autograd::KeptResults kept;
   {
     NoGradGuard no_grad;
+    std::optional<autograd::KeepScope> keeping;
+    if (!keep.keeps_nothing()) keeping.emplace(keep, kept);
     outputs = fn(inputs);
   }
 
@@ -216,8 +233,9 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   for (const Tensor& output : outputs) signatures.push_back(autograd::signature_of(output));
   // NOTE: created after fn ran, so its sequence number is later than that of any node fn
   // could have captured (check_graph_is_local relies on it).
-  auto node = std::make_shared<autograd::CheckpointBackward>(fn, std::move(saved_inputs), std::move(signatures),
-                                                             forward_rng, amp::autocast_state(), memory::saved_context());
+  auto node = std::make_shared<autograd::CheckpointBackward>(fn, std::move(saved_inputs), std::move(signatures), keep,
+                                                             std::move(kept), forward_rng, amp::autocast_state(),
+                                                             memory::saved_context());
   // For a running memory::Recorder, as autograd::connect does for other ops: fn's forward
   // allocations are the checkpoint's, and its node belongs to the current module.
   if (memory::detail::recording()) memory::detail::label_forward_op(node.get(), node->name());
@@ -236,11 +254,12 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   return outputs;
 }
 
-Tensor checkpoint(const std::function<Tensor(const Tensor& input)>& fn, const Tensor& input) {
+Tensor checkpoint(const std::function<Tensor(const Tensor& input)>& fn, const Tensor& input,
+                  const CheckpointPolicy& keep) {
   MG_CHECK(fn != nullptr, "checkpoint: got an empty function");
   // NOTE: fn by value: the node keeps this wrapper until backward.
   return checkpoint([fn](const std::vector<Tensor>& inputs) { return std::vector<Tensor>{fn(inputs[0])}; },
-                    {input})[0];
+                    {input}, keep)[0];
 }
 
 }  // namespace mg

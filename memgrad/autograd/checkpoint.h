@@ -29,11 +29,19 @@
 // - Nested checkpoints work: inside the forward they just run fn (grad mode is off), and
 //   during the recompute they record their own node.
 // - With grad mode off at the call, checkpoint just runs fn.
+//
+// Selective checkpointing: with a CheckpointPolicy that keeps some op kinds
+// (autograd/checkpoint_policy.h), the node also keeps the outputs those ops computed in the
+// forward (ACTIVATION, released once the recompute has taken them, or after the node's
+// backward under retain_graph), and the recompute takes them instead of running their
+// kernels: only the cheap ops between them run again (autograd/selective_checkpoint.h).
+// Memory lies between a whole-block checkpoint's and no checkpoint's; so does compute.
 #pragma once
 
 #include <functional>
 #include <vector>
 
+#include "memgrad/autograd/checkpoint_policy.h"
 #include "memgrad/core/tensor.h"
 
 namespace mg {
@@ -42,11 +50,14 @@ using CheckpointFunction = std::function<std::vector<Tensor>(const std::vector<T
 
 // fn(inputs) without saving its intermediates; any number of inputs and outputs (inputs may
 // be undefined or not require grad; outputs that are not floating get no gradient). fn must
-// compute the same thing when called again: same number, shapes and dtypes of outputs.
-std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs);
+// compute the same thing when called again: same number, shapes and dtypes of outputs. `keep`:
+// the op kinds whose outputs the node keeps; the default keeps none (whole-block).
+std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointPolicy& keep = {});
 
 // One tensor in, one tensor out.
-Tensor checkpoint(const std::function<Tensor(const Tensor& input)>& fn, const Tensor& input);
+Tensor checkpoint(const std::function<Tensor(const Tensor& input)>& fn, const Tensor& input,
+                  const CheckpointPolicy& keep = {});
 
 namespace autograd {
 

@@ -14,6 +14,7 @@
 // norm's backward sums for it (autograd/relu_batch_norm_node.h).
 // conv2d_with_statistics is the same op with batch norm's statistics of the output made
 // in the same kernel where the device can (the kernel table's conv2d_with_statistics).
+// A selective checkpoint keeping OpKind::Convolution keeps the output and those statistics.
 #include "memgrad/autograd/conv.h"
 
 #include "memgrad/autocast/autocast.h"
@@ -23,6 +24,7 @@
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/relu_batch_norm_node.h"
+#include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/autograd/side_stream.h"
 #include "memgrad/memory/context.h"
 
@@ -151,16 +153,24 @@ Tensor conv2d_in_given_dtypes(const Tensor& input, const Tensor& weight, const T
   MemoryFormat input_format = suggest_memory_format(dense_input);
   MemoryFormat weight_format = suggest_memory_format(dense_weight);
   MemoryFormat out_format = output_format(dense_input, dense_weight);
-  Tensor out = new_output({input.sizes()[0], weight.sizes()[0], out_h, out_w}, input, out_format);
-  const KernelTable& kernel = kernels(input.device());
-  bool fused = false;
-  if (statistics != nullptr && !bias.defined()) {
-    const TensorOptions per_channel{.dtype = DType::Float32, .device = input.device()};
-    ChannelSums sums{empty({weight.sizes()[0]}, per_channel), empty({weight.sizes()[0]}, per_channel)};
-    fused = kernel.conv2d_with_statistics(dense_input, dense_weight, window, out, sums.sum, sums.square_sum);
-    if (fused) *statistics = std::move(sums);
-  }
-  if (!fused) kernel.conv2d(dense_input, dense_weight, bias.defined() ? contiguous(bias) : Tensor(), window, out);
+  const Shape out_sizes{input.sizes()[0], weight.sizes()[0], out_h, out_w};
+  // The output, and batch norm's statistics of it where the kernel made them.
+  const std::vector<Tensor> results =
+      autograd::kept_or_computed(OpKind::Convolution, "conv2d", out_sizes, input.dtype(), [&] {
+        Tensor out = new_output(out_sizes, input, out_format);
+        const KernelTable& kernel = kernels(input.device());
+        if (statistics != nullptr && !bias.defined()) {
+          const TensorOptions per_channel{.dtype = DType::Float32, .device = input.device()};
+          Tensor sum = empty({weight.sizes()[0]}, per_channel), square_sum = empty({weight.sizes()[0]}, per_channel);
+          if (kernel.conv2d_with_statistics(dense_input, dense_weight, window, out, sum, square_sum)) {
+            return std::vector<Tensor>{out, sum, square_sum};
+          }
+        }
+        kernel.conv2d(dense_input, dense_weight, bias.defined() ? contiguous(bias) : Tensor(), window, out);
+        return std::vector<Tensor>{out};
+      });
+  const Tensor& out = results[0];
+  if (results.size() == 3) *statistics = ChannelSums{results[1], results[2]};
 
   if (needs_grad(input, weight, bias)) {
     // NOTE: the saved tensors are the caller's, not the dense copies: saving a copy would

@@ -26,11 +26,13 @@ using PendingNodes = std::unordered_map<Node*, PendingNode>;
 
 // The backward calls running on this thread (more than one when a node runs a nested
 // backward), the callbacks queued for the outermost's end, and the innermost call's
-// gradients delivered so far (what take_delivered_gradient hands over).
+// gradients delivered so far (what take_delivered_gradient hands over) and whether it
+// retains the graph.
 struct BackwardCalls {
   int depth = 0;
   std::vector<std::function<void()>> callbacks;
   PendingNodes* pending = nullptr;
+  bool retain_graph = false;
 };
 thread_local BackwardCalls backward_calls;
 
@@ -38,12 +40,15 @@ thread_local BackwardCalls backward_calls;
 // it finishes, and drops them however it ends.
 class BackwardCall {
  public:
-  explicit BackwardCall(PendingNodes& pending) : outer_pending_(backward_calls.pending) {
+  BackwardCall(PendingNodes& pending, bool retain_graph)
+      : outer_pending_(backward_calls.pending), outer_retain_graph_(backward_calls.retain_graph) {
     ++backward_calls.depth;
     backward_calls.pending = &pending;
+    backward_calls.retain_graph = retain_graph;
   }
   ~BackwardCall() {
     backward_calls.pending = outer_pending_;
+    backward_calls.retain_graph = outer_retain_graph_;
     if (--backward_calls.depth == 0) {
       backward_calls.callbacks.clear();
       // A backward that threw may have left work on a side stream: whatever the caller
@@ -69,6 +74,7 @@ class BackwardCall {
 
  private:
   PendingNodes* outer_pending_;
+  bool outer_retain_graph_;
 };
 
 struct ReadyOrder {
@@ -146,7 +152,7 @@ void backward(std::vector<Tensor> roots, std::vector<Tensor> grad_roots, bool re
   NoGradGuard no_grad;
   memory::PhaseScope backward_phase(memory::Phase::Backward);
   PendingNodes pending;
-  BackwardCall call(pending);
+  BackwardCall call(pending, retain_graph);
   // NOTE: no autocast in backward, even when called inside an autocast region: each
   // gradient keeps the dtype its forward op chose (a float32 sum in a gradient formula
   // must not turn a bfloat16 input's gradient into float32).
@@ -235,6 +241,8 @@ void queue_callback(std::function<void()> callback) {
 bool in_backward() { return backward_calls.depth > 0; }
 
 bool in_outermost_backward() { return backward_calls.depth == 1; }
+
+bool retains_graph() { return backward_calls.depth > 0 && backward_calls.retain_graph; }
 
 Tensor take_delivered_gradient(const Node& node, size_t index, const Shape& sizes, MemoryFormat format, DType dtype,
                                Device device) {

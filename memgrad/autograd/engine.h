@@ -42,6 +42,10 @@ bool in_backward();
 // True while a backward runs on this thread that no other backward's node started (not
 // checkpoint's recomputation, whose caller reads the gradients it leaves right away).
 bool in_outermost_backward();
+// True while the backward running on this thread (the innermost) retains the graph: a node
+// that could let go of saved tensors inside its apply() (a selective checkpoint's kept
+// outputs, once its recompute has taken them) must keep them for the next backward.
+bool retains_graph();
 
 // Called by a node inside its apply(): the gradient that other consumers of the node's
 // input `index` have already delivered, handed over so that the node adds its own into it

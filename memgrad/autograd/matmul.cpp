@@ -5,6 +5,7 @@
 // and folded into one B dim, and an operand without batch dims repeats with batch stride
 // 0 — so a weight is never copied per batch element. A copy is made only when broadcast
 // batch dims cannot fold into one stride (e.g. (2, 1, M, K) against (5, K, N)).
+// Both products are OpKind::Matmul to a selective checkpoint (autograd/selective_checkpoint.h).
 #include "memgrad/autograd/matmul.h"
 
 #include <optional>
@@ -14,6 +15,7 @@
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
+#include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/autograd/shape.h"
 
 namespace mg {
@@ -166,10 +168,13 @@ Tensor matmul_in_given_dtypes(const Tensor& a, const Tensor& b) {
   Shape out_sizes = batch;  // batch + (M) + (N), without the dims 1-D operands lacked
   if (a.dim() > 1) out_sizes.push_back(m);
   if (b.dim() > 1) out_sizes.push_back(n);
-  Tensor out = new_output(out_sizes, a.dtype(), a);
-  Shape out_3d{batch.numel(), m, n};
-  kernels(a.device()).matmul(as_batched(as_matrix(a, true), batch), as_batched(as_matrix(b, false), batch),
-                             make_view(out, out_3d, contiguous_strides(out_3d), out.storage_offset()));
+  Tensor out = autograd::kept_or_computed(OpKind::Matmul, "matmul", out_sizes, a.dtype(), [&] {
+    Tensor product = new_output(out_sizes, a.dtype(), a);
+    Shape out_3d{batch.numel(), m, n};
+    kernels(a.device()).matmul(as_batched(as_matrix(a, true), batch), as_batched(as_matrix(b, false), batch),
+                               make_view(product, out_3d, contiguous_strides(out_3d), product.storage_offset()));
+    return product;
+  });
 
   if (needs_grad(a, b)) {
     // Each gradient needs only the other operand.
@@ -233,19 +238,22 @@ Tensor linear_in_given_dtypes(const Tensor& x, const Tensor& weight, const Tenso
 
   Shape out_sizes = x.sizes();
   out_sizes[out_sizes.size() - 1] = out_features;
-  Tensor out = new_output(out_sizes, x.dtype(), x);
-  const KernelTable& kernel = kernels(x.device());
-  if (bias.defined()) {
-    // One kernel call: the bias is added inside the product (on CUDA in cuBLASLt's GEMM
-    // epilogue), not by a second pass that reads and writes the output again.
-    kernel.linear_forward(contiguous_matrix(x), contiguous_or_copy(weight), contiguous_or_copy(bias),
-                          contiguous_matrix(out));
-  } else {
-    // weight^T as (1, in, out): a transposed view, no copy.
-    Tensor weight_t = make_view(weight, {1, in_features, out_features},
-                                {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
-    kernel.matmul(as_rows(x), weight_t, as_rows(out));
-  }
+  Tensor out = autograd::kept_or_computed(OpKind::Matmul, "linear", out_sizes, x.dtype(), [&] {
+    Tensor product = new_output(out_sizes, x.dtype(), x);
+    const KernelTable& kernel = kernels(x.device());
+    if (bias.defined()) {
+      // One kernel call: the bias is added inside the product (on CUDA in cuBLASLt's GEMM
+      // epilogue), not by a second pass that reads and writes the output again.
+      kernel.linear_forward(contiguous_matrix(x), contiguous_or_copy(weight), contiguous_or_copy(bias),
+                            contiguous_matrix(product));
+    } else {
+      // weight^T as (1, in, out): a transposed view, no copy.
+      Tensor weight_t = make_view(weight, {1, in_features, out_features},
+                                  {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
+      kernel.matmul(as_rows(x), weight_t, as_rows(product));
+    }
+    return product;
+  });
 
   if (needs_grad(x, weight, bias)) {
     autograd::record(

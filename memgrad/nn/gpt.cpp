@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include "memgrad/autograd/checkpoint.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/linear_cross_entropy.h"
 #include "memgrad/autograd/matmul.h"
@@ -71,7 +70,7 @@ GPTOptions GPTOptions::gpt2_xl() {
 // ---- the transformer trunk ----
 
 GPTTransformer::GPTTransformer(const GPTOptions& options, Generator* generator)
-    : Module("GPTTransformer"), checkpoint_(options.checkpoint) {
+    : Module("GPTTransformer"), checkpoint_(options.checkpoint), checkpoint_policy_(options.checkpoint_policy) {
   MG_CHECK(options.n_layer > 0 && options.vocab_size > 0 && options.block_size > 0, "GPT: n_layer=",
            options.n_layer, ", vocab_size=", options.vocab_size, ", block_size=", options.block_size,
            " must all be positive. Hint: start from a preset such as GPTOptions::gpt2()");
@@ -101,15 +100,15 @@ Tensor GPTTransformer::forward(const Tensor& tokens) {
   Tensor positions = narrow(wpe->weight, 0, 0, sequence);  // (T, C)
   Tensor x = (*drop)((*wte)(tokens) + positions);          // (B, T, C)
 
-  bool checkpointed = checkpoint_ && is_training();
+  const BlockCheckpoint mode = is_training() ? checkpoint_ : BlockCheckpoint::None;
   {
     // Each block is called as (*h)(x) would call it, so a Recorder names them "h.0", ...
     NamedCall call(*h);
     for (const std::shared_ptr<Module>& block : *h) {
       // NOTE: one checkpoint segment per block; the node keeps its block (a shared_ptr)
       // until backward recomputes it.
-      x = checkpointed ? checkpoint([block](const Tensor& block_input) { return (*block)(block_input); }, x)
-                       : (*block)(x);
+      x = run_block(mode, checkpoint_policy_, [block](const Tensor& block_input) { return (*block)(block_input); },
+                    x);
     }
   }
   return (*ln_f)(x);

@@ -16,7 +16,8 @@
 //
 // Memory: gpt2() holds 124,439,808 parameters (475 MiB in float32). Per block the math
 // attention path saves a (B, n_head, T, T) matrix besides the linear layers' inputs;
-// GPTOptions::checkpoint keeps only each block's input through the forward.
+// GPTOptions::checkpoint keeps only each block's input (Whole), or that and its matmuls'
+// and attention's outputs (Selective), through the forward.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,8 @@ class GPTTransformer : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
-  bool checkpoint_;
+  BlockCheckpoint checkpoint_;
+  CheckpointPolicy checkpoint_policy_;
 };
 
 // Hidden states to logits, without bias: (*, n_embd) -> (*, vocab_size).

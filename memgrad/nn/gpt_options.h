@@ -7,6 +7,7 @@
 
 #include "memgrad/autograd/attention.h"
 #include "memgrad/autograd/unary.h"
+#include "memgrad/nn/block_checkpoint.h"
 
 namespace mg::nn {
 
@@ -21,10 +22,13 @@ struct GPTOptions {
   double dropout = 0.0;         // after the embeddings, on attention weights, after each residual branch
   bool bias = true;             // biases in the Linears and LayerNorms (GPT-2 has them)
   bool tie_embeddings = true;   // lm_head.weight IS transformer.wte.weight (GPT-2's tying)
-  // In training, run every transformer block under mg::checkpoint (one segment a block):
-  // only the blocks' inputs stay saved through the forward, each block's activations are
-  // recomputed when backward reaches it (one more forward of the trunk per step).
-  bool checkpoint = false;
+  // In training, checkpoint every transformer block (nn/block_checkpoint.h): Whole keeps
+  // only the blocks' inputs through the forward and recomputes each block when backward
+  // reaches it (one more forward of the trunk per step); Selective also keeps the outputs
+  // of checkpoint_policy's op kinds and recomputes only the rest (layer norms, GELU,
+  // dropout, the residual adds, the math attention path's softmax).
+  BlockCheckpoint checkpoint = BlockCheckpoint::None;
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::matmul_and_attention();
   AttentionBackend attention = AttentionBackend::Auto;
   GeluApproximate gelu = GeluApproximate::Tanh;  // GPT-2's "gelu_new"
   double layer_norm_eps = 1e-5;

@@ -4,6 +4,7 @@
 #include "memgrad/nn/activation.h"
 #include "memgrad/nn/attention.h"
 #include "memgrad/nn/batch_norm.h"
+#include "memgrad/nn/block_checkpoint.h"
 #include "memgrad/nn/checkpoint_sequential.h"
 #include "memgrad/nn/container.h"
 #include "memgrad/nn/conv.h"

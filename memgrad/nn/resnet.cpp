@@ -4,7 +4,6 @@
 
 #include <string>
 
-#include "memgrad/autograd/checkpoint.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/nn/init.h"
 
@@ -100,7 +99,7 @@ Tensor Bottleneck::forward(const Tensor& input) {
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> blocks_per_layer, const ResNetOptions& options)
-    : Module("ResNet"), checkpoint_stages_(options.checkpoint_stages) {
+    : Module("ResNet"), checkpoint_stages_(options.checkpoint_stages), checkpoint_policy_(options.checkpoint_policy) {
   MG_CHECK(options.num_classes > 0, "ResNet: num_classes=", options.num_classes, " must be positive");
   MG_CHECK(options.in_channels > 0, "ResNet: in_channels=", options.in_channels,
            " must be positive (3 for RGB images, 1 for grayscale such as MNIST)");
@@ -172,18 +171,19 @@ Tensor ResNet::run_stem(const Tensor& input) {
     Tensor y = conv_bn_relu(*conv1, *bn1, x);
     return maxpool ? (*maxpool)(y) : y;
   };
-  if (!checkpoint_stages_ || !is_training()) return stem(input);
-  return checkpoint(stem, input);
+  if (checkpoint_stages_ == BlockCheckpoint::None || !is_training()) return stem(input);
+  return run_block(checkpoint_stages_, checkpoint_policy_, stem, input);
 }
 
 Tensor ResNet::run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input) {
-  if (!checkpoint_stages_ || !is_training()) return (*stage)(input);
+  if (checkpoint_stages_ == BlockCheckpoint::None || !is_training()) return (*stage)(input);
   // One segment per block (see ResNetOptions), named inside the stage as (*stage)(x)
   // would name them ("layer1.0"); each node keeps its block (a shared_ptr) until backward.
   NamedCall call(*stage);
   Tensor x = input;
   for (size_t index = 0; index < stage->size(); ++index) {
-    x = checkpoint([block = (*stage)[index]](const Tensor& block_input) { return (*block)(block_input); }, x);
+    x = run_block(checkpoint_stages_, checkpoint_policy_,
+                  [block = (*stage)[index]](const Tensor& block_input) { return (*block)(block_input); }, x);
   }
   return x;
 }

@@ -19,6 +19,7 @@
 #include "memgrad/core/random.h"
 #include "memgrad/nn/activation.h"
 #include "memgrad/nn/batch_norm.h"
+#include "memgrad/nn/block_checkpoint.h"
 #include "memgrad/nn/conv.h"
 #include "memgrad/nn/linear.h"
 #include "memgrad/nn/module.h"
@@ -34,16 +35,19 @@ struct ResNetOptions {
   bool small_image_stem = false;
   int64_t in_channels = 3;
   Generator* generator = nullptr;  // for every initial value; default: the global generator
-  // In training, run the stem and each residual stage (layer1..layer4) under
-  // mg::checkpoint, a stage one segment per residual block: only the segments' inputs stay
-  // saved through the forward, and each segment's activations are recomputed when backward
-  // reaches it (one more forward of the trunk per step). The stem counts: at 224x224 its
-  // 112x112 activations are a large share of ResNet-50's.
+  // In training, checkpoint the stem and each residual stage (layer1..layer4), a stage one
+  // segment per residual block (nn/block_checkpoint.h). Whole: only the segments' inputs
+  // stay saved through the forward, and each segment's activations are recomputed when
+  // backward reaches it (one more forward of the trunk per step). Selective: the outputs
+  // of checkpoint_policy's op kinds (the convolutions) stay too, and only batch norm, ReLU,
+  // max-pool and the residual adds run again. The stem counts: at 224x224 its 112x112
+  // activations are a large share of ResNet-50's.
   // NOTE: per block rather than per stage: the recompute is the same (every block runs
   // twice either way), but the backward's peak is one block's activations instead of a
   // whole stage's; for ResNet-50 (batch 2, CPU) the ACTIVATION peak falls 70.4% below the
   // unchecked step's instead of 59.3%, and the total peak is lower too.
-  bool checkpoint_stages = false;
+  BlockCheckpoint checkpoint_stages = BlockCheckpoint::None;
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::convolutions();
 };
 
 // Two 3x3 convolutions and a shortcut (ResNet-18/34). Output channels: planes.
@@ -107,7 +111,8 @@ class ResNet : public Module {
   Tensor run_stem(const Tensor& input);
   Tensor run_stage(const std::shared_ptr<Sequential>& stage, const Tensor& input);
   int64_t in_planes_ = 64;  // the channels the next block receives, while building
-  bool checkpoint_stages_ = false;
+  BlockCheckpoint checkpoint_stages_ = BlockCheckpoint::None;
+  CheckpointPolicy checkpoint_policy_;
 };
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& options = {});

@@ -77,7 +77,7 @@ nn::GPTOptions small_options(AttentionBackend attention = AttentionBackend::Auto
   options.block_size = 64;
   options.vocab_size = kVocab;
   options.attention = attention;
-  options.checkpoint = checkpoint;
+  options.checkpoint = checkpoint ? nn::BlockCheckpoint::Whole : nn::BlockCheckpoint::None;
   return options;
 }
 

@@ -1,8 +1,9 @@
 // tests/examples/test_memory_prediction_cli.cpp — --predict-memory and --fit-batch as a user
 // runs them: on the CPU the predicted peak allocated bytes are within 1% of a measured
 // run's (in fact equal: same allocator, same tensors, the CPU kernels' scratch replayed)
-// for the MNIST MLP and ResNet-18 steps in float32, checkpointed, under bf16 autocast and
-// accumulating; the JSON has a measured run's memory section and says it is a prediction
+// for the MNIST MLP and ResNet-18 steps in float32, checkpointed (whole blocks and
+// selectively), under bf16 autocast and accumulating, and the tiny GPT's with each kind of
+// block checkpointing; the JSON has a measured run's memory section and says it is a prediction
 // and for which target; a GPU target is predicted on any machine; --fit-batch's batch fits
 // and the next does not; bad sizes are refused.
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "examples/output_checks.h"
 #include "examples/program_runner.h"
@@ -36,13 +38,14 @@ Peaks peaks_of(const std::string& json) {
           json_integer(json, "WORKSPACE", "peak_bytes_by_category")};
 }
 
-// One resnet --bench step measured on the CPU and predicted for it, with the same flags.
-void check_bench_prediction(const std::string& flags) {
-  TempDir dir("predict-resnet");
-  const std::string common = "--bench --model resnet18 --batch 4 --warmup 1 --threads 2 " + flags;
-  const Peaks measured = peaks_of(run_ok(dir, "resnet", common + " --steps 1").out);
-  const Peaks predicted = peaks_of(run_ok(dir, "resnet", common + " --predict-memory").out);
-  INFO(flags << ": measured " << measured.allocated << ", predicted " << predicted.allocated);
+// One --bench step of `program` measured on the CPU and predicted for it, with the same
+// flags; returns the prediction's JSON line.
+std::string check_step_prediction(const std::string& program, const std::string& common) {
+  TempDir dir("predict-" + program);
+  const Peaks measured = peaks_of(run_ok(dir, program, common + " --steps 1").out);
+  const std::string prediction = run_ok(dir, program, common + " --predict-memory").out;
+  const Peaks predicted = peaks_of(prediction);
+  INFO(program << " " << common << ": measured " << measured.allocated << ", predicted " << predicted.allocated);
   CHECK(std::abs(predicted.allocated - measured.allocated) <= measured.allocated / 100);
   // Same allocator, same tensors, the CPU kernels' scratch replayed: in fact equal.
   CHECK(predicted.allocated == measured.allocated);
@@ -52,6 +55,12 @@ void check_bench_prediction(const std::string& flags) {
   // other freed mappings leave (Eigen's buffers), and where the allocator's tie-breaks by
   // address then go differently, a block splits differently (seen with --checkpoint).
   CHECK(std::abs(predicted.reserved - measured.reserved) <= int64_t{2} << 20);
+  return prediction;
+}
+
+// One resnet --bench step measured on the CPU and predicted for it, with the same flags.
+void check_bench_prediction(const std::string& flags) {
+  check_step_prediction("resnet", "--bench --model resnet18 --batch 4 --warmup 1 --threads 2 " + flags);
 }
 
 }  // namespace
@@ -79,6 +88,28 @@ TEST_CASE("resnet --bench --predict-memory predicts a CPU step's peak in float32
 
 TEST_CASE("resnet --bench --predict-memory predicts a checkpointed CPU step's peak", "[examples][predict]") {
   check_bench_prediction("--checkpoint");
+}
+
+TEST_CASE("resnet --bench --predict-memory predicts a selectively checkpointed CPU step's peak",
+          "[examples][predict]") {
+  check_bench_prediction("--checkpoint selective");
+}
+
+TEST_CASE("gpt --bench --predict-memory predicts a CPU step's peak without, with selective and with whole-block "
+          "checkpointing, whose ACTIVATION peaks fall in that order",
+          "[examples][predict]") {
+  const std::string common = "--bench --preset tiny --batch 4 --warmup 1 --threads 2 ";
+  std::vector<int64_t> activation_peaks;
+  for (const std::string mode : {"none", "selective", "whole"}) {
+    INFO("--checkpoint " << mode);
+    const std::string json = check_step_prediction("gpt", common + "--checkpoint " + mode);
+    CHECK_THAT(json, Catch::Contains("\"checkpoint\":\"" + mode + "\""));
+    activation_peaks.push_back(json_integer(json, "ACTIVATION", "peak_bytes_by_category"));
+  }
+  INFO("ACTIVATION peaks: " << activation_peaks[0] << " none, " << activation_peaks[1] << " selective, "
+                            << activation_peaks[2] << " whole");
+  CHECK(activation_peaks[0] > activation_peaks[1]);
+  CHECK(activation_peaks[1] > activation_peaks[2]);
 }
 
 TEST_CASE("resnet --bench --predict-memory predicts a CPU step's peak under bf16 autocast", "[examples][predict]") {

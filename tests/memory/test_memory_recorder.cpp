@@ -65,8 +65,11 @@ std::shared_ptr<mg::nn::Sequential> tiny_model() {
 TEST_CASE("Recorder names a checkpoint's recomputed allocations by the forward's module paths",
           "[memory_recorder]") {
   mg::Generator generator(4);
-  auto model = mg::nn::resnet18(
-      {.num_classes = 3, .small_image_stem = true, .in_channels = 1, .generator = &generator, .checkpoint_stages = true});
+  auto model = mg::nn::resnet18({.num_classes = 3,
+                                 .small_image_stem = true,
+                                 .in_channels = 1,
+                                 .generator = &generator,
+                                 .checkpoint_stages = mg::nn::BlockCheckpoint::Whole});
   model->train();
   const mg::Tensor inputs = mg::randn({2, 1, 8, 8}, {}, &generator);
   const mg::Tensor targets = mg::randint(0, 3, {2}, {.dtype = mg::DType::Int64}, &generator);

@@ -122,7 +122,9 @@ TEST_CASE("a ResNet with checkpoint_stages matches the unchecked one and more th
                                         nn::ResNetOptions{.num_classes = 10,
                                                           .small_image_stem = true,
                                                           .generator = &generator,
-                                                          .checkpoint_stages = checkpoint_stages});
+                                                          .checkpoint_stages = checkpoint_stages
+                                                                                   ? nn::BlockCheckpoint::Whole
+                                                                                   : nn::BlockCheckpoint::None});
   };
   Generator data(6);
   Tensor input = randn({8, 3, 32, 32}, {.category = MemoryCategory::Input}, &data);

@@ -216,7 +216,7 @@ TEST_CASE("checkpointed blocks give the same logits and gradients in float64 (wi
   Tensor tokens = random_tokens({4, 16}, 50, 9), targets = random_tokens({4, 16}, 50, 10);
 
   auto run = [&](bool checkpoint, DType dtype, int64_t* activation_peak) {
-    options.checkpoint = checkpoint;
+    options.checkpoint = checkpoint ? nn::BlockCheckpoint::Whole : nn::BlockCheckpoint::None;
     auto model = make_gpt(options, 11);
     model->to(dtype);
     int64_t before = memory::snapshot().category(MemoryCategory::Activation).current;
