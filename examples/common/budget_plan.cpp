@@ -18,12 +18,13 @@ void BudgetFlags::add_to(FlagHandlers& flags, SwitchHandlers& switches) {
 
 std::string budget_usage() {
   return R"(  --memory-budget BYTES    with --bench: choose the fastest step that fits BYTES (e.g.
-                           24GiB) among every combination of checkpointing, the
-                           optimizer's state and micro-batching (--batch B as B/m
-                           samples x m micro-batches): each one's peak predicted exactly
-                           on the simulated device, its time by an H100-calibrated cost
-                           model; then run (or --predict-memory) the chosen one. Refuses
-                           a budget nothing fits, naming the smallest that would
+                           24GiB) among every combination of checkpointing (none,
+                           selective, whole), the optimizer's state and micro-batching
+                           (--batch B as B/m samples x m micro-batches): each one's
+                           peak predicted exactly on the simulated device, its time by
+                           an H100-calibrated cost model; then run (or --predict-memory)
+                           the chosen one. Refuses a budget nothing fits, naming the
+                           smallest that would
   --explain-plan           with --memory-budget: print every plan weighed (peak, time,
                            why not chosen)
 )";
@@ -52,13 +53,14 @@ void check_budget_flags(const BudgetFlags& budget, bool bench, const std::vector
 BudgetLevers choose_levers(const BudgetProblem& problem, const CostedBenchStep& step) {
   std::vector<BudgetLevers> levers;
   std::vector<mg::memory::PlanCandidate> candidates;
-  for (const bool checkpoint : {false, true}) {
+  for (const mg::nn::BlockCheckpoint checkpoint :
+       {mg::nn::BlockCheckpoint::None, mg::nn::BlockCheckpoint::Selective, mg::nn::BlockCheckpoint::Whole}) {
     for (const OptimizerState state : problem.optimizer_states) {
       for (int64_t micro_batches = 1; micro_batches <= problem.batch_size; micro_batches *= 2) {
         if (problem.batch_size % micro_batches != 0) break;
         levers.push_back({checkpoint, state, micro_batches});
         mg::memory::PlanCandidate candidate;
-        candidate.levers = {{"checkpoint", checkpoint ? "yes" : "no"},
+        candidate.levers = {{"checkpoint", mg::nn::block_checkpoint_name(checkpoint)},
                             {"optimizer-state", optimizer_state_name(state)},
                             {"batch", std::to_string(problem.batch_size / micro_batches) + " x " +
                                           std::to_string(problem.accum * micro_batches)}};

@@ -1,7 +1,8 @@
 // examples/common/budget_plan.h — the examples' `--bench --memory-budget BYTES
 // [--explain-plan]`: the fastest bench step that fits BYTES, chosen by
 // mg::memory::plan_for_budget among every combination of the levers a program has:
-//   checkpointing      none, or the program's --checkpoint
+//   checkpointing      none, selective (matmul and attention outputs kept, or a ResNet's
+//                      convolutions) or whole blocks (--checkpoint none|selective|whole)
 //   optimizer state    the --optimizer-state values the program's optimizer takes
 //   micro-batching     --batch B --accum A as --batch B/m --accum A*m, for every m = 1, 2,
 //                      4, ... dividing B (the same samples and loss weights each step)
@@ -20,6 +21,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/memory/step_cost.h>
+#include <memgrad/nn/block_checkpoint.h>
 #include "examples/common/cli.h"
 #include "examples/common/optimizer_state.h"
 
@@ -42,7 +44,7 @@ void check_budget_flags(const BudgetFlags& budget, bool bench, const std::vector
                         bool distributed, bool fit_batch, bool cuda_graph);
 
 struct BudgetLevers {
-  bool checkpoint = false;
+  mg::nn::BlockCheckpoint checkpoint = mg::nn::BlockCheckpoint::None;
   OptimizerState optimizer_state = OptimizerState::Device;
   int64_t micro_batches = 1;
 };

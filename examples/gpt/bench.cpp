@@ -151,7 +151,7 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
 Args plan_bench_for_budget(const Args& args) {
   const auto with_levers = [&](const examples::BudgetLevers& levers) {
     Args planned = args;
-    planned.checkpoint = levers.checkpoint ? mg::nn::BlockCheckpoint::Whole : mg::nn::BlockCheckpoint::None;
+    planned.checkpoint = levers.checkpoint;
     planned.optimizer_state = levers.optimizer_state;
     planned.batch_size = args.batch_size / levers.micro_batches;
     planned.accum = args.accum * levers.micro_batches;
