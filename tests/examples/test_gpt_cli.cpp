@@ -232,7 +232,7 @@ TEST_CASE("gpt reads a folder's text files once each, skipping binary files and 
 TEST_CASE("gpt refuses a bad command line with exit code 2", "[examples][gpt]") {
   TempDir dir("gpt-cli");
   const auto [arguments, message] = GENERATE(table<std::string, std::string>({
-      {"--preset huge", "--preset must be tiny, small, gpt2 or gpt2-medium, got 'huge'"},
+      {"--preset huge", "--preset must be tiny, small, gpt2, gpt2-medium, gpt2-large or gpt2-xl, got 'huge'"},
       {"--heads 5", "the width (--embd 384) must be a multiple of the heads (--heads 5)"},
       {"--dropout 1", "--dropout must be in [0, 1), got 1"},
       {"--steps 0", "--steps must be at least 1"},

@@ -56,7 +56,7 @@ TEST_CASE("a simulated causal attention forward reports half of 4 B H T T D FLOP
   CHECK(meter.cost().flops == 4.0 * 2 * 3 * 256 * 256 * 64 / 2);
 }
 
-TEST_CASE("no meter, no cost; a meter sees only its own thread's calls and restores the one before",
+TEST_CASE("a meter sees only its own thread's calls, and restores the one before it",
           "[memory][step_cost]") {
   const Tensor a = empty({8, 8}, {.device = kSimulated});
   memory::StepCostMeter outer(round_rates());
