@@ -11,6 +11,7 @@
 #include "memgrad/autograd/grad_mode.h"
 #include "memgrad/autograd/shape.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/memory/snapshot.h"
 #include "memgrad/nn/gpt.h"
 #include "memgrad/nn/kv_cache.h"
 #include "nn/gpt_test_support.h"
@@ -77,9 +78,15 @@ TEST_CASE("KVCache: bytes are 2 * n_layer * B * block_size * n_embd elements, al
   nn::KVCache cache(model->options(), 2);
   CHECK(cache.bytes() == 0);  // nothing until the first forward
   CHECK(cache.capacity() == 8);
+  const int64_t activation_before = memory::snapshot().category(MemoryCategory::Activation).current;
   model->forward(random_tokens({2, 1}, options.vocab_size, 1), cache);
   const int64_t expected = 2 * 2 * 2 * 8 * 16 * 4;  // keys and values, layers, B, block, C, float32
   CHECK(cache.bytes() == expected);
+  // Tagged ACTIVATION (nothing else is: no graph under NoGradGuard); the allocator may round
+  // each of the 4 buffers up to its block size.
+  const int64_t activation = memory::snapshot().category(MemoryCategory::Activation).current - activation_before;
+  CHECK(activation >= expected);
+  CHECK(activation < expected + 4 * 1024);
   model->forward(random_tokens({2, 7}, options.vocab_size, 2), cache);
   CHECK(cache.bytes() == expected);  // full now, and never reallocated
   CHECK(cache.length() == 8);
