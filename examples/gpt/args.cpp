@@ -121,6 +121,7 @@ Args parse_args(int argc, char** argv) {
       {"--deterministic", [&] { args.deterministic = true; }},
       {"--distributed", [&] { args.distributed = true; }},
       {"--zero", [&] { args.zero = true; }},
+      {"--no-kv-cache", [&] { args.kv_cache = false; }},
   };
   examples::add_out_of_memory_flags(flags, switches, args.out_of_memory);
   examples::add_block_checkpoint_flag(flags, switches, args.checkpoint);
@@ -157,7 +158,7 @@ Args parse_args(int argc, char** argv) {
   // dump_windows; bench.cpp: run_bench, predict_bench_memory); the run's settings (--lr,
   // --eval-iters, --steps, ...) stay welcome with --predict-memory and --dump-windows,
   // which predict the run they describe and draw its windows.
-  const std::vector<std::string> sampling = {"--sample", "--temperature", "--top-k", "--prompt"};
+  const std::vector<std::string> sampling = {"--sample", "--temperature", "--top-k", "--prompt", "--no-kv-cache"};
   auto with_sampling = [&](std::vector<std::string> flags) {
     flags.insert(flags.end(), sampling.begin(), sampling.end());
     return flags;
@@ -181,7 +182,7 @@ Args parse_args(int argc, char** argv) {
         "recorded"},
        {args.fit_batch.has_value(), {"--predict-memory", "--batch"},
         "with --fit-batch: it searches the batch itself and predicts its peak"},
-       {args.sample == 0, {"--temperature", "--top-k", "--prompt"},
+       {args.sample == 0, {"--temperature", "--top-k", "--prompt", "--no-kv-cache"},
         "without --sample N: they shape the text it prints"}});
   std::vector<std::string> levers_given;
   for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
@@ -317,6 +318,9 @@ Sampling, after training (or after --resume of a finished run):
   --temperature T          divide the logits by T (default 0.8; lower: safer text)
   --top-k K                draw only among the K likeliest bytes (default: all 256)
   --prompt TEXT            the text to continue (default a newline)
+  --no-kv-cache            recompute the whole window for every byte instead of
+                           reading earlier bytes' keys and values from a KV cache
+                           (the cache restarts at half the window when it fills)
 
 Benchmark:
   --bench                  time training steps instead: --preset (default gpt2: GPT-2

@@ -68,6 +68,7 @@ struct Args {
   double temperature = 0.8;
   std::optional<int64_t> top_k;  // unset: every byte
   std::string prompt = "\n";
+  bool kv_cache = true;  // --no-kv-cache: a full forward over the window per byte
   bool help = false;
 };
 

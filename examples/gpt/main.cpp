@@ -114,10 +114,13 @@ void print_sample(const Args& args, mg::nn::GPT& model, const examples::MixedPre
               args.top_k ? std::to_string(*args.top_k).c_str() : "all");
   std::fflush(stdout);
   mg::Generator generator(stream_seed(args.seed, Stream::Sampling));
-  gpt::generate(model, precision,
-                {.bytes = args.sample, .temperature = args.temperature, .top_k = args.top_k, .prompt = args.prompt},
-                generator, stdout);
+  const gpt::Sample sample = gpt::generate(model, precision,
+                                          {.bytes = args.sample, .temperature = args.temperature, .top_k = args.top_k,
+                                           .prompt = args.prompt, .kv_cache = args.kv_cache},
+                                          generator, stdout);
   std::printf("\n--- end of sample ---\n");
+  std::printf("sampling: %lld bytes in %.3f s, %.3f ms/token (%s)\n", static_cast<long long>(sample.text.size()),
+              sample.seconds, sample.ms_per_byte(), args.kv_cache ? "KV cache" : "no KV cache: the window per byte");
 }
 
 int run_training(const Args& command_line) {

@@ -13,6 +13,7 @@
 #include "memgrad/core/random.h"
 #include "memgrad/nn/activation.h"
 #include "memgrad/nn/gpt_options.h"
+#include "memgrad/nn/kv_cache.h"
 #include "memgrad/nn/linear.h"
 #include "memgrad/nn/module.h"
 
@@ -27,6 +28,11 @@ class CausalSelfAttention : public Module {
   // (B, T, n_embd) -> (B, T, n_embd). Dropout on the attention weights and on the output
   // in training mode only.
   Tensor forward(const Tensor& input) override;
+  // Incremental decoding: `input` (B, T_new, n_embd) holds the tokens after the cache's
+  // length() cached ones; their keys and values join layer `layer`'s in the cache, and
+  // each new query attends to the cached keys and to the new ones up to itself. The same
+  // numbers as forward() over the whole prefix, for the new positions. Without autograd only.
+  Tensor forward(const Tensor& input, KVCache& cache, int64_t layer);
   std::string extra_repr() const override;  // "n_head=12, backend=auto"
 
   int64_t n_head() const { return n_head_; }
@@ -38,6 +44,9 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> resid_dropout;  // on the output
 
  private:
+  // Both forwards: without a cache, plain causal attention over `input`.
+  Tensor attend(const Tensor& input, KVCache* cache, int64_t layer);
+
   int64_t n_head_;
   int64_t n_embd_;
   AttentionBackend backend_;

@@ -84,21 +84,27 @@ GPTTransformer::GPTTransformer(const GPTOptions& options, Generator* generator)
                                                              options.bias));
 }
 
-Tensor GPTTransformer::forward(const Tensor& tokens) {
+Tensor GPTTransformer::embed(const Tensor& tokens, int64_t first_position) {
   MG_CHECK(tokens.dim() == 2, "GPT: expected token ids of shape (B, T), got ", tokens.sizes(),
            ". Hint: a single sequence is tokens.unsqueeze(0)");
   MG_CHECK(tokens.dtype() == DType::Int64 || tokens.dtype() == DType::Int32, "GPT: token ids must be integers ",
            "(int64 or int32), got ", tokens.dtype(), " of shape ", tokens.sizes());
   int64_t sequence = tokens.size(1), block_size = wpe->num_embeddings();
-  MG_CHECK(sequence <= block_size, "GPT: the sequence has T=", sequence, " tokens but block_size=", block_size,
-           " is the longest the position table covers. Hint: crop the input to its last ", block_size,
-           " tokens, or build the model with a larger block_size");
+  MG_CHECK(first_position + sequence <= block_size, "GPT: the sequence has T=", sequence, " tokens",
+           first_position > 0 ? detail::str_cat(" after ", first_position, " cached ones") : std::string(),
+           " but block_size=", block_size, " is the longest the position table covers. Hint: crop the input to its ",
+           "last ", block_size, " tokens (with a KV cache: clear() it first), or build the model with a larger ",
+           "block_size");
 
-  // NOTE: wpe(arange(T)) is the first T rows of the position table: taken as a view, the
-  // positions need no index tensor (on a GPU, a host-to-device copy every step) and the
-  // gradient is the same (rows T.. get zeros).
-  Tensor positions = narrow(wpe->weight, 0, 0, sequence);  // (T, C)
-  Tensor x = (*drop)((*wte)(tokens) + positions);          // (B, T, C)
+  // NOTE: wpe(arange(first, first + T)) is rows first.. of the position table: taken as a
+  // view, the positions need no index tensor (on a GPU, a host-to-device copy every step)
+  // and the gradient is the same (the other rows get zeros).
+  Tensor positions = narrow(wpe->weight, 0, first_position, sequence);  // (T, C)
+  return (*drop)((*wte)(tokens) + positions);                            // (B, T, C)
+}
+
+Tensor GPTTransformer::forward(const Tensor& tokens) {
+  Tensor x = embed(tokens, 0);  // (B, T, C)
 
   const BlockCheckpoint mode = is_training() ? checkpoint_ : BlockCheckpoint::None;
   {
@@ -111,6 +117,19 @@ Tensor GPTTransformer::forward(const Tensor& tokens) {
                     x);
     }
   }
+  return (*ln_f)(x);
+}
+
+Tensor GPTTransformer::forward(const Tensor& tokens, KVCache& cache) {
+  MG_CHECK(tokens.dim() < 1 || tokens.size(0) == cache.batch(), "GPT: token ids of shape ", tokens.sizes(),
+           " for a KV cache of batch ", cache.batch(), ". Hint: one cache per batch size");
+  MG_CHECK(cache.n_layer() == static_cast<int64_t>(h->size()), "GPT: a KV cache of ", cache.n_layer(),
+           " layers for a model of ", h->size(), ". Hint: KVCache(model.options(), batch)");
+  Tensor x = embed(tokens, cache.length());  // (B, T, C)
+  for (size_t layer = 0; layer < h->size(); ++layer) {
+    x = static_cast<Block&>(*(*h)[layer]).forward(x, cache, static_cast<int64_t>(layer));
+  }
+  cache.advance(tokens.size(1));
   return (*ln_f)(x);
 }
 
@@ -143,6 +162,8 @@ GPT::GPT(GPTOptions options, Generator* generator) : Module("GPT"), options_(opt
 }
 
 Tensor GPT::forward(const Tensor& tokens) { return (*lm_head)((*transformer)(tokens)); }
+
+Tensor GPT::forward(const Tensor& tokens, KVCache& cache) { return (*lm_head)(transformer->forward(tokens, cache)); }
 
 Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropyOptions& options) {
   MG_CHECK(targets.defined() && tokens.defined() && targets.sizes() == tokens.sizes(), "GPT::loss: targets of shape ",

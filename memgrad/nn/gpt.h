@@ -29,6 +29,7 @@
 #include "memgrad/nn/container.h"
 #include "memgrad/nn/embedding.h"
 #include "memgrad/nn/gpt_options.h"
+#include "memgrad/nn/kv_cache.h"
 #include "memgrad/nn/layer_norm.h"
 #include "memgrad/nn/module.h"
 #include "memgrad/nn/transformer_block.h"
@@ -42,6 +43,10 @@ class GPTTransformer : public Module {
   explicit GPTTransformer(const GPTOptions& options, Generator* generator = nullptr);
   // (B, T) int64 or int32 token ids, T <= block_size -> (B, T, n_embd).
   Tensor forward(const Tensor& tokens) override;
+  // The T tokens after the cache's length() ones, at positions length() .. length() + T - 1
+  // (length() + T <= block_size), attending to the cached tokens and to each other
+  // causally; their keys and values join the cache. Without autograd only (nn/kv_cache.h).
+  Tensor forward(const Tensor& tokens, KVCache& cache);
 
   std::shared_ptr<Embedding> wte;  // (vocab_size, n_embd)
   std::shared_ptr<Embedding> wpe;  // (block_size, n_embd)
@@ -50,6 +55,9 @@ class GPTTransformer : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
+  // The token ids' checks and their embeddings plus those of positions first .. first + T - 1.
+  Tensor embed(const Tensor& tokens, int64_t first_position);
+
   BlockCheckpoint checkpoint_;
   CheckpointPolicy checkpoint_policy_;
 };
@@ -83,6 +91,10 @@ class GPT : public Module {
 
   // (B, T) int64 or int32 token ids, T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& tokens) override;
+  // Incremental decoding: the logits (B, T, vocab_size) of T tokens that follow the cache's,
+  // equal to the last T positions of forward() over the whole prefix. Under NoGradGuard;
+  // see nn/kv_cache.h for what the cache holds and what happens when it is full.
+  Tensor forward(const Tensor& tokens, KVCache& cache);
   // The cross-entropy of the logits forward() would give against `targets` (B, T) int64,
   // as cross_entropy(forward(tokens).view({-1, V}), targets.view({-1}), options), but through
   // linear_cross_entropy (autograd/linear_cross_entropy.h): the (B*T, V) logits are never

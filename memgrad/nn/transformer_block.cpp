@@ -29,4 +29,9 @@ Tensor Block::forward(const Tensor& input) {
   return x + (*mlp)((*ln_2)(x));
 }
 
+Tensor Block::forward(const Tensor& input, KVCache& cache, int64_t layer) {
+  Tensor x = input + attn->forward((*ln_1)(input), cache, layer);
+  return x + (*mlp)((*ln_2)(x));
+}
+
 }  // namespace mg::nn

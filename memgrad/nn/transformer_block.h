@@ -34,6 +34,9 @@ class Block : public Module {
   explicit Block(const GPTOptions& options, Generator* generator = nullptr);
   // (B, T, n_embd) -> (B, T, n_embd)
   Tensor forward(const Tensor& input) override;
+  // The same for T new tokens after the cache's, as layer `layer` of the model
+  // (CausalSelfAttention's cached forward).
+  Tensor forward(const Tensor& input, KVCache& cache, int64_t layer);
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;

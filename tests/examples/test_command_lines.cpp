@@ -143,6 +143,7 @@ TEST_CASE("every combination whose flag would do nothing is refused, naming the 
       {"gpt", "--fit-batch 1GiB --batch 4", "--batch does nothing with --fit-batch"},
       {"gpt", "--bench --fit-batch 1GiB --predict-memory", "--predict-memory does nothing with --fit-batch"},
       {"gpt", "--prompt Once", "--prompt does nothing without --sample N"},
+      {"gpt", "--no-kv-cache", "--no-kv-cache does nothing without --sample N"},
       {"gpt", "--top-k 3 --temperature 2", "--temperature and --top-k do nothing without --sample N"},
       {"gpt", "--steps 10 --stop-after 20", "--stop-after 20 is past the run's end (--steps 10)"},
       // memory_lab

@@ -114,6 +114,20 @@ TEST_CASE("a tiny gpt learns the bundled text: validation loss well below the un
     INFO("sample " << sample);
     CHECK(alphabet.count(byte) == 1);
   }
+  CHECK_THAT(outcome.out, Contains("sampling: 120 bytes in ") && Contains(" ms/token (KV cache)"));
+}
+
+TEST_CASE("gpt --sample writes the same text with and without the KV cache inside the window", "[examples][gpt]") {
+  TempDir dir("gpt-cli");
+  // 4 + 56 bytes: within the tiny preset's window of 64, where the cached logits are the
+  // full forward's (nn/gpt_decoder.h), so the same draws pick the same bytes.
+  const std::string common = "--data " + kText + " --preset tiny --steps 20 --batch 4 --eval-interval 20 "
+                             "--eval-iters 1 --threads 2 --sample 56 --prompt 'The '";
+  const Outcome cached = run_ok(dir, common);
+  const Outcome recomputed = run_ok(dir, common + " --no-kv-cache");
+  CHECK(sample_text(cached.out).size() == 4 + 56);
+  CHECK(sample_text(cached.out) == sample_text(recomputed.out));
+  CHECK_THAT(recomputed.out, Contains(" ms/token (no KV cache: the window per byte)"));
 }
 
 TEST_CASE("a gpt run stopped and resumed ends as one that never stopped", "[examples][gpt]") {
