@@ -49,6 +49,19 @@ struct BudgetLevers {
   int64_t micro_batches = 1;
 };
 
+// A program's arguments with `levers` applied (and no budget left to plan): any Args with
+// checkpoint, optimizer_state, batch_size, accum and budget members, as gpt's and resnet's.
+template <class Args>
+Args with_levers(const Args& args, const BudgetLevers& levers) {
+  Args planned = args;
+  planned.checkpoint = levers.checkpoint;
+  planned.optimizer_state = levers.optimizer_state;
+  planned.batch_size = args.batch_size / levers.micro_batches;
+  planned.accum = args.accum * levers.micro_batches;
+  planned.budget = {};
+  return planned;
+}
+
 struct BudgetProblem {
   int64_t budget_bytes = 0;
   bool explain = false;

@@ -149,15 +149,7 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
 }
 
 Args plan_bench_for_budget(const Args& args) {
-  const auto with_levers = [&](const examples::BudgetLevers& levers) {
-    Args planned = args;
-    planned.checkpoint = levers.checkpoint;
-    planned.optimizer_state = levers.optimizer_state;
-    planned.batch_size = args.batch_size / levers.micro_batches;
-    planned.accum = args.accum * levers.micro_batches;
-    planned.budget = {};
-    return planned;
-  };
+  const auto with_levers = [&](const examples::BudgetLevers& levers) { return examples::with_levers(args, levers); };
   mg::Generator generator(0);
   const mg::nn::init::SkipInitGuard no_values;
   const int64_t parameters = mg::nn::GPT(bench_model_options(args), &generator).num_parameters();

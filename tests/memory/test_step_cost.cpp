@@ -56,7 +56,7 @@ TEST_CASE("a simulated causal attention forward reports half of 4 B H T T D FLOP
   CHECK(meter.cost().flops == 4.0 * 2 * 3 * 256 * 256 * 64 / 2);
 }
 
-TEST_CASE("a meter sees only its own thread's calls, and restores the one before it",
+TEST_CASE("a meter nested in another takes the calls while it lives, then restores the one before it",
           "[memory][step_cost]") {
   const Tensor a = empty({8, 8}, {.device = kSimulated});
   memory::StepCostMeter outer(round_rates());
