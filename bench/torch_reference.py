@@ -39,6 +39,19 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     Defaults: --batch 16 --warmup 5 --steps 20 --optim adamw --lr 1e-3. --compile times
     torch.compile(model) as well, after the eager run in the same call (two JSON lines:
     "framework" "pytorch", then "pytorch-compile"; the compile happens in the warm-up).
+    --preset gpt2-medium|gpt2-large|gpt2-xl takes those sizes instead of 124M's, as `gpt
+    --preset`. --activation-memory-budget F (0 < F <= 1, with --compile) sets
+    torch._functorch.config.activation_memory_budget for the compiled run: Inductor then
+    recomputes in backward what it must so that the saved activations are at most F of what
+    it saves by default (torch.compile's only memory lever; memgrad's --memory-budget is
+    compared with it at the same measured peak).
+
+--memory-cap BYTES (cuda) caps what PyTorch's caching allocator may reserve, with
+torch.cuda.set_per_process_memory_fraction(BYTES / the card's memory), as a smaller card
+would; a run that then runs out of memory prints its JSON line with "out_of_memory" (the
+error's first line) instead of the timings, and the program still exits 0 (the result is
+what the cap allowed). Without a cap, "out_of_memory" is null and an out-of-memory error
+ends the program as usual.
 
 and the same measurements:
 
@@ -126,6 +139,14 @@ def parse_args(argv):
                              "gpt2: each transformer block")
     parser.add_argument("--compile", action="store_true",
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
+    parser.add_argument("--preset", default="gpt2", choices=["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"],
+                        help="gpt2: the model's sizes (default: 124M's), as `gpt --preset`")
+    parser.add_argument("--activation-memory-budget", type=float, default=1.0,
+                        help="gpt2 with --compile: torch._functorch.config.activation_memory_budget "
+                             "(0 < F <= 1; default 1.0, Inductor's own choice)")
+    parser.add_argument("--memory-cap", type=int, default=None,
+                        help="cuda: the bytes PyTorch's allocator may reserve (set_per_process_memory_fraction); "
+                             "an out-of-memory is then reported in the JSON line")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="mlp, cnn: capture the whole step as a CUDA graph and time its replays")
     parser.add_argument("--cudnn-benchmark", action="store_true",
@@ -159,6 +180,14 @@ def parse_args(argv):
         parser.error("--channels-last is for the resnets")
     if args.compile and args.model != "gpt2":
         parser.error("--compile is for --model gpt2")
+    if args.preset != "gpt2" and args.model != "gpt2":
+        parser.error("--preset is for --model gpt2")
+    if args.activation_memory_budget != 1.0 and not args.compile:
+        parser.error("--activation-memory-budget sets torch.compile's budget: give --compile too")
+    if not (0.0 < args.activation_memory_budget <= 1.0):
+        parser.error(f"--activation-memory-budget must be in (0, 1], got {args.activation_memory_budget}")
+    if args.memory_cap is not None and (args.device != "cuda" or args.model != "gpt2" or args.memory_cap < 1):
+        parser.error("--memory-cap BYTES (a positive number) caps --model gpt2's memory on --device cuda")
     if args.cuda_graph and (args.model not in ("mlp", "cnn") or args.device != "cuda" or
                             args.optim not in ("sgd", "adam", "adamw")):
         parser.error("--cuda-graph is for --model mlp or cnn on --device cuda with sgd, adam or adamw")
@@ -196,6 +225,12 @@ def main(argv):
         # allow_tf32() off), convolutions free to use TF32 (mg::cuda::cudnn_allow_tf32() on).
         set_tf32(matmul=False, cudnn=True)
         torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    if args.memory_cap is not None:
+        total = torch.cuda.get_device_properties(device).total_memory
+        if args.memory_cap > total:
+            print(f"error: --memory-cap {args.memory_cap} is more than the card's {total} bytes", file=sys.stderr)
+            return 1
+        torch.cuda.set_per_process_memory_fraction(args.memory_cap / total, device)
     if args.host_overhead:
         results = [run_host_overhead(args, device)]
     elif args.model == "gpt2":

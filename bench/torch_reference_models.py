@@ -79,10 +79,13 @@ def checkpoint_stages(model):
         setattr(model, name, torch.nn.Sequential(*(Checkpointed(block) for block in stage)))
 
 
-def build_gpt(checkpoint):
-    """GPT-2 124M as `gpt --bench` builds it (interop/torch_gpt.py), its token table padded to
-    GPT_VOCABULARY; with `checkpoint`, each transformer block recomputed in backward."""
-    model = torch_gpt.GPT(torch_gpt.GPTConfig(vocab_size=GPT_VOCABULARY))
+def build_gpt(checkpoint, preset="gpt2"):
+    """GPT-2 of `preset`'s sizes (124M by default) as `gpt --bench --preset` builds it
+    (interop/torch_gpt.py), its token table padded to GPT_VOCABULARY; with `checkpoint`, each
+    transformer block recomputed in backward."""
+    sizes = torch_gpt.PRESETS[preset]
+    model = torch_gpt.GPT(torch_gpt.GPTConfig(n_layer=sizes.n_layer, n_head=sizes.n_head, n_embd=sizes.n_embd,
+                                              vocab_size=GPT_VOCABULARY))
     if checkpoint:
         model.transformer.h = torch.nn.ModuleList(Checkpointed(block) for block in model.transformer.h)
     return model

@@ -98,7 +98,7 @@ def run_gpt_steps(args, device, compiled):
     """`gpt --bench`'s step on GPT-2 124M (see bench/torch_reference.py's doc), eager or
     torch.compile'd."""
     torch.manual_seed(args.seed)
-    model = build_gpt(args.checkpoint)
+    model = build_gpt(args.checkpoint, args.preset)
     model = model.to(device)
     model.train()
     optimizer = gpt_optimizer(model, args.lr or 1e-3)
@@ -106,6 +106,9 @@ def run_gpt_steps(args, device, compiled):
     if args.ddp:
         forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     if compiled:
+        # NOTE: the budget is read when the backward graph is partitioned, during the first
+        # compiled step (the warm-up); 1.0 (the default) saves what Inductor's min-cut keeps.
+        torch._functorch.config.activation_memory_budget = args.activation_memory_budget
         forward = torch.compile(forward)
     block_size = model.config.block_size
     # Made on the host and copied over, as a data loader's batch arrives; reused by every step.
@@ -129,6 +132,7 @@ def run_gpt_steps(args, device, compiled):
     result = {
         "framework": "pytorch-compile" if compiled else "pytorch",
         "model": "gpt2",
+        "preset": args.preset,
         "n_layer": model.config.n_layer,
         "n_head": model.config.n_head,
         "n_embd": model.config.n_embd,
@@ -141,10 +145,24 @@ def run_gpt_steps(args, device, compiled):
         "device": args.device,
         "amp": args.amp,
         "compile": compiled,
+        "activation_memory_budget": args.activation_memory_budget if compiled else None,
+        "memory_cap_bytes": args.memory_cap,
         "tf32_matmul": False,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    try:
+        result.update(measure_steps(step, device, args.warmup, args.steps, args.batch))
+    except torch.cuda.OutOfMemoryError as error:
+        # Under --memory-cap an out-of-memory is a result (it shows what does not fit), not a crash.
+        if args.memory_cap is None:
+            raise
+        del model, forward, optimizer, inputs, targets
+        gc.collect()
+        torch.cuda.empty_cache()
+        result["out_of_memory"] = str(error).splitlines()[0]
+        result["torch_version"] = torch.__version__
+        return result
+    result["out_of_memory"] = None
     if args.ddp:
         add_ddp_fields(result, args.batch)
     result["tokens_per_s"] = result["samples_per_s"] * block_size

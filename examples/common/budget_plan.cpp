@@ -17,28 +17,25 @@ void BudgetFlags::add_to(FlagHandlers& flags, SwitchHandlers& switches) {
 }
 
 std::string budget_usage() {
-  return R"(  --memory-budget BYTES    with --bench: choose the fastest step that fits BYTES (e.g.
-                           24GiB) among every combination of checkpointing (none,
-                           selective, whole), the optimizer's state and micro-batching
-                           (--batch B as B/m samples x m micro-batches): each one's
-                           peak predicted exactly on the simulated device, its time by
-                           an H100-calibrated cost model; then run (or --predict-memory)
-                           the chosen one. Refuses a budget nothing fits, naming the
-                           smallest that would
+  return R"(  --memory-budget BYTES    choose the fastest step that fits BYTES (e.g. 24GiB) among
+                           every combination of checkpointing (none, selective, whole),
+                           the optimizer's state and micro-batching (--batch B as B/m
+                           samples x m micro-batches): each one's peak predicted
+                           exactly on the simulated device, its time by an
+                           H100-calibrated cost model; then train, --bench or
+                           --predict-memory with the chosen one (a training run's
+                           allocator capped at BYTES). Refuses a budget nothing fits,
+                           naming the smallest that would
   --explain-plan           with --memory-budget: print every plan weighed (peak, time,
                            why not chosen)
 )";
 }
 
-void check_budget_flags(const BudgetFlags& budget, bool bench, const std::vector<std::string>& levers_given,
-                        bool distributed, bool fit_batch, bool cuda_graph) {
+void check_budget_flags(const BudgetFlags& budget, const std::vector<std::string>& levers_given, bool distributed,
+                        bool fit_batch, bool cuda_graph, bool auto_accum) {
   if (!budget.budget_bytes) {
     if (budget.explain) throw UsageError("--explain-plan prints the plans --memory-budget BYTES weighs; give a budget");
     return;
-  }
-  if (!bench) {
-    throw UsageError("--memory-budget plans --bench's step; a training run is not planned yet: predict its peak "
-                     "with --predict-memory and set the levers by hand");
   }
   if (!levers_given.empty()) {
     throw UsageError(levers_given.front() + " is one of the levers --memory-budget chooses; leave it out "
@@ -48,9 +45,13 @@ void check_budget_flags(const BudgetFlags& budget, bool bench, const std::vector
     throw UsageError("--memory-budget plans one process's step; it does not go with --distributed, --fit-batch or "
                      "--cuda-graph");
   }
+  if (auto_accum) {
+    throw UsageError("--memory-budget chooses the micro-batches that fit before the run starts; --auto-accum, which "
+                     "splits them after an out-of-memory, does not go with it");
+  }
 }
 
-BudgetLevers choose_levers(const BudgetProblem& problem, const CostedBenchStep& step) {
+BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step) {
   std::vector<BudgetLevers> levers;
   std::vector<mg::memory::PlanCandidate> candidates;
   for (const mg::nn::BlockCheckpoint checkpoint :

@@ -1,15 +1,19 @@
-// examples/common/budget_plan.h — the examples' `--bench --memory-budget BYTES
-// [--explain-plan]`: the fastest bench step that fits BYTES, chosen by
-// mg::memory::plan_for_budget among every combination of the levers a program has:
+// examples/common/budget_plan.h — the examples' `--memory-budget BYTES [--explain-plan]`:
+// the fastest step that fits BYTES, chosen by mg::memory::plan_for_budget among every
+// combination of the levers a program has:
 //   checkpointing      none, selective (matmul and attention outputs kept, or a ResNet's
 //                      convolutions) or whole blocks (--checkpoint none|selective|whole)
 //   optimizer state    the --optimizer-state values the program's optimizer takes
 //   micro-batching     --batch B --accum A as --batch B/m --accum A*m, for every m = 1, 2,
 //                      4, ... dividing B (the same samples and loss weights each step)
-// Each plan's peak reserved bytes are predicted on the simulated device for --device
+// With --bench the step planned is the bench's; otherwise the training run's: its peak
+// spans the steps and the evaluation batch --predict-memory runs, so the plan fits the whole
+// run. Each plan's peak reserved bytes are predicted on the simulated device for --device
 // (exact, as --predict-memory), its step time by memory/step_cost.h's H100 rates, with an
 // offloaded optimizer's host update and copies added. The program then runs (or predicts,
-// with --predict-memory) the chosen plan as if its flags had been given.
+// with --predict-memory) the chosen plan as if its flags had been given; a training run also
+// caps what the allocator may reserve at the budget (--memory-cap, unless given smaller), so
+// that a step that would not fit ends with out of memory instead of passing the budget.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,7 @@
 namespace examples {
 
 struct BudgetFlags {
-  std::optional<int64_t> budget_bytes;  // --memory-budget
+  std::optional<int64_t> budget_bytes;  // --memory-budget BYTES
   bool explain = false;                 // --explain-plan
   void add_to(FlagHandlers& flags, SwitchHandlers& switches);
 };
@@ -36,12 +40,12 @@ struct BudgetFlags {
 // The budget's lines for a usage text.
 std::string budget_usage();
 
-// Throws UsageError where a budget cannot be planned: without --bench (a training run is not
-// planned yet), with a lever given by hand (`levers_given`: --checkpoint, --optimizer-state,
-// --accum as the program names them), with --distributed, --fit-batch or --cuda-graph; and
-// --explain-plan without a budget.
-void check_budget_flags(const BudgetFlags& budget, bool bench, const std::vector<std::string>& levers_given,
-                        bool distributed, bool fit_batch, bool cuda_graph);
+// Throws UsageError where a budget cannot be planned: with a lever given by hand
+// (`levers_given`: --checkpoint, --optimizer-state, --accum as the program names them), with
+// --distributed, --fit-batch, --cuda-graph or --auto-accum (which would change the plan's
+// micro-batches mid-run); and --explain-plan without a budget.
+void check_budget_flags(const BudgetFlags& budget, const std::vector<std::string>& levers_given, bool distributed,
+                        bool fit_batch, bool cuda_graph, bool auto_accum);
 
 struct BudgetLevers {
   mg::nn::BlockCheckpoint checkpoint = mg::nn::BlockCheckpoint::None;
@@ -49,8 +53,9 @@ struct BudgetLevers {
   int64_t micro_batches = 1;
 };
 
-// A program's arguments with `levers` applied (and no budget left to plan): any Args with
-// checkpoint, optimizer_state, batch_size, accum and budget members, as gpt's and resnet's.
+// A program's arguments with `levers` applied (and no budget left to plan), the allocator
+// capped at the budget: any Args with checkpoint, optimizer_state, batch_size, accum,
+// out_of_memory and budget members, as gpt's and resnet's.
 template <class Args>
 Args with_levers(const Args& args, const BudgetLevers& levers) {
   Args planned = args;
@@ -58,6 +63,10 @@ Args with_levers(const Args& args, const BudgetLevers& levers) {
   planned.optimizer_state = levers.optimizer_state;
   planned.batch_size = args.batch_size / levers.micro_batches;
   planned.accum = args.accum * levers.micro_batches;
+  if (args.budget.budget_bytes &&
+      (!planned.out_of_memory.memory_cap || *planned.out_of_memory.memory_cap > *args.budget.budget_bytes)) {
+    planned.out_of_memory.memory_cap = args.budget.budget_bytes;
+  }
   planned.budget = {};
   return planned;
 }
@@ -72,13 +81,14 @@ struct BudgetProblem {
   int64_t parameters = 0;  // float32 elements an offloaded optimizer updates on the host
 };
 
-// The bench step with `levers` on `device` (the simulated one), micro-batches of `batch`:
-// the allocator's state after it (measure_costed_peak_step), its cost in `cost`.
-using CostedBenchStep = std::function<mg::memory::Snapshot(const BudgetLevers& levers, mg::Device device,
-                                                           int64_t batch, mg::memory::StepCost* cost)>;
+// The step planned (the bench's, or the training run's steps and evaluation batch) with
+// `levers` on `device` (the simulated one), micro-batches of `batch`: the allocator's state
+// after it, and in `cost` the cost of one optimizer step.
+using CostedStep = std::function<mg::memory::Snapshot(const BudgetLevers& levers, mg::Device device, int64_t batch,
+                                                      mg::memory::StepCost* cost)>;
 
 // The fastest levers that fit; prints the choice (and with explain every plan) to stderr.
 // Throws the planner's mg::Error when none fits.
-BudgetLevers choose_levers(const BudgetProblem& problem, const CostedBenchStep& step);
+BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step);
 
 }  // namespace examples

@@ -188,8 +188,8 @@ Args parse_args(int argc, char** argv) {
   for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
     if (given.has(lever)) levers_given.push_back(lever);
   }
-  examples::check_budget_flags(args.budget, args.bench, levers_given, args.distributed, args.fit_batch.has_value(),
-                               args.cuda_graph);
+  examples::check_budget_flags(args.budget, levers_given, args.distributed, args.fit_batch.has_value(), args.cuda_graph,
+                               args.out_of_memory.auto_accum);
   if (args.bench) {
     if (!given.has("--preset")) args.preset = "gpt2";
     if (!given.has("--steps")) args.steps = 20;

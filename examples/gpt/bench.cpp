@@ -148,30 +148,33 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
   return examples::measure_peak_step(device, bench_warmup_steps(args), std::ref(step), &run).memory;
 }
 
-Args plan_bench_for_budget(const Args& args) {
-  const auto with_levers = [&](const examples::BudgetLevers& levers) { return examples::with_levers(args, levers); };
+examples::BudgetProblem budget_problem(const Args& args, const mg::nn::GPTOptions& options) {
   mg::Generator generator(0);
   const mg::nn::init::SkipInitGuard no_values;
-  const int64_t parameters = mg::nn::GPT(bench_model_options(args), &generator).num_parameters();
-  const examples::BudgetProblem problem{
-      .budget_bytes = *args.budget.budget_bytes,
-      .explain = args.budget.explain,
-      .target = args.device,
-      .batch_size = args.batch_size,
-      .accum = args.accum,
-      .optimizer_states = {examples::OptimizerState::Device, examples::OptimizerState::EightBit,
-                           examples::OptimizerState::Offload, examples::OptimizerState::OffloadDelayed},
-      .parameters = parameters};
-  return with_levers(examples::choose_levers(
-      problem, [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch, mg::memory::StepCost* cost) {
-        Args planned = with_levers(levers);
-        planned.batch_size = batch;
-        examples::DistributedRun run(device, nullptr);
-        BenchStep step(planned, run, nullptr);
-        return examples::measure_costed_peak_step(device, bench_warmup_steps(planned), std::ref(step), &run, cost,
-                                                  mg::memory::DeviceRates::h100())
-            .memory;
-      }));
+  return {.budget_bytes = *args.budget.budget_bytes,
+          .explain = args.budget.explain,
+          .target = args.device,
+          .batch_size = args.batch_size,
+          .accum = args.accum,
+          .optimizer_states = {examples::OptimizerState::Device, examples::OptimizerState::EightBit,
+                               examples::OptimizerState::Offload, examples::OptimizerState::OffloadDelayed},
+          .parameters = mg::nn::GPT(options, &generator).num_parameters()};
+}
+
+Args plan_bench_for_budget(const Args& args) {
+  return examples::with_levers(
+      args, examples::choose_levers(budget_problem(args, bench_model_options(args)),
+                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
+                                        mg::memory::StepCost* cost) {
+                                      Args planned = examples::with_levers(args, levers);
+                                      planned.batch_size = batch;
+                                      examples::DistributedRun run(device, nullptr);
+                                      BenchStep step(planned, run, nullptr);
+                                      return examples::measure_costed_peak_step(device, bench_warmup_steps(planned),
+                                                                                std::ref(step), &run, cost,
+                                                                                mg::memory::DeviceRates::h100())
+                                          .memory;
+                                    }));
 }
 
 

@@ -9,6 +9,8 @@
 #include <memgrad/core/device.h>
 #include <memgrad/distributed/process_group.h>
 #include <memgrad/memory/snapshot.h>
+#include <memgrad/nn/gpt.h>
+#include "examples/common/budget_plan.h"
 #include "examples/gpt/args.h"
 
 namespace gpt {
@@ -29,6 +31,10 @@ int run_bench(const Args& args);
 // one process.
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group);
+
+// --memory-budget's problem (examples/common/budget_plan.h) for a GPT of `options`: the
+// bench's model or the training run's.
+examples::BudgetProblem budget_problem(const Args& args, const mg::nn::GPTOptions& options);
 
 // --bench --memory-budget (examples/common/budget_plan.h): `args` with the levers of the
 // fastest step that fits the budget (--checkpoint, --optimizer-state, --batch and --accum),

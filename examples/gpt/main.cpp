@@ -2,6 +2,7 @@
 // `fortunes` package by default), estimates its training and validation losses as it goes,
 // and ends with where the memory went and, with --sample, text the model writes.
 // --predict-memory / --fit-batch run the same steps on the simulated device instead;
+// --memory-budget first plans the run (examples/common/budget_plan.h);
 // --bench times steps on random tokens (bench.cpp); --dump-windows writes the windows a
 // run would train on. Under mpirun (or --distributed) it trains data-parallel
 // (examples/common/distributed_run.h): each rank draws its own windows, DDP averages the
@@ -24,9 +25,11 @@
 #include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/memory/snapshot.h>
+#include <memgrad/memory/step_cost.h>
 #include <memgrad/core/random.h>
 #include <memgrad/io/safetensors.h>
 #include "examples/common/block_checkpoint_flag.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -282,16 +285,16 @@ int run_training(const Args& command_line) {
   return 0;
 }
 
-// --predict-memory / --fit-batch: the first optimizer steps (examples::kPredictedSteps)
-// and one estimate batch, as run_training runs them, with the model and batches on the
-// simulated device; with --distributed as rank 0 of --world-size ranks (the losses through
-// DDP, ZeRO-1 AdamW with --zero). The text itself stays in host memory, outside the
-// allocator, in a prediction as in a run.
-int predict_training_memory(const Args& args) {
-  if (args.threads) examples::set_cpu_threads(*args.threads);
-  const gpt::TextCorpus corpus = load_text(args);
-  const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
-                                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+// The first optimizer steps of a training run (examples::kPredictedSteps) and one estimate
+// batch, as run_training runs them, with the model and batches on the (simulated) device;
+// with a group, as that rank of --distributed (the losses through DDP, ZeRO-1 AdamW with
+// --zero). The text itself stays in host memory, outside the allocator, in a prediction as
+// in a run. With `cost`, the training steps' cost (memory/step_cost.h's H100 rates), per
+// step. `args` and `corpus` must outlive the steps.
+examples::DistributedStepsOnDevice predicted_training(const Args& args, const gpt::TextCorpus& corpus,
+                                                      mg::memory::StepCost* cost) {
+  return [&args, &corpus, cost](mg::Device device, int64_t batch_size,
+                                const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
     examples::DistributedRun distributed(device, group);
     std::shared_ptr<mg::nn::GPT> model = build_model(args, device);
     distributed.wrap(model);  // DDP when distributed: the step's losses go through it
@@ -305,17 +308,43 @@ int predict_training_memory(const Args& args) {
         train_windows, gpt::random_window_batches(train_windows, windows, batch_size, args.accum, device));
     // The training loop's sum of the losses, for its progress line.
     mg::Tensor loss_since_line = mg::zeros({}, {.device = device});
+    std::optional<mg::memory::StepCostMeter> meter;
+    if (cost) meter.emplace(mg::memory::DeviceRates::h100());
     for (int64_t step = 0; step < examples::kPredictedSteps; ++step) {
       loss_since_line = loss_since_line +
                         gpt::train_step(*model, *optimizer, precision, /*scheduler=*/nullptr, train_loader, step,
                                         {.batch_size = batch_size, .accum = args.accum, .ddp = distributed.ddp()});
     }
+    if (cost) *cost = meter->cost().per_step(examples::kPredictedSteps);
+    meter.reset();
     // NOTE: rank 0's share of the estimate, not summed over the ranks: the simulated device
     // holds no losses.
     gpt::estimate_loss(*model, precision, corpus.validation, /*iters=*/1, batch_size,
                        stream_seed(args.seed, Stream::ValidationEstimate));
     return mg::memory::snapshot(device);
   };
+}
+
+// --memory-budget for a training run (examples/common/budget_plan.h): `args` with the levers
+// of the fastest plan whose predicted run (predicted_training's steps and estimate) fits.
+Args plan_training_for_budget(const Args& args) {
+  const gpt::TextCorpus corpus = load_text(args);
+  return examples::with_levers(
+      args, examples::choose_levers(gpt::budget_problem(args, gpt::model_options(args)),
+                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
+                                        mg::memory::StepCost* cost) {
+                                      Args planned = examples::with_levers(args, levers);
+                                      planned.batch_size = batch;
+                                      return predicted_training(planned, corpus, cost)(device, batch, nullptr);
+                                    }));
+}
+
+// --predict-memory / --fit-batch: predicted_training's peaks for --device, per rank with
+// --distributed.
+int predict_training_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  const gpt::TextCorpus corpus = load_text(args);
+  const examples::DistributedStepsOnDevice steps = predicted_training(args, corpus, /*cost=*/nullptr);
   const std::optional<examples::DistributedPrediction> per_rank =
       examples::distributed_prediction(args.distributed, args.world_size, args.zero);
   const examples::MemoryPrediction prediction =
@@ -380,6 +409,7 @@ int main(int argc, char** argv) {
           return predict ? gpt::predict_bench_memory(planned) : gpt::run_bench(planned);
         }
         if (!args.dump_windows.empty()) return dump_windows(args);
-        return predict ? predict_training_memory(args) : run_training(args);
+        const gpt::Args planned = args.budget.budget_bytes ? plan_training_for_budget(args) : args;
+        return predict ? predict_training_memory(planned) : run_training(planned);
       });
 }

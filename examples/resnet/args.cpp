@@ -94,8 +94,8 @@ Args parse_args(int argc, char** argv) {
   for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
     if (given.has(lever)) levers_given.push_back(lever);
   }
-  examples::check_budget_flags(args.budget, args.bench, levers_given, args.distributed, args.fit_batch.has_value(),
-                               args.cuda_graph);
+  examples::check_budget_flags(args.budget, levers_given, args.distributed, args.fit_batch.has_value(), args.cuda_graph,
+                               args.out_of_memory.auto_accum);
   if (args.optimizer == Optimizer::AdamW && !given.has("--lr")) args.lr = 1e-3;
   if (args.wgrad_stream && !args.device.is_cuda()) {
     throw UsageError("--wgrad-stream orders CUDA streams: it needs --device cuda");

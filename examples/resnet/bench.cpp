@@ -147,36 +147,40 @@ mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
   return examples::measure_peak_step(device, args.warmup, std::ref(step), &run).memory;
 }
 
+examples::BudgetProblem budget_problem(const Args& args, int64_t parameters) {
+  using examples::OptimizerState;
+  return {.budget_bytes = *args.budget.budget_bytes,
+          .explain = args.budget.explain,
+          .target = args.device,
+          .batch_size = args.batch_size,
+          .accum = args.accum,
+          // SGD's momentum has one place; AdamW's state has four.
+          .optimizer_states = args.optimizer == Optimizer::AdamW
+                                  ? std::vector<OptimizerState>{OptimizerState::Device, OptimizerState::EightBit,
+                                                                OptimizerState::Offload, OptimizerState::OffloadDelayed}
+                                  : std::vector<OptimizerState>{OptimizerState::Device},
+          .parameters = parameters};
+}
+
 Args plan_bench_for_budget(const Args& args) {
-  const auto with_levers = [&](const examples::BudgetLevers& levers) { return examples::with_levers(args, levers); };
   const BenchShape shape = shape_of(args.model);
   const mg::nn::init::SkipInitGuard no_values;
   const mg::nn::ResNetOptions options{.num_classes = shape.classes, .small_image_stem = shape.small_image_stem};
   const int64_t parameters =
       (args.model == "resnet50" ? mg::nn::resnet50(options) : mg::nn::resnet18(options))->num_parameters();
-  using examples::OptimizerState;
-  const examples::BudgetProblem problem{
-      .budget_bytes = *args.budget.budget_bytes,
-      .explain = args.budget.explain,
-      .target = args.device,
-      .batch_size = args.batch_size,
-      .accum = args.accum,
-      // SGD's momentum has one place; AdamW's state has four.
-      .optimizer_states = args.optimizer == Optimizer::AdamW
-                              ? std::vector<OptimizerState>{OptimizerState::Device, OptimizerState::EightBit,
-                                                            OptimizerState::Offload, OptimizerState::OffloadDelayed}
-                              : std::vector<OptimizerState>{OptimizerState::Device},
-      .parameters = parameters};
-  return with_levers(examples::choose_levers(
-      problem, [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch, mg::memory::StepCost* cost) {
-        Args planned = with_levers(levers);
-        planned.batch_size = batch;
-        examples::DistributedRun run(device, nullptr);
-        BenchStep step(planned, run, nullptr);
-        return examples::measure_costed_peak_step(device, planned.warmup, std::ref(step), &run, cost,
-                                                  mg::memory::DeviceRates::h100())
-            .memory;
-      }));
+  return examples::with_levers(
+      args, examples::choose_levers(budget_problem(args, parameters),
+                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
+                                        mg::memory::StepCost* cost) {
+                                      Args planned = examples::with_levers(args, levers);
+                                      planned.batch_size = batch;
+                                      examples::DistributedRun run(device, nullptr);
+                                      BenchStep step(planned, run, nullptr);
+                                      return examples::measure_costed_peak_step(device, planned.warmup,
+                                                                                std::ref(step), &run, cost,
+                                                                                mg::memory::DeviceRates::h100())
+                                          .memory;
+                                    }));
 }
 
 int run_bench(const Args& command_line) {

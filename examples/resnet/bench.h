@@ -8,6 +8,7 @@
 #include <memgrad/core/device.h>
 #include <memgrad/distributed/process_group.h>
 #include <memgrad/memory/snapshot.h>
+#include "examples/common/budget_plan.h"
 #include "examples/resnet/args.h"
 
 namespace resnet {
@@ -23,6 +24,10 @@ int run_bench(const Args& args);
 // process.
 mg::memory::Snapshot bench_step_memory(const Args& args, mg::Device device,
                                        const std::shared_ptr<mg::distributed::ProcessGroup>& group);
+
+// --memory-budget's problem (examples/common/budget_plan.h) for a ResNet of `parameters`:
+// the bench's model or the training run's.
+examples::BudgetProblem budget_problem(const Args& args, int64_t parameters);
 
 // --bench --memory-budget (examples/common/budget_plan.h): `args` with the levers of the
 // fastest step that fits the budget (--checkpoint, --optimizer-state with --optimizer adamw,

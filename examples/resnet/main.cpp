@@ -27,6 +27,7 @@
 #include <memgrad/core/error.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
+#include <memgrad/memory/step_cost.h>
 #include <memgrad/core/memory_format.h>
 #include <memgrad/core/random.h>
 #include <memgrad/cuda/cuda.h>
@@ -40,6 +41,7 @@
 #include "examples/common/accumulation.h"
 #include "examples/common/auto_accumulation.h"
 #include "examples/common/block_checkpoint_flag.h"
+#include "examples/common/budget_plan.h"
 #include "examples/common/cli.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/init_from.h"
@@ -54,6 +56,7 @@
 #include "examples/resnet/checkpoint.h"
 #include "examples/common/optimizer_state.h"
 #include "examples/resnet/optimizer.h"
+#include <memgrad/nn/init.h>
 #include <memgrad/nn/resnet.h>
 #include <memgrad/optim/scheduler.h>
 
@@ -336,22 +339,18 @@ int run_training(const Args& command_line) {
   return 0;
 }
 
-// --predict-memory / --fit-batch without --bench: the first optimizer steps of an epoch
-// (examples::kPredictedSteps) and one evaluation batch, as run_training runs them, with
-// the model and batches on the simulated device; with --distributed as rank 0 of
-// --world-size ranks (DDP, ZeRO-1 SGD with --zero, the rank's shards). A training run's
-// peak spans the whole run; from the second step on every step repeats the same
-// allocations.
-int predict_training_memory(const Args& args) {
-  if (args.threads) examples::set_cpu_threads(*args.threads);
-  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
-  // labels file and the sample, before any training step.
-  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
-  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
-  const int64_t classes = train_set.num_classes();
-  const mg::data::Normalization& normalization = train_set.normalization();
-  const examples::DistributedStepsOnDevice steps = [&](mg::Device device, int64_t batch_size,
-                                                       const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+// The first optimizer steps of an epoch (examples::kPredictedSteps) and one evaluation
+// batch, as run_training runs them, with the model and batches on the (simulated) device;
+// with a group, as that rank of --distributed (DDP, ZeRO-1 SGD with --zero, the rank's
+// shards). A training run's peak spans the whole run; from the second step on every step
+// repeats the same allocations. With `cost`, the training steps' cost (memory/step_cost.h's
+// H100 rates), per step. `args` and the datasets must outlive the steps.
+examples::DistributedStepsOnDevice predicted_training(const Args& args, const mg::data::MnistDataset& train_set,
+                                                      const mg::data::MnistDataset& test_set,
+                                                      mg::memory::StepCost* cost) {
+  return [&args, &train_set, &test_set, cost](mg::Device device, int64_t batch_size,
+                                              const std::shared_ptr<mg::distributed::ProcessGroup>& group) {
+    const mg::data::Normalization& normalization = train_set.normalization();
     examples::DistributedRun distributed(device, group);
     Args on_device = args;
     on_device.device = device;
@@ -371,7 +370,7 @@ int predict_training_memory(const Args& args) {
         test_set, distributed.evaluation_shard({.batch_size = batch_size},
                                                distributed.limited_samples(test_set.size(), batch_size, args.limit)));
     BatchPreparer prepare(on_device, static_cast<float>(-normalization.mean / normalization.std), distributed.rank());
-    std::shared_ptr<mg::nn::ResNet> model = build_model(on_device, classes, device);
+    std::shared_ptr<mg::nn::ResNet> model = build_model(on_device, train_set.num_classes(), device);
     std::shared_ptr<mg::nn::Module> trained = distributed.wrap(model);  // DDP when distributed
     std::unique_ptr<mg::optim::Optimizer> optimizer =
         resnet::make_optimizer(distributed, *model, args);
@@ -379,18 +378,55 @@ int predict_training_memory(const Args& args) {
     prepare.start_epoch(0, args.augment);
     const int64_t train_batches =
         examples::batches_per_epoch(train_loader, batch_size * distributed.size(), args.limit);
+    const int64_t batches = std::min(train_batches, examples::kPredictedSteps * args.accum);
+    std::optional<mg::memory::StepCostMeter> meter;
+    if (cost) meter.emplace(mg::memory::DeviceRates::h100());
     examples::train_epoch(*trained, *optimizer, train_loader, device,
-                          {.max_batches = std::min(train_batches, examples::kPredictedSteps * args.accum),
+                          {.max_batches = batches,
                            .accum = args.accum,
                            .precision = &precision,
                            .transform = std::ref(prepare),
                            .show_progress = false,
                            .distributed = &distributed});
+    if (cost) *cost = meter->cost().per_step((batches + args.accum - 1) / args.accum);
+    meter.reset();
     prepare.start_epoch(0, /*augment=*/false);
     // NOTE: not summed over the ranks: the simulated device holds no counts.
     examples::evaluate(*model, test_loader, device, std::ref(prepare), /*max_batches=*/1, &precision);
     return mg::memory::snapshot(device);
   };
+}
+
+// --memory-budget for a training run (examples/common/budget_plan.h): `args` with the levers
+// of the fastest plan whose predicted run (predicted_training's steps and evaluation) fits.
+Args plan_training_for_budget(const Args& args) {
+  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
+  int64_t parameters = 0;
+  {
+    const mg::nn::init::SkipInitGuard no_values;
+    parameters = build_model(args, train_set.num_classes(), mg::Device::cpu())->num_parameters();
+  }
+  return examples::with_levers(
+      args, examples::choose_levers(resnet::budget_problem(args, parameters),
+                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
+                                        mg::memory::StepCost* cost) {
+                                      Args planned = examples::with_levers(args, levers);
+                                      planned.batch_size = batch;
+                                      return predicted_training(planned, train_set, test_set, cost)(device, batch,
+                                                                                                   nullptr);
+                                    }));
+}
+
+// --predict-memory / --fit-batch without --bench: predicted_training's peaks for --device,
+// per rank with --distributed.
+int predict_training_memory(const Args& args) {
+  if (args.threads) examples::set_cpu_threads(*args.threads);
+  // NOTE: 10 classes (Fashion-MNIST's): a label outside [0, 10) is an error naming the
+  // labels file and the sample, before any training step.
+  const mg::data::MnistDataset train_set(args.data_dir, mg::data::Split::Train);
+  const mg::data::MnistDataset test_set(args.data_dir, mg::data::Split::Test, {.normalization = train_set.normalization()});
+  const examples::DistributedStepsOnDevice steps = predicted_training(args, train_set, test_set, /*cost=*/nullptr);
   const std::optional<examples::DistributedPrediction> per_rank =
       examples::distributed_prediction(args.distributed, args.world_size, args.zero);
   const examples::MemoryPrediction prediction =
@@ -455,6 +491,7 @@ int main(int argc, char** argv) {
           const resnet::Args planned = args.budget.budget_bytes ? resnet::plan_bench_for_budget(args) : args;
           return predict ? resnet::predict_bench_memory(planned) : resnet::run_bench(planned);
         }
-        return predict ? predict_training_memory(args) : run_training(args);
+        const resnet::Args planned = args.budget.budget_bytes ? plan_training_for_budget(args) : args;
+        return predict ? predict_training_memory(planned) : run_training(planned);
       });
 }

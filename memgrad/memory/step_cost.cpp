@@ -24,6 +24,15 @@ DeviceRates DeviceRates::h100() {
           .host_adam_s_per_element = 0.1e-9};
 }
 
+StepCost StepCost::per_step(int64_t steps) const {
+  const double n = static_cast<double>(steps);
+  return {.device_seconds = device_seconds / n,
+          .host_seconds = host_seconds / n,
+          .flops = flops / n,
+          .bytes = bytes / n,
+          .kernel_calls = kernel_calls / steps};
+}
+
 StepCostMeter::StepCostMeter(const DeviceRates& rates)
     : rates_(rates), previous_(set_simulated_kernel_observer(this)) {}
 

@@ -50,6 +50,8 @@ struct StepCost {
   double bytes = 0;
   int64_t kernel_calls = 0;
   double seconds() const { return device_seconds > host_seconds ? device_seconds : host_seconds; }
+  // The cost of one of `steps` alike steps this cost covers.
+  StepCost per_step(int64_t steps) const;
 };
 
 // While alive, costs every simulated kernel call this thread makes.

@@ -37,9 +37,16 @@ inline int64_t json_integer(const std::string& json, const std::string& key, con
   return std::strtoll(json_field(json, key, within).c_str(), nullptr, 10);
 }
 
+// A tensor's raw bytes. A failed CHECK prints them as their size and an FNV-1a hash (below),
+// not element by element: Catch2 wraps a printed value's lines in time quadratic in its
+// length, and a checkpoint's megabytes then take hours (a CI run hung on one, 2026-12-07).
+struct TensorBytes : std::vector<uint8_t> {
+  using std::vector<uint8_t>::vector;
+};
+
 // A safetensors file's tensors by name, as raw bytes.
-inline std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string& path) {
-  std::map<std::string, std::vector<uint8_t>> bytes;
+inline std::map<std::string, TensorBytes> tensor_bytes(const std::string& path) {
+  std::map<std::string, TensorBytes> bytes;
   for (const auto& [name, tensor] : mg::load_safetensors(path)) {
     const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
     bytes[name].assign(data, data + tensor.nbytes());
@@ -62,3 +69,12 @@ inline void check_same_checkpoint(const std::string& expected_path, const std::s
 }
 
 }  // namespace mg_test
+
+template <>
+struct Catch::StringMaker<mg_test::TensorBytes> {
+  static std::string convert(const mg_test::TensorBytes& bytes) {
+    uint64_t hash = 14695981039346656037ull;
+    for (const uint8_t byte : bytes) hash = (hash ^ byte) * 1099511628211ull;
+    return std::to_string(bytes.size()) + " bytes, FNV-1a " + std::to_string(hash);
+  }
+};

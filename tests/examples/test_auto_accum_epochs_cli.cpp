@@ -29,24 +29,6 @@ int occurrences(const std::string& text, const std::string& part) {
   return found;
 }
 
-// The checkpoints of two runs hold the same tensors to the byte, but for the wall-clock
-// times: the model (with batch norm's running statistics), the optimizer's state, the
-// schedule, the generator and the run's counters.
-void check_same_run(const std::string& expected_path, const std::string& actual_path) {
-  const auto expected = mg_test::tensor_bytes(expected_path);
-  const auto actual = mg_test::tensor_bytes(actual_path);
-  REQUIRE(expected.size() == actual.size());
-  int compared = 0;
-  for (const auto& [name, bytes] : expected) {
-    if (name.find("seconds") != std::string::npos) continue;
-    INFO(name);
-    REQUIRE(actual.count(name) == 1);
-    CHECK(actual.at(name) == bytes);
-    ++compared;
-  }
-  CHECK(compared > 10);
-}
-
 std::string mnist_run(const TempDir& dir) {
   return "--data " + dir.path.string() + " --model mlp --epochs 2 --threads 1 ";
 }
@@ -69,7 +51,7 @@ TEST_CASE("mnist --auto-accum under --memory-cap goes on in halved batches, as -
   CHECK(occurrences(capped.out, "out of memory at") == 1);
   CHECK_THAT(capped.out, Contains("epoch 2: train loss"));
   mg_test::run_ok(dir, "mnist", mnist_run(dir) + "--batch 4096 --accum 2 --save " + dir.file("accum.safetensors"));
-  check_same_run(dir.file("accum.safetensors"), dir.file("capped.safetensors"));
+  mg_test::check_same_checkpoint(dir.file("accum.safetensors"), dir.file("capped.safetensors"));
 }
 
 TEST_CASE("resnet --auto-accum under --memory-cap splits a step, batch norm statistics put back, as --accum would",
@@ -85,7 +67,7 @@ TEST_CASE("resnet --auto-accum under --memory-cap splits a step, batch norm stat
   CHECK(occurrences(capped.out, "out of memory at") == 1);
   CHECK_THAT(capped.out, Contains("epoch 1: train loss"));
   mg_test::run_ok(dir, "resnet", resnet_run(dir) + "--batch 16 --accum 2 --save " + dir.file("accum.safetensors"));
-  check_same_run(dir.file("accum.safetensors"), dir.file("capped.safetensors"));
+  mg_test::check_same_checkpoint(dir.file("accum.safetensors"), dir.file("capped.safetensors"));
 }
 
 TEST_CASE("mnist and resnet out of memory without --auto-accum end with the allocator's message",

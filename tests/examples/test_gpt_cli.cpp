@@ -335,7 +335,7 @@ TEST_CASE("gpt --save-init writes the weights the run starts from", "[examples][
     INFO(name);
     REQUIRE(saved.count(name) == 1);
     const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
-    CHECK(saved.at(name) == std::vector<uint8_t>(data, data + tensor.nbytes()));
+    CHECK(saved.at(name) == mg_test::TensorBytes(data, data + tensor.nbytes()));
   }
   // Two steps later the checkpoint's weights have moved from them.
   const auto trained = mg_test::tensor_bytes(dir.file("run.safetensors"));

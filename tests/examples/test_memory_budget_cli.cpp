@@ -1,10 +1,11 @@
-// tests/examples/test_memory_budget_cli.cpp — `--bench --memory-budget BYTES` as a user runs
-// it on the CPU (examples/common/budget_plan.h): the plan chosen for a budget between the
-// smallest and the largest plan's peak is predicted within it, and the step run with the
-// chosen levers measures the peak that was predicted (allocated bytes exactly; reserved
-// within one small-pool segment, as tests/examples/test_memory_prediction_cli.cpp explains);
-// a budget nothing fits is refused naming the smallest that would; the levers the planner
-// chooses cannot also be given by hand.
+// tests/examples/test_memory_budget_cli.cpp — `--memory-budget BYTES` as a user runs it on
+// the CPU (examples/common/budget_plan.h): for --bench's step and for a training run, the
+// plan chosen for a budget between the smallest and the largest plan's peak is predicted
+// within it, and the step or run with the chosen levers measures the peak that was
+// predicted (allocated bytes exactly; reserved within one small-pool segment, as
+// tests/examples/test_memory_prediction_cli.cpp explains); a budget nothing fits is refused
+// naming the smallest that would; the levers the planner chooses cannot also be given by
+// hand.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +24,9 @@ using mg_test::TempDir;
 namespace {
 
 const std::string kTinyBench = "--bench --preset tiny --batch 8 --warmup 1 --threads 1";
+// A training run of the tiny GPT as long as the steps a prediction runs (3) and one estimate.
+const std::string kTinyTraining = "--data " MG_SOURCE_DIR "/tests/examples/data/harbour_town.txt --preset tiny "
+                                  "--batch 8 --threads 1 --steps 3 --eval-interval 3 --eval-iters 1";
 
 // The predicted peaks of every plan --explain-plan lists ("<bytes> B (...)"), in its order.
 std::vector<int64_t> plan_peaks(const std::string& explained) {
@@ -77,10 +81,54 @@ TEST_CASE("gpt --memory-budget refuses a budget nothing fits, naming the smalles
                               Catch::Contains("filled by"));
 }
 
-TEST_CASE("a memory budget wants --bench, chooses its levers itself, and --explain-plan wants a budget",
-          "[examples][budget]") {
+TEST_CASE("gpt --memory-budget plans a training run: the run keeps within the budget, at its predicted peak",
+          "[examples][gpt][budget]") {
+  TempDir dir("gpt-training-budget");
+  const Outcome all = run_ok(dir, "gpt", kTinyTraining + " --memory-budget 100GiB --explain-plan --predict-memory");
+  const std::vector<int64_t> peaks = plan_peaks(all.err);
+  REQUIRE(peaks.size() == 3 * 4 * 4);
+  std::vector<int64_t> sorted = peaks;
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted.front() < sorted.back());
+  const int64_t budget = sorted[sorted.size() / 3];
+  INFO("budget " << budget);
+  const std::string planned = kTinyTraining + " --memory-budget " + std::to_string(budget) + " --summary-json ";
+
+  run_ok(dir, "gpt", planned + dir.file("predicted.json") + " --predict-memory");
+  const std::string predicted = mg_test::read_file(dir.file("predicted.json"));
+  CHECK(json_integer(predicted, "peak_reserved_bytes", "memory") <= budget);
+
+  const Outcome trained = run_ok(dir, "gpt", planned + dir.file("measured.json"));
+  CHECK_THAT(trained.err, Catch::Contains("memory budget " + std::to_string(budget) + " bytes: checkpoint="));
+  const std::string measured = mg_test::read_file(dir.file("measured.json"));
+  CHECK(json_integer(measured, "peak_allocated_bytes", "memory") ==
+        json_integer(predicted, "peak_allocated_bytes", "memory"));
+  CHECK(json_integer(measured, "peak_reserved_bytes", "memory") <= budget);
+  CHECK(std::abs(json_integer(measured, "peak_reserved_bytes", "memory") -
+                 json_integer(predicted, "peak_reserved_bytes", "memory")) <= int64_t{2} << 20);
+}
+
+TEST_CASE("resnet --memory-budget plans a training run within the budget", "[examples][resnet][budget]") {
+  TempDir dir("resnet-training-budget");
+  mg_test::write_two_class_split(dir, "train", 64, 1);
+  mg_test::write_two_class_split(dir, "t10k", 16, 2);
+  const std::string common = "--data " + dir.path.string() + " --batch 8 --threads 1 --optimizer adamw ";
+  const Outcome all = run_ok(dir, "resnet", common + "--memory-budget 100GiB --explain-plan --predict-memory");
+  const std::vector<int64_t> peaks = plan_peaks(all.err);
+  // 3 checkpointing choices x 4 AdamW states x micro-batches of 8, 4, 2, 1.
+  REQUIRE(peaks.size() == 3 * 4 * 4);
+  std::vector<int64_t> sorted = peaks;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t budget = sorted[sorted.size() / 3];
+  const Outcome predicted = run_ok(dir, "resnet", common + "--memory-budget " + std::to_string(budget) + " --predict-memory");
+  CHECK_THAT(predicted.err, Catch::Contains("memory budget " + std::to_string(budget) + " bytes: checkpoint="));
+  CHECK_THAT(predicted.out, Catch::Contains("predicted peak memory on cpu"));
+}
+
+TEST_CASE("a memory budget chooses its levers itself, and --explain-plan wants a budget", "[examples][budget]") {
   TempDir dir("budget-flags");
-  mg_test::check_usage_error(dir, "gpt", "--preset tiny --memory-budget 1GiB", "--memory-budget plans --bench's step");
+  mg_test::check_usage_error(dir, "gpt", "--preset tiny --memory-budget 1GiB --auto-accum",
+                             "--auto-accum, which splits them after an out-of-memory, does not go with it");
   mg_test::check_usage_error(dir, "gpt", kTinyBench + " --memory-budget 1GiB --checkpoint",
                              "--checkpoint is one of the levers --memory-budget chooses");
   mg_test::check_usage_error(dir, "resnet", "--bench --memory-budget 1GiB --accum 2",
