@@ -11,9 +11,16 @@ void add_block_checkpoint_flag(FlagHandlers& flags, SwitchHandlers& switches, mg
     try {
       mode = mg::nn::parse_block_checkpoint(value);
     } catch (const mg::Error&) {
-      throw UsageError("--checkpoint takes none, selective or whole (alone: whole), got '" + value + "'");
+      throw UsageError("--checkpoint takes none, selective, whole or offload (alone: whole), got '" + value + "'");
     }
   };
+}
+
+void check_block_checkpoint(mg::nn::BlockCheckpoint mode, mg::Device device) {
+  if (mode == mg::nn::BlockCheckpoint::Offload && device.is_cpu()) {
+    throw UsageError("--checkpoint offload moves a GPU's saved activations to host memory; on --device cpu they are "
+                     "there already (choose selective or whole to save memory on the CPU)");
+  }
 }
 
 std::string block_checkpoint_phrase(mg::nn::BlockCheckpoint mode, const mg::CheckpointPolicy& policy) {
@@ -22,6 +29,7 @@ std::string block_checkpoint_phrase(mg::nn::BlockCheckpoint mode, const mg::Chec
     case mg::nn::BlockCheckpoint::Whole: return ", checkpointed block by block";
     case mg::nn::BlockCheckpoint::Selective:
       return ", selectively checkpointed block by block (keeping " + policy.describe() + ")";
+    case mg::nn::BlockCheckpoint::Offload: return ", every block's saved activations in host memory";
   }
   return "";
 }

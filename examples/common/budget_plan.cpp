@@ -18,7 +18,8 @@ void BudgetFlags::add_to(FlagHandlers& flags, SwitchHandlers& switches) {
 
 std::string budget_usage() {
   return R"(  --memory-budget BYTES    choose the fastest step that fits BYTES (e.g. 24GiB) among
-                           every combination of checkpointing (none, selective, whole),
+                           every combination of checkpointing (none, selective, whole;
+                           for a GPU also offload),
                            the optimizer's state and micro-batching (--batch B as B/m
                            samples x m micro-batches): each one's peak predicted
                            exactly on the simulated device, its time by an
@@ -54,8 +55,11 @@ void check_budget_flags(const BudgetFlags& budget, const std::vector<std::string
 BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step) {
   std::vector<BudgetLevers> levers;
   std::vector<mg::memory::PlanCandidate> candidates;
-  for (const mg::nn::BlockCheckpoint checkpoint :
-       {mg::nn::BlockCheckpoint::None, mg::nn::BlockCheckpoint::Selective, mg::nn::BlockCheckpoint::Whole}) {
+  std::vector<mg::nn::BlockCheckpoint> checkpoints = {
+      mg::nn::BlockCheckpoint::None, mg::nn::BlockCheckpoint::Selective, mg::nn::BlockCheckpoint::Whole};
+  // On the CPU the activations are in host memory already: offloading them changes nothing.
+  if (problem.target.is_cuda()) checkpoints.push_back(mg::nn::BlockCheckpoint::Offload);
+  for (const mg::nn::BlockCheckpoint checkpoint : checkpoints) {
     for (const OptimizerState state : problem.optimizer_states) {
       for (int64_t micro_batches = 1; micro_batches <= problem.batch_size; micro_batches *= 2) {
         if (problem.batch_size % micro_batches != 0) break;

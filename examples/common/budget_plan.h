@@ -2,7 +2,9 @@
 // the fastest step that fits BYTES, chosen by mg::memory::plan_for_budget among every
 // combination of the levers a program has:
 //   checkpointing      none, selective (matmul and attention outputs kept, or a ResNet's
-//                      convolutions) or whole blocks (--checkpoint none|selective|whole)
+//                      convolutions), whole blocks, or for a GPU every block's saved
+//                      activations offloaded to the host (--checkpoint
+//                      none|selective|whole|offload)
 //   optimizer state    the --optimizer-state values the program's optimizer takes
 //   micro-batching     --batch B --accum A as --batch B/m --accum A*m, for every m = 1, 2,
 //                      4, ... dividing B (the same samples and loss weights each step)

@@ -159,7 +159,7 @@ int64_t parse_bytes(const std::string& flag, const std::string& text) {
       {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30}, {"TiB", int64_t{1} << 40},
       {"KB", 1'000}, {"MB", 1'000'000}, {"GB", 1'000'000'000}, {"TB", 1'000'000'000'000}, {"B", 1},
   };
-  const std::string hint = " (a byte count such as 40GiB, 512MiB, 2GB or 1073741824)";
+  const std::string hint = " (a byte count such as 40GiB, 2.5GiB, 512MiB, 2GB or 1073741824)";
   int64_t unit = 1;
   std::string number = text;
   for (const Unit& candidate : kUnits) {
@@ -170,13 +170,32 @@ int64_t parse_bytes(const std::string& flag, const std::string& text) {
       break;
     }
   }
+  constexpr int64_t kLargest = int64_t{1} << 62;
+  const size_t point = number.find('.');
+  if (point != std::string::npos && unit > 1) {
+    // A fraction of a unit ("2.5GiB"): digits on both sides of the point, rounded down to a
+    // whole byte (a budget or capacity is a most).
+    const std::string whole = number.substr(0, point), fraction = number.substr(point + 1);
+    const auto digits = [](const std::string& part) {
+      return !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(whole) || !digits(fraction) || whole.size() > 18 || fraction.size() > 18) {
+      throw UsageError(flag + " expects a size" + hint + ", got '" + text + "'");
+    }
+    const long double bytes = std::stold(number) * static_cast<long double>(unit);
+    if (bytes > static_cast<long double>(kLargest)) {
+      throw UsageError(flag + " is too large (at most 2^62 bytes), got '" + text + "'");
+    }
+    const auto count = static_cast<int64_t>(bytes);
+    if (count <= 0) throw UsageError(flag + " must be a positive size" + hint + ", got '" + text + "'");
+    return count;
+  }
   int64_t count = 0;
   try {
     count = parse_number<int64_t>(flag, number);
   } catch (const UsageError&) {
     throw UsageError(flag + " expects a size" + hint + ", got '" + text + "'");
   }
-  constexpr int64_t kLargest = int64_t{1} << 62;
   if (count <= 0) throw UsageError(flag + " must be a positive size" + hint + ", got '" + text + "'");
   if (count > kLargest / unit) throw UsageError(flag + " is too large (at most 2^62 bytes), got '" + text + "'");
   return count * unit;

@@ -134,9 +134,10 @@ std::string per_rank_phrase(const std::optional<DistributedPrediction>& distribu
 // samples, or all of them for one process (a --fit-batch search's max_batch).
 int64_t largest_batch_per_rank(int64_t dataset_size, const std::optional<DistributedPrediction>& distributed);
 
-// --fit-batch's value: a byte count, plain ("1073741824") or with a unit: KiB, MiB, GiB,
-// TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), B. Throws UsageError naming
-// `flag` for anything else, zero, or a count beyond 2^62.
+// A size flag's value (--fit-batch, --memory-budget, --memory-cap): a byte count, plain
+// ("1073741824") or with a unit: KiB, MiB, GiB, TiB (powers of 1024), KB, MB, GB, TB (powers
+// of 1000), B; with a unit above B a decimal fraction too ("2.5GiB"), rounded down to a whole
+// byte. Throws UsageError naming `flag` for anything else, zero, or a count beyond 2^62.
 int64_t parse_bytes(const std::string& flag, const std::string& text);
 
 // Prints the prediction (peaks, per-category peaks, host memory where any, the scratch

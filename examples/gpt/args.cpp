@@ -139,6 +139,7 @@ Args parse_args(int argc, char** argv) {
   examples::check_amp_device(args.amp, args.device);
   examples::check_out_of_memory_flags(args.out_of_memory, args.distributed, args.cuda_graph);
   examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
+  examples::check_block_checkpoint(args.checkpoint, args.device);
   examples::check_init_from_flags(args.init_from, args.resume_path,
                                   args.bench                   ? "--bench"
                                   : predicting                 ? "--predict-memory (or --fit-batch)"
@@ -231,7 +232,7 @@ int64_t bench_warmup_steps(const Args& args) { return args.warmup.value_or(5); }
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--preset NAME] [--batch N] [--steps N] [--warmup N] [--accum N]
-                [--checkpoint [selective|whole]] [--amp fp16|bf16] [--device cpu|cuda]
+                [--checkpoint [selective|whole|offload]] [--amp fp16|bf16] [--device cpu|cuda]
                 [--optimizer-state device|8bit|offload|offload-delayed]
                 [--memory-timeline FILE.html | --cuda-graph]
                 [--detect-anomaly | --predict-memory | --fit-batch BYTES]
@@ -263,14 +264,16 @@ Data and model:
                            gpt2-xl (1.5B's: 48 layers, 25 heads, 1600 wide; 1.48B)
   --layers N --heads N --embd N --block N --dropout P
                            replace single sizes of the preset
-  --checkpoint [selective|whole]
+  --checkpoint [selective|whole|offload]
                            gradient checkpointing of every block: whole (the flag alone)
                            keeps only each block's input through the forward and
                            recomputes the block in backward (one more forward of the
                            trunk per step, for a lower activation peak); selective also
                            keeps the matmuls' and attention's outputs and recomputes only
                            layer norm, GELU, dropout, softmax and the adds (less compute,
-                           more memory); none: off (default)
+                           more memory); offload keeps what none keeps, in host memory,
+                           copied back in backward (--device cuda: two transfers of each
+                           saved byte for a GPU's activation memory); none: off (default)
 
 Training:
   --steps N                optimizer steps (default 5000)

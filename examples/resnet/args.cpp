@@ -90,6 +90,7 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--optimizer-state places AdamW's moments: it needs --optimizer adamw");
   }
   examples::check_optimizer_state_flags(args.optimizer_state, args.zero, args.cuda_graph);
+  examples::check_block_checkpoint(args.checkpoint, args.device);
   std::vector<std::string> levers_given;
   for (const char* lever : {"--checkpoint", "--optimizer-state", "--accum"}) {
     if (given.has(lever)) levers_given.push_back(lever);
@@ -147,7 +148,7 @@ Args parse_args(int argc, char** argv) {
 std::string usage(const std::string& program) {
   return "usage: " + program + R"( [options]
    or: )" + program + R"( --bench [--model resnet18|resnet50] [--batch N] [--steps N] [--warmup N]
-                [--accum N] [--checkpoint [selective|whole]] [--amp fp16|bf16] [--device cpu|cuda]
+                [--accum N] [--checkpoint [selective|whole|offload]] [--amp fp16|bf16] [--device cpu|cuda]
                 [--optimizer sgd|adamw [--optimizer-state device|8bit|offload|offload-delayed]]
                 [--channels-last] [--no-cudnn-fusion] [--no-cudnn-backward-fusion] [--cudnn-benchmark]
                 [--dependent-launch] [--wgrad-stream]
@@ -168,14 +169,17 @@ channel) on Fashion-MNIST padded to 32x32, with SGD (momentum 0.9, Nesterov, wei
                            steps of N x --batch samples at the activation memory of one
                            batch (default 1; batch norm still normalises each batch of
                            --batch on its own); the schedule counts optimizer steps
-  --checkpoint [selective|whole]
+  --checkpoint [selective|whole|offload]
                            gradient checkpointing of the stem and each block of
                            layer1..layer4: whole (the flag alone) keeps only their inputs
                            through the forward and recomputes each block when backward
                            reaches it (one more forward of the trunk per step, for a lower
                            activation peak); selective also keeps the convolutions'
                            outputs and recomputes only batch norm, ReLU and the adds
-                           (less compute, more memory); none: off (default)
+                           (less compute, more memory); offload keeps what none keeps, in
+                           host memory, copied back in backward (--device cuda: two
+                           transfers of each saved byte for a GPU's activation memory);
+                           none: off (default)
   --amp fp16|bf16|fp32     mixed precision: forward under autocast (convolutions and
                            linear layers in float16/bfloat16, losses and reductions in
                            float32, float32 master weights); fp16 scales the loss with a

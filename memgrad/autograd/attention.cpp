@@ -53,12 +53,6 @@ DType autocast_dtype_of(const Tensor& x) {
   return amp::autocast_cast_dtype(x, amp::CastPolicy::LowerPrecision).value_or(x.dtype());
 }
 
-// The simulated device chooses as the device it stands in for, so that a prediction for a
-// GPU takes the path the GPU would.
-bool runs_as_cuda(Device device) {
-  return device.is_cuda() || (device.is_simulated() && active_scratch_model() == &cuda_scratch_model());
-}
-
 Shape leading_sizes(const Tensor& x) { return Shape(x.sizes().begin(), x.sizes().end() - 2); }
 
 void check_arguments(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {

@@ -6,7 +6,9 @@
 // its saved tensors are copied back to their device. Device ACTIVATION memory then stays
 // near zero: an intermediate result's device bytes go back to the allocator as soon as the
 // forward drops it, and the host copies count as ACTIVATION of host memory (of
-// cuda::pinned_host_allocator() with pin_memory, of snapshot(Device::cpu()) without).
+// cuda::pinned_host_allocator() with pin_memory, of snapshot(Device::cpu()) without). In a
+// prediction for a GPU the simulated device's saved tensors move to the simulated host
+// alike (memory/simulated_target.h), so the prediction counts both sides.
 //
 //   {
 //     mg::autograd::SaveOnCpu offload;

@@ -63,6 +63,10 @@ std::string SimulatedTarget::describe() const { return model_->describe(); }
 
 const ScratchModel* active_scratch_model() { return active_model.load(std::memory_order_acquire); }
 
+bool runs_as_cuda(Device device) {
+  return device.is_cuda() || (device.is_simulated() && active_scratch_model() == &cuda_scratch_model());
+}
+
 Device simulated_host_of(Device simulated) {
   MG_CHECK(simulated.is_simulated(), "simulated_host_of(", simulated, "): not a simulated device. Hint: a real "
            "device's host is Device::cpu().");

@@ -66,6 +66,10 @@ class SimulatedTarget {
 // The model of the SimulatedTarget in force, or nullptr.
 const ScratchModel* active_scratch_model();
 
+// Whether work on `device` takes a GPU's paths: a CUDA device, or the simulated device while
+// a SimulatedTarget stands in for one (so that a prediction for a GPU chooses as the GPU).
+bool runs_as_cuda(Device device);
+
 // Where a run on `simulated` keeps what a real run keeps in host memory (an offloaded
 // optimizer's state and master weights, the host copies of its gradients), so that a
 // prediction counts those bytes without allocating them: while a SimulatedTarget stands in

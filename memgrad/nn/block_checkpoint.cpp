@@ -4,6 +4,7 @@
 #include <string>
 
 #include "memgrad/autograd/checkpoint.h"
+#include "memgrad/autograd/save_on_cpu.h"
 
 namespace mg::nn {
 
@@ -12,16 +13,19 @@ const char* block_checkpoint_name(BlockCheckpoint mode) {
     case BlockCheckpoint::None: return "none";
     case BlockCheckpoint::Selective: return "selective";
     case BlockCheckpoint::Whole: return "whole";
+    case BlockCheckpoint::Offload: return "offload";
   }
   return "none";
 }
 
 BlockCheckpoint parse_block_checkpoint(std::string_view name) {
-  for (BlockCheckpoint mode : {BlockCheckpoint::None, BlockCheckpoint::Selective, BlockCheckpoint::Whole}) {
+  for (BlockCheckpoint mode :
+       {BlockCheckpoint::None, BlockCheckpoint::Selective, BlockCheckpoint::Whole, BlockCheckpoint::Offload}) {
     if (name == block_checkpoint_name(mode)) return mode;
   }
   MG_CHECK(false, "unknown block checkpointing '", std::string(name), "'. Hint: choose none, selective (keep the "
-           "matmul, attention or convolution outputs, recompute the rest) or whole (keep only each block's input).");
+           "matmul, attention or convolution outputs, recompute the rest), whole (keep only each block's input) or "
+           "offload (keep everything, in host memory).");
   return BlockCheckpoint::None;
 }
 
@@ -31,6 +35,10 @@ Tensor run_block(BlockCheckpoint mode, const CheckpointPolicy& policy,
     case BlockCheckpoint::None: return block(input);
     case BlockCheckpoint::Selective: return checkpoint(block, input, policy);
     case BlockCheckpoint::Whole: return checkpoint(block, input);
+    case BlockCheckpoint::Offload: {
+      const autograd::SaveOnCpu offload;
+      return block(input);
+    }
   }
   return block(input);
 }

@@ -7,6 +7,7 @@
 
 #include <any>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@
 #include "memgrad/autograd/unary.h"
 #include "memgrad/core/allocator/registry.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/memory/simulated_target.h"
+#include "memgrad/memory/snapshot.h"
+#include "memgrad/memory/step_cost.h"
 
 using namespace mg;
 using mg::autograd::current_saved_tensor_hooks;
@@ -322,4 +326,46 @@ TEST_CASE("SaveOnCpu leaves CPU tensors where they are", "[saved_hooks]") {
   loss.backward();
   CHECK(category_bytes(MemoryCategory::Activation) == before);
   CHECK(grads_of(leaves) == plain_grads(DType::Float32, 12));
+}
+
+TEST_CASE("in a prediction for a GPU, SaveOnCpu moves the saved activations to the simulated host and costs "
+          "both transfers",
+          "[saved_hooks][simulated]") {
+  const Device device = Device::simulated(5);
+  const mg::SimulatedTarget gpu(Device::cuda(), device, size_t{1} << 30);
+  const Device host = mg::simulated_host_of(device);
+  REQUIRE(host != device);
+  const TensorOptions on_device{.device = device, .category = MemoryCategory::Parameter};
+  const Leaves leaves{mg::empty({64, 32}, on_device).requires_grad_(), mg::empty({32, 16}, on_device).requires_grad_(),
+                      mg::empty({16, 8}, on_device).requires_grad_()};
+  struct Step {
+    int64_t device_activation, host_activation;
+    double bytes;
+  };
+  auto step = [&](bool offload) {
+    mg::memory::reset_peak_stats(device);
+    mg::memory::reset_peak_stats(host);
+    mg::memory::StepCostMeter meter(mg::memory::DeviceRates::h100());
+    Tensor loss;
+    {
+      std::optional<autograd::SaveOnCpu> save_on_cpu;
+      if (offload) save_on_cpu.emplace();
+      loss = small_net(leaves);
+    }
+    loss.backward();
+    for (const Tensor& leaf : {leaves.x, leaves.w1, leaves.w2}) leaf.set_grad(Tensor());
+    return Step{mg::memory::snapshot(device).category(MemoryCategory::Activation).peak,
+                mg::memory::snapshot(host).category(MemoryCategory::Activation).peak, meter.cost().bytes};
+  };
+  const Step plain = step(false), offloaded = step(true);
+  INFO("ACTIVATION peak: " << plain.device_activation << " B on the device plain, " << offloaded.device_activation
+                           << " B on the device and " << offloaded.host_activation << " B on the host offloaded");
+  // Every saved intermediate moves (the leaves are parameters, saved where they are); the
+  // one saved twice (hidden * hidden) is copied twice, as PyTorch's save_on_cpu copies it.
+  CHECK(plain.device_activation > 0);
+  CHECK(plain.host_activation == 0);
+  CHECK(offloaded.device_activation == 0);
+  CHECK(offloaded.host_activation >= plain.device_activation);
+  // Each offloaded byte crosses twice, and the step's cost counts both crossings.
+  CHECK(offloaded.bytes >= plain.bytes + 2 * static_cast<double>(offloaded.host_activation));
 }

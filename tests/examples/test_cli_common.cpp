@@ -19,6 +19,7 @@
 #include "data/mnist_test_files.h"
 #include "examples/common/cli.h"
 #include "examples/common/cpu_cores.h"
+#include "examples/common/memory_prediction.h"
 #include "examples/common/output_path.h"
 #include "examples/common/progress.h"
 #include "examples/program_runner.h"
@@ -175,6 +176,21 @@ TEST_CASE("check_output_paths refuses two flags that name one file", "[examples]
              }),
              Contains("--save and --summary-json name the same file"));
   CHECK_NOTHROW(examples::check_output_paths({{"--save", dir.file("a")}, {"--summary-json", dir.file("b")}}));
+}
+
+TEST_CASE("parse_bytes reads counts, units and fractions of a unit, and refuses the rest", "[examples][cli]") {
+  using examples::parse_bytes;
+  CHECK(parse_bytes("--memory-budget", "1073741824") == int64_t{1} << 30);
+  CHECK(parse_bytes("--memory-budget", "24GiB") == int64_t{24} << 30);
+  CHECK(parse_bytes("--memory-budget", "2GB") == 2'000'000'000);
+  CHECK(parse_bytes("--memory-budget", "2.5GiB") == int64_t{5} << 29);
+  CHECK(parse_bytes("--memory-budget", "0.5KiB") == 512);
+  CHECK(parse_bytes("--memory-budget", "1.0000000001KiB") == 1024);  // rounded down to a whole byte
+  for (const std::string bad : {"1.5B", "1.5", "2.GiB", ".5GiB", "1..5GiB", "-1GiB", "0GiB", "0.0001B", "0.0000001KiB",
+                                "lots", "GiB", "5000000000TiB", "4294967296.5TiB"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_bytes("--memory-budget", bad), examples::UsageError);
+  }
 }
 
 TEST_CASE("parse_cpu_list reads Linux cpu lists", "[examples][cli]") {

@@ -125,6 +125,35 @@ TEST_CASE("resnet --memory-budget plans a training run within the budget", "[exa
   CHECK_THAT(predicted.out, Catch::Contains("predicted peak memory on cpu"));
 }
 
+TEST_CASE("for a GPU the planner also weighs every block's activations offloaded, which a prediction counts on the "
+          "host",
+          "[examples][gpt][budget]") {
+  TempDir dir("gpt-budget-offload");
+  const std::string gpu = "--bench --preset tiny --batch 8 --warmup 1 --threads 1 --device cuda --amp bf16 ";
+  const Outcome all = run_ok(dir, "gpt", gpu + "--memory-budget 100GiB --explain-plan --predict-memory");
+  // 4 checkpointing choices (offload too) x 4 optimizer states x micro-batches of 8, 4, 2, 1.
+  CHECK(plan_peaks(all.err).size() == 4 * 4 * 4);
+  CHECK_THAT(all.err, Catch::Contains("checkpoint=offload, optimizer-state=device, batch=8 x 1"));
+
+  // (Four blocks: the head's logits, which no block holds, are most of the tiny GPT's
+  // activations at the bench's 50,304 tokens.)
+  const std::string none = run_ok(dir, "gpt", gpu + "--layers 4 --checkpoint none --predict-memory").out;
+  const std::string offload = run_ok(dir, "gpt", gpu + "--layers 4 --checkpoint offload --predict-memory").out;
+  const int64_t activation_none = json_integer(none, "ACTIVATION", "peak_bytes_by_category");
+  const int64_t activation_offload = json_integer(offload, "ACTIVATION", "peak_bytes_by_category");
+  const size_t host = offload.find("\"host_memory\":");
+  REQUIRE(host != std::string::npos);
+  const int64_t activation_on_host = json_integer(offload.substr(host), "ACTIVATION", "peak_bytes_by_category");
+  INFO("ACTIVATION peak " << activation_none << " B on the device plain; offloaded " << activation_offload
+                          << " B on the device, " << activation_on_host << " B on the host");
+  CHECK(activation_offload < activation_none);
+  // The blocks' share moved to the host.
+  CHECK(activation_on_host >= activation_none - activation_offload);
+  CHECK_THAT(offload, Catch::Contains("\"checkpoint\":\"offload\""));
+  mg_test::check_usage_error(dir, "gpt", "--bench --preset tiny --checkpoint offload",
+                             "--checkpoint offload moves a GPU's saved activations to host memory");
+}
+
 TEST_CASE("a memory budget chooses its levers itself, and --explain-plan wants a budget", "[examples][budget]") {
   TempDir dir("budget-flags");
   mg_test::check_usage_error(dir, "gpt", "--preset tiny --memory-budget 1GiB --auto-accum",
