@@ -69,7 +69,8 @@ class NoTF32 {
   bool previous_;
 };
 
-nn::GPTOptions small_options(AttentionBackend attention = AttentionBackend::Auto, bool checkpoint = false) {
+nn::GPTOptions small_options(AttentionBackend attention = AttentionBackend::Auto,
+                             nn::BlockCheckpoint checkpoint = nn::BlockCheckpoint::None) {
   nn::GPTOptions options;
   options.n_layer = 2;
   options.n_head = 4;
@@ -77,7 +78,7 @@ nn::GPTOptions small_options(AttentionBackend attention = AttentionBackend::Auto
   options.block_size = 64;
   options.vocab_size = kVocab;
   options.attention = attention;
-  options.checkpoint = checkpoint ? nn::BlockCheckpoint::Whole : nn::BlockCheckpoint::None;
+  options.checkpoint = checkpoint;
   return options;
 }
 
@@ -228,24 +229,29 @@ TEST_CASE("CUDA GPT under bfloat16 autocast: fused and math attention agree with
   }
 }
 
-TEST_CASE("CUDA GPT: checkpointed blocks give the plain model's logits and gradients", "[cuda][gpt][checkpoint]") {
+TEST_CASE("CUDA GPT: checkpointed and offloaded blocks give the plain model's logits and gradients",
+          "[cuda][gpt][checkpoint]") {
   NoTF32 no_tf32;
   const Tensor tokens = random_tokens(6).to(kCuda), weights = output_weights(7).to(kCuda);
-  SECTION("float32, math attention") {
-    const Run plain = run_model(*make_gpt(small_options(), kCuda), tokens, weights, false);
-    const Run checkpointed = run_model(*make_gpt(small_options(AttentionBackend::Auto, true), kCuda), tokens, weights,
-                                       false);
-    // The recompute runs the same kernels on the same inputs: the logits are identical. The
-    // gradients differ only by the order of the embedding backward's atomic adds.
-    check_same_run(checkpointed, plain, 0.0, 1e-5);
-  }
-  SECTION("bfloat16 autocast, fused attention") {
-    const Run plain = run_model(*make_gpt(small_options(AttentionBackend::Fused), kCuda), tokens, weights, true);
-    const Run checkpointed =
-        run_model(*make_gpt(small_options(AttentionBackend::Fused, true), kCuda), tokens, weights, true);
-    // The recompute runs under the forward's autocast state. The fused backward adds dQ with
-    // atomics, so a bfloat16 rounding may land one ulp (2^-8 of a value) apart.
-    check_same_run(checkpointed, plain, 0.0, 1.6e-2);
+  for (const nn::BlockCheckpoint mode : {nn::BlockCheckpoint::Whole, nn::BlockCheckpoint::Offload}) {
+    INFO("--checkpoint " << nn::block_checkpoint_name(mode));
+    SECTION(std::string("float32, math attention, ") + nn::block_checkpoint_name(mode)) {
+      const Run plain = run_model(*make_gpt(small_options(), kCuda), tokens, weights, false);
+      const Run checkpointed =
+          run_model(*make_gpt(small_options(AttentionBackend::Auto, mode), kCuda), tokens, weights, false);
+      // The recompute (or the copy back) gives the same kernels the same inputs: the logits
+      // are identical. The gradients differ only by the order of the embedding backward's
+      // atomic adds.
+      check_same_run(checkpointed, plain, 0.0, 1e-5);
+    }
+    SECTION(std::string("bfloat16 autocast, fused attention, ") + nn::block_checkpoint_name(mode)) {
+      const Run plain = run_model(*make_gpt(small_options(AttentionBackend::Fused), kCuda), tokens, weights, true);
+      const Run checkpointed =
+          run_model(*make_gpt(small_options(AttentionBackend::Fused, mode), kCuda), tokens, weights, true);
+      // The recompute runs under the forward's autocast state. The fused backward adds dQ with
+      // atomics, so a bfloat16 rounding may land one ulp (2^-8 of a value) apart.
+      check_same_run(checkpointed, plain, 0.0, 1.6e-2);
+    }
   }
 }
 
