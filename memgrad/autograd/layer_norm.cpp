@@ -1,4 +1,4 @@
-// autograd/layer_norm.cpp — layer_norm, forward and backward.
+// autograd/layer_norm.cpp — layer_norm and add_layer_norm, forward and backward.
 //
 // The input is seen as (rows, cols), cols = the product of normalized_shape: each row is
 // normalised on its own, so one kernel each way does the whole op. One node,
@@ -8,12 +8,18 @@
 //
 // Under autocast (autocast/cast_policy.h) layer_norm runs in float32, as in PyTorch: 16-bit
 // inputs, weight and bias are cast up, and the result is float32.
+//
+// add_layer_norm's node has two outputs, the sum (0) and the normalised sum (1), and gets
+// both gradients at once: one kernel computes the norm's backward and adds the sum's own
+// gradient, which is then the gradient of both addends.
 #include "memgrad/autograd/layer_norm.h"
 
 #include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/autocast_operands.h"
+#include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/op_support.h"
+#include "memgrad/core/dtype.h"
 
 namespace mg {
 
@@ -79,8 +85,8 @@ Tensor layer_norm_in_given_dtype(const Tensor& x, const Shape& normalized_shape,
   Tensor save_mean = autograd::new_output({rows}, stats_dtype, x);
   Tensor save_invstd = autograd::new_output({rows}, stats_dtype, x);
   Tensor weight_columns = as_columns(weight);
-  kernels(x.device()).layer_norm(as_rows(input, cols), weight_columns, as_columns(bias), eps, as_rows(out, cols),
-                                 save_mean, save_invstd);
+  kernels(x.device()).layer_norm(as_rows(input, cols), Tensor(), weight_columns, as_columns(bias), eps, Tensor(),
+                                 as_rows(out, cols), save_mean, save_invstd);
 
   if (autograd::needs_grad(x, weight, bias)) {
     DType bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
@@ -95,13 +101,68 @@ Tensor layer_norm_in_given_dtype(const Tensor& x, const Shape& normalized_shape,
           if (node.needs_input_grad(1)) grad_weight = autograd::new_output(normalized_shape, saved_weight.dtype(), grad);
           if (node.needs_input_grad(2)) grad_bias = autograd::new_output(normalized_shape, bias_dtype, grad);
           kernels(grad.device()).layer_norm_backward(
-              as_rows(grad_output, cols), as_rows(saved_input, cols), saved_weight, saved_mean, saved_invstd,
+              as_rows(grad_output, cols), as_rows(saved_input, cols), saved_weight, saved_mean, saved_invstd, Tensor(),
               grad_input.defined() ? as_rows(grad_input, cols) : Tensor(), as_columns(grad_weight),
               as_columns(grad_bias));
           return std::vector<Tensor>{grad_input, grad_weight, grad_bias};
         });
   }
   return out;
+}
+
+using autograd::Node;
+
+// add_layer_norm's node: outputs the sum (0) and the normalised sum (1); inputs the wider
+// addend, the other one, weight and bias.
+class AddLayerNormBackward final : public Node {
+ public:
+  AddLayerNormBackward(int64_t cols, Shape normalized_shape, DType narrow_dtype, DType bias_dtype,
+                       autograd::SavedTensors<4>&& saved)
+      : Node("AddLayerNormBackward", 2), cols_(cols), normalized_shape_(std::move(normalized_shape)),
+        narrow_dtype_(narrow_dtype), bias_dtype_(bias_dtype), saved_(std::move(saved)) {}
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
+    const Tensor& grad_sum = grad_outputs[0];
+    const Tensor& grad_output = grad_outputs[1];
+    const bool addends = needs_input_grad(0) || needs_input_grad(1);
+    Tensor total = grad_sum, grad_weight, grad_bias;  // total: the gradient of the sum
+    if (grad_output.defined()) {
+      const Tensor sum = saved_.tensors[0].unpack(name()), weight = saved_.tensors[1].unpack(name());
+      const Tensor mean = saved_.tensors[2].unpack(name()), invstd = saved_.tensors[3].unpack(name());
+      const Tensor incoming = grad_output.is_contiguous() ? grad_output : contiguous_copy(grad_output);
+      Tensor added;
+      if (grad_sum.defined()) added = grad_sum.is_contiguous() ? grad_sum : contiguous_copy(grad_sum);
+      total = addends ? autograd::new_output(sum.sizes(), sum.dtype(), grad_output) : Tensor();
+      if (needs_input_grad(2)) grad_weight = autograd::new_output(normalized_shape_, weight.dtype(), grad_output);
+      if (needs_input_grad(3)) grad_bias = autograd::new_output(normalized_shape_, bias_dtype_, grad_output);
+      kernels(grad_output.device()).layer_norm_backward(
+          as_rows(incoming, cols_), as_rows(sum, cols_), weight, mean, invstd,
+          added.defined() ? as_rows(added, cols_) : Tensor(), total.defined() ? as_rows(total, cols_) : Tensor(),
+          as_columns(grad_weight), as_columns(grad_bias));
+    }
+    Tensor grad_wide, grad_narrow;
+    if (total.defined() && needs_input_grad(0)) grad_wide = total;
+    if (total.defined() && needs_input_grad(1)) {
+      grad_narrow = total.dtype() == narrow_dtype_ ? total : converted_copy(total, narrow_dtype_, total.device());
+    }
+    return {grad_wide, grad_narrow, grad_weight, grad_bias};
+  }
+
+  void release_saved() override {
+    for (autograd::SavedTensor& tensor : saved_.tensors) tensor.release();
+  }
+
+ private:
+  int64_t cols_;
+  Shape normalized_shape_;
+  DType narrow_dtype_, bias_dtype_;
+  autograd::SavedTensors<4> saved_;  // the sum, the weight's columns, mean and 1/std per row
+};
+
+// Whether one kernel can add `wide` (the promoted dtype's addend) and `narrow` and norm the sum.
+bool fusable(const Tensor& wide, const Tensor& narrow) {
+  return wide.sizes() == narrow.sizes() && wide.device() == narrow.device() &&
+         (narrow.dtype() == wide.dtype() || (wide.dtype() == DType::Float32 && is_16_bit_float(narrow.dtype())));
 }
 
 }  // namespace
@@ -113,6 +174,48 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                                      amp::cast_to_float32(bias), eps);
   }
   return layer_norm_in_given_dtype(x, normalized_shape, weight, bias, eps);
+}
+
+SumAndNorm add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                          const Tensor& weight, const Tensor& bias, double eps) {
+  autograd::check_defined("add_layer_norm", x);
+  autograd::check_defined("add_layer_norm", residual);
+  // The addend of the sum's dtype takes the kernel's input; addition commutes.
+  const bool x_is_wide = promote_types(x.dtype(), residual.dtype()) == x.dtype();
+  const Tensor& wide = x_is_wide ? x : residual;
+  const Tensor& narrow = x_is_wide ? residual : x;
+  const bool autocast = amp::is_autocast_on_for(wide);
+  if (!fusable(wide, narrow) || (autocast && wide.dtype() != DType::Float32)) {
+    Tensor sum = x + residual;
+    return {sum, layer_norm(sum, normalized_shape, weight, bias, eps)};
+  }
+  const Tensor scale = autocast ? amp::cast_to_float32(weight) : weight;
+  const Tensor shift = autocast ? amp::cast_to_float32(bias) : bias;
+  check_arguments(wide, normalized_shape, scale, shift, eps);
+  const int64_t cols = normalized_shape.numel();
+  const Tensor input = wide.is_contiguous() ? wide : contiguous_copy(wide);
+  const Tensor added = narrow.is_contiguous() ? narrow : contiguous_copy(narrow);
+  SumAndNorm result{autograd::new_output(wide.sizes(), wide.dtype(), wide),
+                    autograd::new_output(wide.sizes(), wide.dtype(), wide)};
+  const DType stats_dtype = wide.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const int64_t rows = wide.numel() / cols;
+  Tensor save_mean = autograd::new_output({rows}, stats_dtype, wide);
+  Tensor save_invstd = autograd::new_output({rows}, stats_dtype, wide);
+  const Tensor weight_columns = as_columns(scale);
+  kernels(wide.device()).layer_norm(as_rows(input, cols), as_rows(added, cols), weight_columns, as_columns(shift), eps,
+                                    as_rows(result.sum, cols), as_rows(result.output, cols), save_mean, save_invstd);
+
+  if (autograd::needs_grad(wide, narrow, scale, shift)) {
+    auto node = std::make_shared<AddLayerNormBackward>(
+        cols, normalized_shape, narrow.dtype(), shift.defined() ? shift.dtype() : wide.dtype(),
+        autograd::saved(result.sum, weight_columns, save_mean, save_invstd));
+    // connect() makes the sum output 0 and sets the node's edges; the norm is output 1.
+    autograd::connect(node, result.sum, {wide, narrow, scale, shift});
+    AutogradMeta& meta = result.output.ensure_autograd_meta();
+    meta.grad_fn = node;
+    meta.output_nr = 1;
+  }
+  return result;
 }
 
 }  // namespace mg

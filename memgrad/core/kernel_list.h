@@ -248,13 +248,18 @@ MG_KERNEL(embedding_backward, void, (const Tensor& grad_output, const Tensor& in
 // Layer normalisation of each row of input (rows, cols), all contiguous: output =
 // (x - mean) * invstd * weight + bias, weight and bias (cols) or undefined; save_mean and
 // save_invstd (rows) are float32 (float64 for a float64 input). One pass over the data
-// each way on the GPU.
-MG_KERNEL(layer_norm, void, (const Tensor& input, const Tensor& weight, const Tensor& bias, double eps,
-                             const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd))
-// grad_input (rows, cols) from the saved statistics; grad_weight / grad_bias (cols, the
-// weight's dtype) may be undefined when not needed; each result is overwritten.
+// each way on the GPU. With `residual` defined (rows, cols; the input's dtype, or a 16-bit
+// one with a float32 input), x = input + residual, which is also written to `sum` (rows,
+// cols, the input's dtype): a pre-norm transformer's residual add in the same pass.
+MG_KERNEL(layer_norm, void, (const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                             double eps, const Tensor& sum, const Tensor& output, const Tensor& save_mean,
+                             const Tensor& save_invstd))
+// grad_input (rows, cols) from the saved statistics, plus grad_sum (rows, cols, the
+// input's dtype) where defined: the gradient that reached the residual add's result
+// otherwise; grad_weight / grad_bias (cols, the weight's dtype) may be undefined when not
+// needed; each result is overwritten.
 MG_KERNEL(layer_norm_backward, void, (const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                      const Tensor& save_mean, const Tensor& save_invstd,
+                                      const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_sum,
                                       const Tensor& grad_input, const Tensor& grad_weight,
                                       const Tensor& grad_bias))
 // output = mask ? value : input; mask (bool) and input broadcast to output's sizes

@@ -2,7 +2,9 @@
 // written out by hand (one and two normalised dims, with and without weight and bias),
 // gradients against finite differences, the bytes its node keeps (the input and two
 // values a row), 16-bit inputs with float32 parameters, autocast to float32, and the
-// errors.
+// errors. add_layer_norm (the residual add fused in): both outputs against the add and
+// layer_norm apart, bit for bit; gradients of either and both against finite differences;
+// one node; a float32 sum of a 16-bit residual; the fallback where it cannot fuse.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -222,4 +224,132 @@ TEST_CASE("layer_norm errors explain themselves", "[layer_norm]") {
   CHECK(out.sizes() == Shape{0, 4});
   sum(out).backward();
   CHECK(weight.grad().to_vector<double>() == std::vector<double>(4, 0.0));
+}
+
+namespace {
+
+// add_layer_norm's sum and output, both used by the loss (as a pre-norm block uses them:
+// the sum goes on down the residual stream, the output into the next layer).
+Tensor sum_and_norm_loss(const SumAndNorm& result, const Tensor& sum_weights, const Tensor& norm_weights) {
+  return (result.sum * sum_weights).sum() + (result.output * norm_weights).sum();
+}
+
+}  // namespace
+
+TEST_CASE("add_layer_norm gives the add and layer_norm's values bit for bit, with one node", "[layer_norm]") {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    INFO(dtype);
+    Tensor x = normal({6, 8}, 40, true, dtype), residual = normal({6, 8}, 41, true, dtype);
+    Tensor weight = normal({8}, 42, true, dtype), bias = normal({8}, 43, true, dtype);
+    const SumAndNorm fused = add_layer_norm(x, residual, {8}, weight, bias);
+    const Tensor sum = x + residual;
+    const Tensor apart = layer_norm(sum, {8}, weight, bias);
+    CHECK(fused.sum.to_vector<double>() == sum.to(DType::Float64).to_vector<double>());
+    CHECK(fused.output.to(DType::Float64).to_vector<double>() == apart.to(DType::Float64).to_vector<double>());
+    REQUIRE(fused.sum.grad_fn() != nullptr);
+    CHECK(fused.sum.grad_fn() == fused.output.grad_fn());
+    CHECK(std::string(fused.sum.grad_fn()->name()) == "AddLayerNormBackward");
+  }
+}
+
+TEST_CASE("add_layer_norm gradients match finite differences, through either output or both", "[layer_norm]") {
+  Tensor x = normal({4, 5}, 44, true), residual = normal({4, 5}, 45, true);
+  Tensor weight = normal({5}, 46, true), bias = normal({5}, 47, true);
+  const Tensor sum_weights = normal({4, 5}, 48), norm_weights = normal({4, 5}, 49);
+  SECTION("both outputs") {
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          return sum_and_norm_loss(add_layer_norm(in[0], in[1], {5}, in[2], in[3]), sum_weights, norm_weights);
+        },
+        {x, residual, weight, bias});
+  }
+  SECTION("the normalised output alone") {
+    check_gradients(
+        [&](const std::vector<Tensor>& in) { return add_layer_norm(in[0], in[1], {5}, in[2], in[3]).output; },
+        {x, residual, weight, bias});
+  }
+  SECTION("the sum alone") {
+    check_gradients([&](const std::vector<Tensor>& in) { return add_layer_norm(in[0], in[1], {5}, weight).sum; },
+                    {x, residual});
+  }
+  SECTION("without weight and bias, three dims, a non-contiguous residual") {
+    Tensor x3 = normal({2, 3, 4}, 50, true), r3 = normal({2, 4, 3}, 51, true);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          const SumAndNorm result = add_layer_norm(in[0], in[1].transpose(1, 2), {4});
+          return (result.sum * result.output).sum();
+        },
+        {x3, r3});
+  }
+}
+
+TEST_CASE("add_layer_norm's gradients equal the add and layer_norm's", "[layer_norm]") {
+  const Tensor sum_weights = normal({6, 8}, 52), norm_weights = normal({6, 8}, 53);
+  auto gradients = [&](bool fused) {
+    Tensor x = normal({6, 8}, 54, true), residual = normal({6, 8}, 55, true);
+    Tensor weight = normal({8}, 56, true), bias = normal({8}, 57, true);
+    Tensor loss;
+    if (fused) {
+      loss = sum_and_norm_loss(add_layer_norm(x, residual, {8}, weight, bias), sum_weights, norm_weights);
+    } else {
+      const Tensor sum = x + residual;
+      loss = sum_and_norm_loss({sum, layer_norm(sum, {8}, weight, bias)}, sum_weights, norm_weights);
+    }
+    loss.backward();
+    std::vector<std::vector<double>> result;
+    for (const Tensor& leaf : {x, residual, weight, bias}) result.push_back(leaf.grad().to_vector<double>());
+    return result;
+  };
+  const auto fused = gradients(true), apart = gradients(false);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("input " << i);
+    REQUIRE(fused[i].size() == apart[i].size());
+    for (size_t k = 0; k < fused[i].size(); ++k) CHECK(fused[i][k] == Approx(apart[i][k]).margin(1e-12));
+  }
+}
+
+TEST_CASE("add_layer_norm of a float32 stream and a bfloat16 residual sums in float32, in either order",
+          "[layer_norm]") {
+  Tensor stream = normal({4, 16}, 58, true, DType::Float32);
+  Tensor residual = normal({4, 16}, 59, false, DType::Float32).to(DType::BFloat16).requires_grad_();
+  Tensor weight = normal({16}, 60, true, DType::Float32);
+  for (bool stream_first : {true, false}) {
+    INFO("stream first: " << stream_first);
+    const SumAndNorm fused = stream_first ? add_layer_norm(stream, residual, {16}, weight)
+                                          : add_layer_norm(residual, stream, {16}, weight);
+    CHECK(fused.sum.dtype() == DType::Float32);
+    CHECK(fused.output.dtype() == DType::Float32);
+    CHECK(std::string(fused.sum.grad_fn()->name()) == "AddLayerNormBackward");
+    const Tensor sum = stream + residual;
+    CHECK(fused.sum.to_vector<double>() == sum.to(DType::Float64).to_vector<double>());
+    CHECK(fused.output.to_vector<double>() ==
+          layer_norm(sum, {16}, weight).to(DType::Float64).to_vector<double>());
+    stream.set_grad(Tensor());
+    residual.set_grad(Tensor());
+    (fused.sum.sum() + fused.output.sum()).backward();
+    CHECK(stream.grad().dtype() == DType::Float32);
+    CHECK(residual.grad().dtype() == DType::BFloat16);
+  }
+  SECTION("under autocast the float32 stream still fuses, and the output is float32") {
+    amp::AutocastGuard autocast(DType::BFloat16, DeviceType::CPU);
+    const SumAndNorm fused = add_layer_norm(stream, residual, {16}, weight);
+    CHECK(std::string(fused.sum.grad_fn()->name()) == "AddLayerNormBackward");
+    CHECK(fused.output.dtype() == DType::Float32);
+  }
+}
+
+TEST_CASE("add_layer_norm falls back to the add and layer_norm where one kernel cannot do both", "[layer_norm]") {
+  Tensor x = normal({3, 4}, 61, true), row = normal({4}, 62, true);
+  const SumAndNorm broadcast = add_layer_norm(x, row, {4});  // the residual broadcast over the rows
+  const Tensor sum = x + row;
+  CHECK(broadcast.sum.to_vector<double>() == sum.to_vector<double>());
+  CHECK(broadcast.output.to_vector<double>() == layer_norm(sum, {4}).to_vector<double>());
+  check_gradients(
+      [](const std::vector<Tensor>& in) {
+        const SumAndNorm result = add_layer_norm(in[0], in[1], {4});
+        return (result.sum * result.output).sum();
+      },
+      {x, row});
+  const std::string message = error_message([&] { add_layer_norm(x, Tensor(), {4}); });
+  CHECK(contains(message, "add_layer_norm"));
 }

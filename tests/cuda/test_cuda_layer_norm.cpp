@@ -3,12 +3,18 @@
 // grad_bias, for rows a warp covers (7 x 33), a block covers (64 x 768, 3 x 4100) and
 // rows too long for the shared-memory cache (5 x 8192 backward, 2 x 20000 both ways), in
 // float32, float64, float16 and bfloat16 (with 16-bit or float32 parameters), with and
-// without weight and bias, at a misaligned offset, and under autocast.
+// without weight and bias, at a misaligned offset, and under autocast; add_layer_norm (the
+// residual add fused in) against the CPU: the sum, the output and every gradient, with a
+// residual of the input's dtype and a bfloat16 one beside a float32 stream, cached and
+// uncached rows, and a misaligned residual.
 #include <catch2/catch.hpp>
+
+#include <string>
 
 #include "memgrad/autocast/autocast.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/layer_norm.h"
+#include "memgrad/autograd/node.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/core/factory.h"
 #include "cuda/kernel_checks.h"
@@ -99,9 +105,9 @@ TEST_CASE("CUDA layer_norm kernels write the CPU's statistics, and only grad_wei
     Tensor cuda_output = empty({rows, cols}, {.dtype = dtype, .device = kCuda});
     Tensor cuda_mean = empty({rows}, {.dtype = stats, .device = kCuda});
     Tensor cuda_invstd = empty({rows}, {.dtype = stats, .device = kCuda});
-    cuda_checks::cpu_kernels().layer_norm(input, weight, bias, 1e-5, output, mean, invstd);
-    cuda_checks::gpu_kernels().layer_norm(input.to(kCuda), weight.to(kCuda), bias.to(kCuda), 1e-5, cuda_output,
-                                          cuda_mean, cuda_invstd);
+    cuda_checks::cpu_kernels().layer_norm(input, Tensor(), weight, bias, 1e-5, Tensor(), output, mean, invstd);
+    cuda_checks::gpu_kernels().layer_norm(input.to(kCuda), Tensor(), weight.to(kCuda), bias.to(kCuda), 1e-5, Tensor(),
+                                          cuda_output, cuda_mean, cuda_invstd);
     const double relative = dtype == DType::Float64 ? 1e-12 : 1e-5;
     check_within_scale(cuda_mean, mean, relative, "save_mean");
     check_within_scale(cuda_invstd, invstd, relative, "save_invstd");
@@ -111,9 +117,10 @@ TEST_CASE("CUDA layer_norm kernels write the CPU's statistics, and only grad_wei
     Tensor grad = random_normal({rows, cols}, dtype, 13);
     Tensor grad_weight = empty({cols}, {.dtype = dtype});
     Tensor cuda_grad_weight = empty({cols}, {.dtype = dtype, .device = kCuda});
-    cuda_checks::cpu_kernels().layer_norm_backward(grad, input, weight, mean, invstd, Tensor(), grad_weight, Tensor());
+    cuda_checks::cpu_kernels().layer_norm_backward(grad, input, weight, mean, invstd, Tensor(), Tensor(), grad_weight,
+                                                   Tensor());
     cuda_checks::gpu_kernels().layer_norm_backward(grad.to(kCuda), input.to(kCuda), weight.to(kCuda), cuda_mean,
-                                                   cuda_invstd, Tensor(), cuda_grad_weight, Tensor());
+                                                   cuda_invstd, Tensor(), Tensor(), cuda_grad_weight, Tensor());
     check_within_scale(cuda_grad_weight, grad_weight, dtype == DType::Float32 ? 1e-4 : tolerance(dtype), "grad_weight alone");
   }
 }
@@ -144,4 +151,52 @@ TEST_CASE("CUDA layer_norm under autocast runs in float32", "[cuda]") {
   sum(out).backward();
   CHECK(half.grad().dtype() == DType::Float16);
   CHECK(weight.grad().dtype() == DType::Float32);
+}
+
+TEST_CASE("CUDA add_layer_norm matches the CPU (sum, output, every gradient)", "[cuda]") {
+  struct FusedCase {
+    Shape sizes;
+    DType dtype, residual_dtype;
+  };
+  auto [sizes, dtype, residual_dtype] =
+      GENERATE(FusedCase{{7, 33}, DType::Float32, DType::Float32}, FusedCase{{64, 768}, DType::Float32, DType::Float32},
+               FusedCase{{64, 768}, DType::Float32, DType::BFloat16}, FusedCase{{3, 4100}, DType::Float32, DType::Float16},
+               FusedCase{{2, 20000}, DType::Float32, DType::BFloat16}, FusedCase{{7, 33}, DType::Float64, DType::Float64},
+               FusedCase{{64, 768}, DType::BFloat16, DType::BFloat16}, FusedCase{{5, 8192}, DType::Float16, DType::Float16});
+  const Shape normalized{sizes[1]};
+  INFO("stream " << sizes << " " << dtype << ", residual " << residual_dtype);
+  Tensor x = random_normal(sizes, dtype, 30, 2.0, 3.0).requires_grad_();
+  Tensor residual = random_normal(sizes, residual_dtype, 31).requires_grad_();
+  const DType parameter_dtype = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor weight = random_normal(normalized, parameter_dtype, 32).requires_grad_();
+  Tensor bias = random_normal(normalized, parameter_dtype, 33).requires_grad_();
+  Tensor cuda_x = x.detach().to(kCuda).requires_grad_(), cuda_residual = residual.detach().to(kCuda).requires_grad_();
+  Tensor cuda_weight = weight.detach().to(kCuda).requires_grad_(), cuda_bias = bias.detach().to(kCuda).requires_grad_();
+  const SumAndNorm cpu = add_layer_norm(x, residual, normalized, weight, bias);
+  const SumAndNorm gpu = add_layer_norm(cuda_x, cuda_residual, normalized, cuda_weight, cuda_bias);
+  REQUIRE(std::string(gpu.sum.grad_fn()->name()) == "AddLayerNormBackward");
+  const double relative = tolerance(dtype);
+  check_within_scale(gpu.sum, cpu.sum, relative, "sum");
+  check_within_scale(gpu.output, cpu.output, relative, "output");
+
+  Tensor sum_weights = random_normal(sizes, dtype, 34), norm_weights = random_normal(sizes, dtype, 35);
+  (sum(mul(cpu.sum, sum_weights)) + sum(mul(cpu.output, norm_weights))).backward();
+  (sum(mul(gpu.sum, sum_weights.to(kCuda))) + sum(mul(gpu.output, norm_weights.to(kCuda)))).backward();
+  check_within_scale(cuda_x.grad(), x.grad(), relative, "grad x");
+  check_within_scale(cuda_residual.grad(), residual.grad(), tolerance(residual_dtype), "grad residual");
+  const double parameter_relative = parameter_dtype == DType::Float32 ? 1e-4 : relative;
+  check_within_scale(cuda_weight.grad(), weight.grad(), parameter_relative, "grad_weight");
+  check_within_scale(cuda_bias.grad(), bias.grad(), parameter_relative, "grad_bias");
+}
+
+TEST_CASE("CUDA add_layer_norm of a misaligned residual takes the scalar path", "[cuda]") {
+  Tensor base = random_normal({1 + 9 * 64}, DType::BFloat16, 36);
+  Tensor residual = make_view(base, {9, 64}, {64, 1}, 1);
+  Tensor cuda_base = base.to(kCuda);
+  Tensor cuda_residual = make_view(cuda_base, {9, 64}, {64, 1}, 1);
+  Tensor x = random_normal({9, 64}, DType::Float32, 37);
+  const SumAndNorm cpu = add_layer_norm(x, residual, {64});
+  const SumAndNorm gpu = add_layer_norm(x.to(kCuda), cuda_residual, {64});
+  check_within_scale(gpu.sum, cpu.sum, 1e-6, "sum");
+  check_within_scale(gpu.output, cpu.output, 1e-5, "output");
 }

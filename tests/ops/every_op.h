@@ -357,6 +357,13 @@ inline const std::vector<OpCase>& op_cases() {
        [](const V& in) { return V{layer_norm(in[0], {48}, in[1], in[2])}; }},
       {"layer_norm over two dims, no affine", {{{3, 7, 11}}},
        [](const V& in) { return V{layer_norm(in[0], {7, 11})}; }},
+      {"add_layer_norm: the sum and its norm",
+       {{{6, 5, 48}}, {{6, 5, 48}, Values::Signed, L::Strided}, {{48}, Values::Signed, L::Contiguous, 0, true},
+        {{48}, Values::Signed, L::Contiguous, 0, true}},
+       [](const V& in) {
+         const SumAndNorm result = add_layer_norm(in[0], in[1], {48}, in[2], in[3]);
+         return V{result.sum, result.output};
+       }},
       {"batch_norm training, (N, C, H, W)",
        {{{4, 3, 5, 7}}, {{3}, Values::Positive, L::Contiguous, 0, true}, {{3}, Values::Signed, L::Contiguous, 0, true}},
        [](const V& in) { return V{batch_norm(in[0], {}, {}, in[1], in[2], true)}; }},

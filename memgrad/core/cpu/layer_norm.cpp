@@ -1,7 +1,9 @@
 // core/cpu/layer_norm.cpp — CPU layer normalisation of each row of a (rows, cols) input,
 // forward and backward.
 //
-// Rows are independent, so OpenMP splits them. A row's sums are carried in A: double for a
+// Rows are independent, so OpenMP splits them. With a residual, a row is first summed into
+// `sum` (the input's dtype, so rounded as a separate add would round it), then normalised
+// from there. A row's sums are carried in A: double for a
 // float64 input, float otherwise (as the CUDA kernels do); the variance is the mean of
 // squared deviations from the row's mean (two passes, no cancellation when |mean| >> std).
 // weight and bias have the input's dtype, or float32 for a 16-bit input; the statistics are
@@ -49,13 +51,25 @@ constexpr int64_t kColumnBlock = 256;
 
 }  // namespace
 
-void layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps, const Tensor& output,
-                const Tensor& save_mean, const Tensor& save_invstd) {
+void layer_norm(const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& sum, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   const int64_t rows = input.sizes()[0], cols = input.sizes()[1];
   dispatch_floating(input.dtype(), "layer_norm", [&]<class T>() {
     using A = accumulate_t<T>;
     const std::vector<A> scale = read_columns<A>(weight, cols, A(1)), shift = read_columns<A>(bias, cols, A(0));
+    // The rows normalised: the input's, or input + residual written to `sum` first.
     const T* in = input.data_ptr<T>();
+    if (residual.defined()) {
+      T* added = sum.data_ptr<T>();
+      dispatch_floating(residual.dtype(), "layer_norm", [&]<class R>() {
+        const R* res = residual.data_ptr<R>();
+#pragma omp parallel for schedule(static) if (input.numel() >= kParallelGrain)
+        for (int64_t i = 0; i < rows * cols; ++i) {
+          added[i] = static_cast<T>(static_cast<compute_t<T>>(in[i]) + static_cast<compute_t<T>>(static_cast<compute_t<R>>(res[i])));
+        }
+      });
+      in = added;
+    }
     T* out = output.data_ptr<T>();
     A* means = save_mean.data_ptr<A>();
     A* invstds = save_invstd.data_ptr<A>();
@@ -80,8 +94,8 @@ void layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, d
 }
 
 void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_sum,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias) {
   const int64_t rows = input.sizes()[0], cols = input.sizes()[1];
   dispatch_floating(input.dtype(), "layer_norm backward", [&]<class T>() {
     using A = accumulate_t<T>;
@@ -94,6 +108,7 @@ void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 
     if (grad_input.defined()) {
       T* result = grad_input.data_ptr<T>();
+      const T* added = grad_sum.defined() ? grad_sum.data_ptr<T>() : nullptr;
       // With xhat = (x - mean) * invstd and gw = g * w, the row's statistics depend on all
       // of its x: dx = invstd * (gw - mean(gw) - xhat * mean(gw * xhat)).
 #pragma omp parallel for schedule(static) if (parallel)
@@ -109,9 +124,12 @@ void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const T
         }
         const A mean_scaled = sum_scaled / static_cast<A>(cols), mean_scaled_xhat = sum_scaled_xhat / static_cast<A>(cols);
         T* dx = result + r * cols;
+        const T* dsum = added == nullptr ? nullptr : added + r * cols;
         for (int64_t c = 0; c < cols; ++c) {
           A xhat = (static_cast<A>(x[c]) - mean) * invstd;
-          dx[c] = static_cast<T>(invstd * (static_cast<A>(g[c]) * scale[c] - mean_scaled - xhat * mean_scaled_xhat));
+          A gradient = invstd * (static_cast<A>(g[c]) * scale[c] - mean_scaled - xhat * mean_scaled_xhat);
+          if (dsum != nullptr) gradient += static_cast<A>(dsum[c]);
+          dx[c] = static_cast<T>(gradient);
         }
       }
     }

@@ -9,11 +9,14 @@
 // the mean and then the variance (the mean of squared deviations: two passes, no
 // cancellation however large |mean| / std is) come from those values, and the output
 // from them again. Rows whose cache would not fit in 48 KiB (cols above ~12k in float32)
-// read the input again from global memory (L2) instead.
+// read the input again from global memory (L2) instead. With a residual (a pre-norm
+// transformer's add), each thread adds its share of the residual as it loads the input,
+// writes the sum once, and normalises the sum: the add costs no pass of its own.
 //
 // Backward: grad_input in one kernel of the same shape: per row, with xhat = (x - mean) *
-// invstd and gw = g * w, dx = invstd * (gw - mean(gw) - xhat * mean(gw * xhat)); xhat and
-// gw are cached as above between the row's reduction and its writes. grad_weight =
+// invstd and gw = g * w, dx = invstd * (gw - mean(gw) - xhat * mean(gw * xhat)), plus the
+// gradient that reached the residual add's sum where there is one; xhat and gw are cached as
+// above between the row's reduction and its writes. grad_weight =
 // sum_rows g * xhat and grad_bias = sum_rows g are column sums: a first kernel sums tiles
 // of 32 columns over chunks of rows into partial sums (A, WORKSPACE), a second adds the
 // chunks of each column and writes the weight's dtype.
@@ -111,22 +114,34 @@ struct RowCache {
 
 // ---- forward ----
 
-template <int kVec, class T, class W, class A>
-__global__ void layer_norm_kernel(const T* input, const W* weight, const W* bias, int64_t rows, int64_t cols, A eps,
-                                  bool cached, T* output, A* save_mean, A* save_invstd) {
+// residual and sum are null without a residual; R is then T.
+template <int kVec, class T, class R, class W, class A>
+__global__ void layer_norm_kernel(const T* input, const R* residual, const W* weight, const W* bias, int64_t rows,
+                                  int64_t cols, A eps, bool cached, T* sum, T* output, A* save_mean, A* save_invstd) {
   using Vector = AlignedVector<T, kVec>;
+  using ResidualVector = AlignedVector<R, kVec>;
   const int64_t vectors = cols / kVec;
   const RowCache<A> cache = RowCache<A>::for_this_thread(vectors, kVec, 1, cached);
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
        row += static_cast<int64_t>(gridDim.x) * blockDim.y) {
-    const T* x = input + row * cols;
+    // The row normalised: the input's, or the sum this thread writes in the first loop and
+    // reads back (its own elements) where the row is not cached.
+    const T* x = (residual != nullptr ? sum : input) + row * cols;
     // The row's values, cached or read again.
     auto value = [&](int64_t v, int j, int64_t slot) {
       return cache.enabled ? cache.at(0, slot) : to_compute<A>(x[v * kVec + j]);
     };
     A total = 0;
     for (int64_t v = threadIdx.x, slot = 0; v < vectors; v += blockDim.x, slot += kVec) {
-      Vector loaded = reinterpret_cast<const Vector*>(x)[v];
+      Vector loaded = reinterpret_cast<const Vector*>(input + row * cols)[v];
+      if (residual != nullptr) {
+        const ResidualVector added = reinterpret_cast<const ResidualVector*>(residual + row * cols)[v];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          loaded.value[j] = from_compute<T>(to_compute<A>(loaded.value[j]) + to_compute<A>(added.value[j]));
+        }
+        reinterpret_cast<Vector*>(sum + row * cols)[v] = loaded;
+      }
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         A element = to_compute<A>(loaded.value[j]);
@@ -164,10 +179,11 @@ __global__ void layer_norm_kernel(const T* input, const W* weight, const W* bias
 
 // ---- backward: grad_input ----
 
+// grad_sum is null without a residual add.
 template <int kVec, class T, class W, class A>
 __global__ void layer_norm_grad_input_kernel(const T* grad_output, const T* input, const W* weight,
-                                             const A* save_mean, const A* save_invstd, int64_t rows, int64_t cols,
-                                             bool cached, T* grad_input) {
+                                             const A* save_mean, const A* save_invstd, const T* grad_sum,
+                                             int64_t rows, int64_t cols, bool cached, T* grad_input) {
   using Vector = AlignedVector<T, kVec>;
   const int64_t vectors = cols / kVec;
   const RowCache<A> cache = RowCache<A>::for_this_thread(vectors, kVec, 2, cached);
@@ -204,10 +220,13 @@ __global__ void layer_norm_grad_input_kernel(const T* grad_output, const T* inpu
     const A mean_scaled_xhat = reduce_across_row(sum_scaled_xhat, Sum{}) / static_cast<A>(cols);
     Vector* dx = reinterpret_cast<Vector*>(grad_input + row * cols);
     for (int64_t v = threadIdx.x, slot = 0; v < vectors; v += blockDim.x, slot += kVec) {
+      Vector added;
+      if (grad_sum != nullptr) added = reinterpret_cast<const Vector*>(grad_sum + row * cols)[v];
       Vector result;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         A gradient = invstd * (scaled_at(v, j, slot + j) - mean_scaled - xhat_at(v, j, slot + j) * mean_scaled_xhat);
+        if (grad_sum != nullptr) gradient += to_compute<A>(added.value[j]);
         result.value[j] = from_compute<T>(gradient);
       }
       dx[v] = result;
@@ -295,6 +314,22 @@ DType first_dtype(std::initializer_list<const Tensor*> tensors, DType fallback) 
   return fallback;
 }
 
+// fn.template operator()<R>() with R the device type of the residual: the input's (also
+// when there is none), or a 16-bit one beside a float32 input.
+template <class Element, class Fn>
+void dispatch_residual(const Tensor& residual, Fn&& fn) {
+  using T = device_t<Element>;
+  if (!residual.defined() || residual.dtype() == dtype_of<Element>) {
+    fn.template operator()<T>();
+    return;
+  }
+  if constexpr (std::is_same_v<Element, float>) {
+    if (residual.dtype() == DType::Float16) return fn.template operator()<__half>();
+    if (residual.dtype() == DType::BFloat16) return fn.template operator()<__nv_bfloat16>();
+  }
+  MG_ASSERT(false, "layer_norm: a residual of ", residual.dtype(), " with an input of ", dtype_of<Element>);
+}
+
 template <class W>
 const W* parameter_data(const Tensor& tensor) {
   return tensor.defined() ? static_cast<const W*>(tensor.raw_data()) : nullptr;
@@ -311,8 +346,8 @@ bool vectors_fit(int64_t cols, int vec, size_t element_bytes, std::initializer_l
 
 }  // namespace
 
-void layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps, const Tensor& output,
-                const Tensor& save_mean, const Tensor& save_invstd) {
+void layer_norm(const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& sum, const Tensor& output, const Tensor& save_mean, const Tensor& save_invstd) {
   const int64_t rows = input.sizes()[0], cols = input.sizes()[1];
   if (rows == 0 || cols == 0) return;
   Device device = input.device();
@@ -325,24 +360,29 @@ void layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, d
     constexpr int kVec = vector_width_v<T>;
     const T* in = device_data<Element>(input);
     T* out = device_data<Element>(output);
-    auto launch = [&]<int kVecUsed>() {
-      RowLaunch config = row_launch(rows, cols / kVecUsed, kVecUsed, 1, sizeof(A));
-      layer_norm_kernel<kVecUsed><<<config.blocks, config.block, config.shared_bytes, stream>>>(
-          in, parameter_data<W>(weight), parameter_data<W>(bias), rows, cols, static_cast<A>(eps),
-          config.shared_bytes > 0, out, static_cast<A*>(save_mean.raw_data()), static_cast<A*>(save_invstd.raw_data()));
-      MG_CUDA_CHECK_LAUNCH();
-    };
-    if (vectors_fit(cols, kVec, sizeof(T), {in, out})) {
-      launch.template operator()<kVec>();
-    } else {
-      launch.template operator()<1>();
-    }
+    T* summed = residual.defined() ? device_data<Element>(sum) : nullptr;
+    dispatch_residual<Element>(residual, [&]<class R>() {
+      const R* added = residual.defined() ? static_cast<const R*>(residual.raw_data()) : nullptr;
+      auto launch = [&]<int kVecUsed>() {
+        RowLaunch config = row_launch(rows, cols / kVecUsed, kVecUsed, 1, sizeof(A));
+        layer_norm_kernel<kVecUsed><<<config.blocks, config.block, config.shared_bytes, stream>>>(
+            in, added, parameter_data<W>(weight), parameter_data<W>(bias), rows, cols, static_cast<A>(eps),
+            config.shared_bytes > 0, summed, out, static_cast<A*>(save_mean.raw_data()),
+            static_cast<A*>(save_invstd.raw_data()));
+        MG_CUDA_CHECK_LAUNCH();
+      };
+      if (vectors_fit(cols, kVec, sizeof(T), {in, out, summed}) && vectors_fit(cols, kVec, sizeof(R), {added})) {
+        launch.template operator()<kVec>();
+      } else {
+        launch.template operator()<1>();
+      }
+    });
   });
 }
 
 void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_input,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_mean, const Tensor& save_invstd, const Tensor& grad_sum,
+                         const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias) {
   const int64_t rows = input.sizes()[0], cols = input.sizes()[1];
   if (cols == 0) return;
   Device device = input.device();
@@ -365,13 +405,14 @@ void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 
     if (grad_input.defined()) {
       T* result = device_data<Element>(grad_input);
+      const T* added = grad_sum.defined() ? device_data<Element>(grad_sum) : nullptr;
       auto launch = [&]<int kVecUsed>() {
         RowLaunch config = row_launch(rows, cols / kVecUsed, kVecUsed, 2, sizeof(A));
         layer_norm_grad_input_kernel<kVecUsed><<<config.blocks, config.block, config.shared_bytes, stream>>>(
-            grad, in, parameter_data<W>(weight), mean, invstd, rows, cols, config.shared_bytes > 0, result);
+            grad, in, parameter_data<W>(weight), mean, invstd, added, rows, cols, config.shared_bytes > 0, result);
         MG_CUDA_CHECK_LAUNCH();
       };
-      if (vectors_fit(cols, kVec, sizeof(T), {in, grad, result})) {
+      if (vectors_fit(cols, kVec, sizeof(T), {in, grad, result, added})) {
         launch.template operator()<kVec>();
       } else {
         launch.template operator()<1>();
