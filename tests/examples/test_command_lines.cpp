@@ -40,8 +40,8 @@ TEST_CASE("an unknown flag gets one line naming the nearest known flag", "[examp
       {"gpt", "--temprature 0.5", "unknown flag '--temprature'; did you mean --temperature?"},
       {"memory_lab", "--experimnt no_grad", "unknown flag '--experimnt'; did you mean --experiment?"},
       // --checkpoint takes an optional word: the next argument, unless it is a flag.
-      {"gpt", "--checkpoint sometimes", "--checkpoint takes none, selective or whole (alone: whole), got 'sometimes'"},
-      {"resnet", "--checkpoint=all", "--checkpoint takes none, selective or whole (alone: whole), got 'all'"},
+      {"gpt", "--checkpoint sometimes", "--checkpoint takes none, selective, whole or offload (alone: whole), got 'sometimes'"},
+      {"resnet", "--checkpoint=all", "--checkpoint takes none, selective, whole or offload (alone: whole), got 'all'"},
   }));
   mg_test::check_usage_error(dir, program, arguments, message);
 }

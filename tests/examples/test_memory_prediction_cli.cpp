@@ -167,7 +167,7 @@ TEST_CASE("resnet --fit-batch finds the largest batch whose predicted peak reser
 
 TEST_CASE("the examples refuse --fit-batch sizes that are not sizes, and say when nothing fits", "[examples][predict]") {
   TempDir dir("predict-bad");
-  for (const std::string value : {"0", "-5", "12XB", "MiB", "1.5GiB", "99999999999TiB"}) {
+  for (const std::string value : {"0", "-5", "12XB", "MiB", "1.5B", "2.GiB", "99999999999TiB"}) {
     const Outcome outcome = mg_test::run_program(dir, "mnist", "--fit-batch " + value);
     INFO(value << ": " << outcome.err);
     CHECK(outcome.exit_code == 2);
