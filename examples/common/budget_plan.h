@@ -93,4 +93,20 @@ using CostedStep = std::function<mg::memory::Snapshot(const BudgetLevers& levers
 // Throws the planner's mg::Error when none fits.
 BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step);
 
+// `args` with the levers choose_levers picks for `problem`, each plan evaluated by `step` on
+// `args` with that plan's levers (with_levers) and micro-batch size (batch_size): the
+// allocator's state after it on the simulated `device`, the cost of an optimizer step in
+// `cost`.
+template <class Args>
+Args plan_levers(const Args& args, const BudgetProblem& problem,
+                 const std::function<mg::memory::Snapshot(const Args& planned, mg::Device device,
+                                                          mg::memory::StepCost* cost)>& step) {
+  return with_levers(args, choose_levers(problem, [&](const BudgetLevers& levers, mg::Device device, int64_t batch,
+                                                      mg::memory::StepCost* cost) {
+                       Args planned = with_levers(args, levers);
+                       planned.batch_size = batch;
+                       return step(planned, device, cost);
+                     }));
+}
+
 }  // namespace examples

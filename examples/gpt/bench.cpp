@@ -162,19 +162,15 @@ examples::BudgetProblem budget_problem(const Args& args, const mg::nn::GPTOption
 }
 
 Args plan_bench_for_budget(const Args& args) {
-  return examples::with_levers(
-      args, examples::choose_levers(budget_problem(args, bench_model_options(args)),
-                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
-                                        mg::memory::StepCost* cost) {
-                                      Args planned = examples::with_levers(args, levers);
-                                      planned.batch_size = batch;
-                                      examples::DistributedRun run(device, nullptr);
-                                      BenchStep step(planned, run, nullptr);
-                                      return examples::measure_costed_peak_step(device, bench_warmup_steps(planned),
-                                                                                std::ref(step), &run, cost,
-                                                                                mg::memory::DeviceRates::h100())
-                                          .memory;
-                                    }));
+  return examples::plan_levers<Args>(
+      args, budget_problem(args, bench_model_options(args)),
+      [](const Args& planned, mg::Device device, mg::memory::StepCost* cost) {
+        examples::DistributedRun run(device, nullptr);
+        BenchStep step(planned, run, nullptr);
+        return examples::measure_costed_peak_step(device, bench_warmup_steps(planned), std::ref(step), &run, cost,
+                                                  mg::memory::DeviceRates::h100())
+            .memory;
+      });
 }
 
 

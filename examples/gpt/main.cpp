@@ -329,14 +329,11 @@ examples::DistributedStepsOnDevice predicted_training(const Args& args, const gp
 // of the fastest plan whose predicted run (predicted_training's steps and estimate) fits.
 Args plan_training_for_budget(const Args& args) {
   const gpt::TextCorpus corpus = load_text(args);
-  return examples::with_levers(
-      args, examples::choose_levers(gpt::budget_problem(args, gpt::model_options(args)),
-                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
-                                        mg::memory::StepCost* cost) {
-                                      Args planned = examples::with_levers(args, levers);
-                                      planned.batch_size = batch;
-                                      return predicted_training(planned, corpus, cost)(device, batch, nullptr);
-                                    }));
+  return examples::plan_levers<Args>(
+      args, gpt::budget_problem(args, gpt::model_options(args)),
+      [&](const Args& planned, mg::Device device, mg::memory::StepCost* cost) {
+        return predicted_training(planned, corpus, cost)(device, planned.batch_size, nullptr);
+      });
 }
 
 // --predict-memory / --fit-batch: predicted_training's peaks for --device, per rank with

@@ -168,19 +168,14 @@ Args plan_bench_for_budget(const Args& args) {
   const mg::nn::ResNetOptions options{.num_classes = shape.classes, .small_image_stem = shape.small_image_stem};
   const int64_t parameters =
       (args.model == "resnet50" ? mg::nn::resnet50(options) : mg::nn::resnet18(options))->num_parameters();
-  return examples::with_levers(
-      args, examples::choose_levers(budget_problem(args, parameters),
-                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
-                                        mg::memory::StepCost* cost) {
-                                      Args planned = examples::with_levers(args, levers);
-                                      planned.batch_size = batch;
-                                      examples::DistributedRun run(device, nullptr);
-                                      BenchStep step(planned, run, nullptr);
-                                      return examples::measure_costed_peak_step(device, planned.warmup,
-                                                                                std::ref(step), &run, cost,
-                                                                                mg::memory::DeviceRates::h100())
-                                          .memory;
-                                    }));
+  return examples::plan_levers<Args>(
+      args, budget_problem(args, parameters), [](const Args& planned, mg::Device device, mg::memory::StepCost* cost) {
+        examples::DistributedRun run(device, nullptr);
+        BenchStep step(planned, run, nullptr);
+        return examples::measure_costed_peak_step(device, planned.warmup, std::ref(step), &run, cost,
+                                                  mg::memory::DeviceRates::h100())
+            .memory;
+      });
 }
 
 int run_bench(const Args& command_line) {

@@ -407,15 +407,11 @@ Args plan_training_for_budget(const Args& args) {
     const mg::nn::init::SkipInitGuard no_values;
     parameters = build_model(args, train_set.num_classes(), mg::Device::cpu())->num_parameters();
   }
-  return examples::with_levers(
-      args, examples::choose_levers(resnet::budget_problem(args, parameters),
-                                    [&](const examples::BudgetLevers& levers, mg::Device device, int64_t batch,
-                                        mg::memory::StepCost* cost) {
-                                      Args planned = examples::with_levers(args, levers);
-                                      planned.batch_size = batch;
-                                      return predicted_training(planned, train_set, test_set, cost)(device, batch,
-                                                                                                   nullptr);
-                                    }));
+  return examples::plan_levers<Args>(
+      args, resnet::budget_problem(args, parameters),
+      [&](const Args& planned, mg::Device device, mg::memory::StepCost* cost) {
+        return predicted_training(planned, train_set, test_set, cost)(device, planned.batch_size, nullptr);
+      });
 }
 
 // --predict-memory / --fit-batch without --bench: predicted_training's peaks for --device,

@@ -39,6 +39,16 @@ std::vector<int64_t> plan_peaks(const std::string& explained) {
   return peaks;
 }
 
+// A budget among the `plans` peaks --explain-plan listed (which must differ): the peak at
+// `fraction` of the way from the smallest to the largest.
+int64_t budget_among(const std::string& explained, size_t plans, double fraction) {
+  std::vector<int64_t> sorted = plan_peaks(explained);
+  REQUIRE(sorted.size() == plans);
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted.front() < sorted.back());
+  return sorted[static_cast<size_t>(fraction * static_cast<double>(sorted.size()))];
+}
+
 }  // namespace
 
 TEST_CASE("gpt --bench --memory-budget weighs every plan and runs one that fits, at its predicted peak",
@@ -46,12 +56,7 @@ TEST_CASE("gpt --bench --memory-budget weighs every plan and runs one that fits,
   TempDir dir("gpt-budget");
   const Outcome all = run_ok(dir, "gpt", kTinyBench + " --memory-budget 100GiB --explain-plan --predict-memory");
   // 3 checkpointing choices x 4 optimizer states x micro-batches of 8, 4, 2, 1.
-  const std::vector<int64_t> peaks = plan_peaks(all.err);
-  REQUIRE(peaks.size() == 3 * 4 * 4);
-  std::vector<int64_t> sorted = peaks;
-  std::sort(sorted.begin(), sorted.end());
-  REQUIRE(sorted.front() < sorted.back());
-  const int64_t budget = sorted[sorted.size() / 2];
+  const int64_t budget = budget_among(all.err, 3 * 4 * 4, 0.5);
   INFO("budget " << budget);
 
   const Outcome predicted =
@@ -85,12 +90,7 @@ TEST_CASE("gpt --memory-budget plans a training run: the run keeps within the bu
           "[examples][gpt][budget]") {
   TempDir dir("gpt-training-budget");
   const Outcome all = run_ok(dir, "gpt", kTinyTraining + " --memory-budget 100GiB --explain-plan --predict-memory");
-  const std::vector<int64_t> peaks = plan_peaks(all.err);
-  REQUIRE(peaks.size() == 3 * 4 * 4);
-  std::vector<int64_t> sorted = peaks;
-  std::sort(sorted.begin(), sorted.end());
-  REQUIRE(sorted.front() < sorted.back());
-  const int64_t budget = sorted[sorted.size() / 3];
+  const int64_t budget = budget_among(all.err, 3 * 4 * 4, 1.0 / 3);
   INFO("budget " << budget);
   const std::string planned = kTinyTraining + " --memory-budget " + std::to_string(budget) + " --summary-json ";
 
@@ -114,12 +114,8 @@ TEST_CASE("resnet --memory-budget plans a training run within the budget", "[exa
   mg_test::write_two_class_split(dir, "t10k", 16, 2);
   const std::string common = "--data " + dir.path.string() + " --batch 8 --threads 1 --optimizer adamw ";
   const Outcome all = run_ok(dir, "resnet", common + "--memory-budget 100GiB --explain-plan --predict-memory");
-  const std::vector<int64_t> peaks = plan_peaks(all.err);
   // 3 checkpointing choices x 4 AdamW states x micro-batches of 8, 4, 2, 1.
-  REQUIRE(peaks.size() == 3 * 4 * 4);
-  std::vector<int64_t> sorted = peaks;
-  std::sort(sorted.begin(), sorted.end());
-  const int64_t budget = sorted[sorted.size() / 3];
+  const int64_t budget = budget_among(all.err, 3 * 4 * 4, 1.0 / 3);
   const Outcome predicted = run_ok(dir, "resnet", common + "--memory-budget " + std::to_string(budget) + " --predict-memory");
   CHECK_THAT(predicted.err, Catch::Contains("memory budget " + std::to_string(budget) + " bytes: checkpoint="));
   CHECK_THAT(predicted.out, Catch::Contains("predicted peak memory on cpu"));
