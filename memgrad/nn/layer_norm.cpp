@@ -3,7 +3,6 @@
 
 #include <sstream>
 
-#include "memgrad/autograd/layer_norm.h"
 #include "memgrad/core/factory.h"
 
 namespace mg::nn {
@@ -24,6 +23,11 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 }
 
 Tensor LayerNorm::forward(const Tensor& input) { return layer_norm(input, normalized_shape_, weight, bias, eps_); }
+
+SumAndNorm LayerNorm::forward_add(const Tensor& x, const Tensor& residual) {
+  NamedCall call(*this);
+  return add_layer_norm(x, residual, normalized_shape_, weight, bias, eps_);
+}
 
 std::string LayerNorm::extra_repr() const {
   // A Python tuple, as torch prints normalized_shape: "(768,)" or "(4, 5)".

@@ -6,6 +6,7 @@
 // input and two float32 statistics per normalised row (autograd/layer_norm.h).
 #pragma once
 
+#include "memgrad/autograd/layer_norm.h"
 #include "memgrad/core/shape.h"
 #include "memgrad/nn/module.h"
 
@@ -20,6 +21,9 @@ class LayerNorm : public Module {
 
   // (*, normalized_shape) -> same shape.
   Tensor forward(const Tensor& input) override;
+  // A pre-norm residual step: {x + residual, forward(x + residual)}, in one kernel each way
+  // where the shapes and dtypes allow (mg::add_layer_norm), named as a call of this layer.
+  SumAndNorm forward_add(const Tensor& x, const Tensor& residual);
   // As PyTorch prints it: "(768,), eps=1e-05, elementwise_affine=True".
   std::string extra_repr() const override;
 
