@@ -226,7 +226,8 @@ void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bia
                                 .n = rows,
                                 .k = in_features,
                                 .epilogue = LtEpilogue::Bias,
-                                .bias = bias});
+                                .bias = bias,
+                                .aux = Tensor()});
   // An empty sum (in_features 0) is only the bias.
   if (!fused) unfused_linear(input, weight, bias, output);
 }
