@@ -120,27 +120,30 @@ Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tenso
     // c_proj's weight gradient needs gelu's output (recomputed from the pre-activation); the
     // gradients through c_fc need the pre-activation and c_proj's weight, and then x (for
     // c_fc's weight) and c_fc's weight (for x).
+    // c_proj's bias gradient alone needs nothing saved.
     const bool through_fc = needs_grad(x, fc_weight, fc_bias);
+    const bool needs_pre = through_fc || needs_grad(proj_weight);
     autograd::record(
         "MlpBackward", out, {x, fc_weight, fc_bias, proj_weight, proj_bias},
-        autograd::saved(needs_grad(fc_weight) ? x : Tensor(), pre_activation, needs_grad(x) ? fc_weight : Tensor(),
-                        through_fc ? proj_weight : Tensor()),
+        autograd::saved(needs_grad(fc_weight) ? x : Tensor(), needs_pre ? pre_activation : Tensor(),
+                        needs_grad(x) ? fc_weight : Tensor(), through_fc ? proj_weight : Tensor()),
         [tanh_form, x_sizes = x.sizes()](const Node& node, const Tensor& grad, const Tensor& saved_x,
                                          const Tensor& saved_pre, const Tensor& saved_fc_weight,
                                          const Tensor& saved_proj_weight) {
+          std::vector<Tensor> grads(5);
+          if (node.needs_input_grad(4)) grads[4] = sum_to_size(grad, {grad.sizes().back()});
+          if (!saved_pre.defined()) return grads;
           const KernelTable& kernel = kernels(grad.device());
           const DType dtype = grad.dtype();
           Tensor grad_rows = rows_of(grad);  // (R, out)
           Tensor pre = rows_of(saved_pre);   // (R, hidden)
           const int64_t rows = pre.sizes()[0], hidden = pre.sizes()[1];
-          std::vector<Tensor> grads(5);
           if (node.needs_input_grad(3)) {
             Tensor activation = new_output({rows, hidden}, dtype, grad);  // gelu(pre), recomputed
             kernel.unary(gelu_op(tanh_form), pre, activation);
             grads[3] = new_output({grad_rows.sizes()[1], hidden}, dtype, grad);  // (out, R) @ (R, hidden)
             kernel.matmul(transposed_batch_of_one(grad_rows), batch_of_one(activation), batch_of_one(grads[3]));
           }
-          if (node.needs_input_grad(4)) grads[4] = sum_to_size(grad, {grad.sizes().back()});
           if (!node.needs_input_grad(0) && !node.needs_input_grad(1) && !node.needs_input_grad(2)) return grads;
 
           // grad_pre = (grad @ proj_weight) * gelu'(pre) and c_fc's bias gradient, one call.

@@ -107,13 +107,19 @@ TEST_CASE("mlp's gradients equal the chain's and finite differences, through all
       CHECK(result.passed);
     }
   }
-  SECTION("only the gradients asked for: a frozen first layer, a frozen input") {
+  SECTION("only the gradients asked for: a frozen first layer, only c_proj's bias, a frozen input") {
     Operands in = operands(true);
     Tensor x = in.x.detach();
     Tensor fc_weight = in.fc_weight.detach(), fc_bias = in.fc_bias.detach();
     GradcheckResult result = gradcheck(
         [&](const std::vector<Tensor>& v) { return mlp(x, fc_weight, fc_bias, v[0], v[1], GeluApproximate::Tanh); },
         {in.proj_weight, in.proj_bias});
+    INFO(result.message);
+    CHECK(result.passed);
+    Tensor proj_weight = in.proj_weight.detach();
+    result = gradcheck(
+        [&](const std::vector<Tensor>& v) { return mlp(x, fc_weight, fc_bias, proj_weight, v[0], GeluApproximate::None); },
+        {in.proj_bias});
     INFO(result.message);
     CHECK(result.passed);
     result = gradcheck(
