@@ -20,6 +20,8 @@
 // rounded to a 16-bit dtype.
 #include <cstdint>
 
+#include "memgrad/core/cuda_hooks.h"
+#include "memgrad/core/linear_gelu_steps.h"
 #include "memgrad/core/tensor.h"
 #include "memgrad/cuda/kernels/cuda_kernels.h"
 #include "memgrad/cuda/lt_matmul.h"
@@ -28,14 +30,6 @@
 namespace mg::cuda {
 
 namespace {
-
-// (rows, cols) contiguous as the (1, rows, cols) batch the matmul kernel takes, or as its
-// transpose (1, cols, rows); views, no copy.
-Tensor as_batch_of_one(const Tensor& matrix, bool transpose = false) {
-  int64_t rows = matrix.sizes()[0], cols = matrix.sizes()[1];
-  if (transpose) return make_view(matrix, {1, cols, rows}, {0, 1, cols}, matrix.storage_offset());
-  return make_view(matrix, {1, rows, cols}, {0, cols, 1}, matrix.storage_offset());
-}
 
 bool dense(const Tensor& t) { return !t.defined() || t.numel() == 0 || t.is_contiguous(); }
 
@@ -58,13 +52,7 @@ void linear_gelu_forward(const Tensor& input, const Tensor& weight, const Tensor
                                         .epilogue = bias.defined() ? LtEpilogue::GeluAuxBias : LtEpilogue::GeluAux,
                                         .bias = bias,
                                         .aux = pre_activation});
-  if (fused) return;
-  if (bias.defined()) {
-    linear_forward(input, weight, bias, pre_activation);
-  } else {
-    matmul(as_batch_of_one(input), as_batch_of_one(weight, /*transpose=*/true), as_batch_of_one(pre_activation));
-  }
-  unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, pre_activation, output);
+  if (!fused) linear_gelu_forward_in_steps(kernel_table(), input, weight, bias, tanh, pre_activation, output);
 }
 
 void linear_gelu_backward(const Tensor& grad_output, const Tensor& weight, const Tensor& pre_activation, bool tanh,
@@ -84,12 +72,8 @@ void linear_gelu_backward(const Tensor& grad_output, const Tensor& weight, const
                                         .epilogue = grad_bias.defined() ? LtEpilogue::DGeluBiasGrad : LtEpilogue::DGelu,
                                         .bias = grad_bias,
                                         .aux = pre_activation});
-  if (fused) return;
-  matmul(as_batch_of_one(grad_output), as_batch_of_one(weight), as_batch_of_one(grad_pre));  // (rows, hidden)
-  // In place: each element reads only its own position of grad_pre and pre_activation.
-  binary(tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad_pre, pre_activation, grad_pre);
-  if (grad_bias.defined()) {
-    reduce(ReduceOp::Sum, grad_pre, make_view(grad_bias, {1, hidden}, {hidden, 1}, grad_bias.storage_offset()));
+  if (!fused) {
+    linear_gelu_backward_in_steps(kernel_table(), grad_output, weight, pre_activation, tanh, grad_pre, grad_bias);
   }
 }
 
