@@ -47,6 +47,7 @@
 #include "memgrad/autograd/loss.h"
 #include "memgrad/autograd/masked_fill.h"
 #include "memgrad/autograd/matmul.h"
+#include "memgrad/autograd/mlp.h"
 #include "memgrad/autograd/norm.h"
 #include "memgrad/autograd/reduce.h"
 #include "memgrad/autograd/save_on_cpu.h"

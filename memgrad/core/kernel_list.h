@@ -49,6 +49,20 @@ MG_KERNEL(matmul_into, void, (const Tensor& a, const Tensor& b, const Tensor& ou
 // second pass over the output); all contiguous.
 MG_KERNEL(linear_forward, void, (const Tensor& input, const Tensor& weight, const Tensor& bias,
                                  const Tensor& output))
+// pre_activation (rows, out) = input (rows, in) @ weight (out, in)^T + bias (out) and
+// output = gelu(pre_activation), the tanh form when `tanh`, else the exact (erf) form: the
+// first half of a transformer's MLP in one call (on CUDA cuBLASLt's GELU_AUX_BIAS epilogue
+// writes both, tanh form only). bias may be undefined; all contiguous, one dtype.
+MG_KERNEL(linear_gelu_forward, void, (const Tensor& input, const Tensor& weight, const Tensor& bias, bool tanh,
+                                      const Tensor& pre_activation, const Tensor& output))
+// grad_pre (rows, in) = (grad_output (rows, out) @ weight (out, in)) * gelu'(pre_activation
+// (rows, in)) and grad_bias (in) = grad_pre summed over rows: the backward of a linear layer
+// that follows a gelu, through the gelu and its bias in one call (on CUDA cuBLASLt's
+// DGELU_BGRAD epilogue, tanh form only). grad_bias may be undefined (not wanted); all
+// contiguous, one dtype; grad_pre and grad_bias are overwritten.
+MG_KERNEL(linear_gelu_backward, void, (const Tensor& grad_output, const Tensor& weight,
+                                       const Tensor& pre_activation, bool tanh, const Tensor& grad_pre,
+                                       const Tensor& grad_bias))
 // softmax or log_softmax along dim; input and output contiguous.
 MG_KERNEL(softmax, void, (const Tensor& input, int dim, bool log, const Tensor& output))
 // grad_input from grad_output and the forward's output; all contiguous.

@@ -10,6 +10,8 @@
 // time is its bytes.
 //   matmul, matmul_into     2 B M N K for a (B, M, K) @ (B, K, N)
 //   linear_forward          2 rows out in
+//   linear_gelu_forward     2 rows out in
+//   linear_gelu_backward    2 rows in out (grad_pre = grad_output @ weight)
 //   conv2d and its forms    2 x (elements of the output, or of the gradient of it) x
 //                           (in channels / groups) x kernel height x kernel width
 //   attention_forward       4 B H Tq Tk D (S = QK^T and O = PV), half of it causal
@@ -129,6 +131,19 @@ template <>
 struct Flops<&KernelTable::linear_forward> {
   static double of(const Tensor& input, const Tensor&, const Tensor&, const Tensor& output) {
     return 2.0 * static_cast<double>(output.numel()) * static_cast<double>(input.size(-1));
+  }
+};
+template <>
+struct Flops<&KernelTable::linear_gelu_forward> {
+  static double of(const Tensor& input, const Tensor&, const Tensor&, bool, const Tensor&, const Tensor& output) {
+    return 2.0 * static_cast<double>(output.numel()) * static_cast<double>(input.size(-1));
+  }
+};
+template <>
+struct Flops<&KernelTable::linear_gelu_backward> {
+  static double of(const Tensor& grad_output, const Tensor&, const Tensor&, bool, const Tensor& grad_pre,
+                   const Tensor&) {
+    return 2.0 * static_cast<double>(grad_pre.numel()) * static_cast<double>(grad_output.size(-1));
   }
 };
 template <>

@@ -1,7 +1,11 @@
-// cuda/lt_matmul.h — a linear layer's forward in one cuBLASLt call: the GEMM's epilogue adds
-// the bias while the product is still in registers, instead of a second kernel that reads
-// and writes the whole output again (the kernel table's linear_forward on CUDA).
+// cuda/lt_matmul.h — products through cuBLASLt with an epilogue: the GEMM adds a bias,
+// applies GELU (keeping its input) or GELU's gradient (and sums the bias gradient) while
+// the product is still in registers, instead of a second kernel that reads and writes the
+// whole result again. The kernel table's linear_forward on CUDA is here; linear_gelu_forward
+// and linear_gelu_backward (cuda/linear_gelu.cpp) use lt_matmul below.
 #pragma once
+
+#include <cstdint>
 
 #include "memgrad/core/tensor.h"
 
@@ -12,5 +16,37 @@ namespace mg::cuda {
 // float16 / bfloat16 accumulate in float32; float64 in float64. Where cuBLASLt offers no
 // algorithm for the shapes and alignments, it runs cuBLAS's GEMM and then the bias add.
 void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output);
+
+// What the epilogue does to the product P = op(A) B (cuBLASLt's names in brackets).
+enum class LtEpilogue {
+  Bias,             // D = P + bias                                        [BIAS]
+  GeluAux,          // aux = P, D = gelu_tanh(P)                          [GELU_AUX]
+  GeluAuxBias,      // aux = P + bias, D = gelu_tanh(aux)                 [GELU_AUX_BIAS]
+  DGelu,            // D = P * gelu_tanh'(aux)                            [DGELU]
+  DGeluBiasGrad,    // D = P * gelu_tanh'(aux), bias = D summed over n    [DGELU_BGRAD]
+};
+
+// One product in cuBLASLt's column-major terms: D (m, n) = op(A) (m, k) @ B (k, n), A stored
+// as (k, m) when transpose_a, else (m, k); B (k, n), D and aux (m, n); bias (m). Every
+// matrix packed (leading dimension = its row count). A row-major (r, c) tensor is the
+// column-major (c, r) matrix, so a caller with row-major tensors passes them with their
+// roles swapped (see linear_forward). All contiguous, one dtype, one device.
+struct LtProduct {
+  Tensor a;
+  bool transpose_a = false;
+  Tensor b;
+  Tensor d;
+  int64_t m = 0, n = 0, k = 0;
+  LtEpilogue epilogue = LtEpilogue::Bias;
+  Tensor bias;  // Bias forms: read; DGeluBiasGrad: written
+  Tensor aux;   // Gelu forms: written; DGelu forms: read
+};
+
+// Runs `product` on the current stream of its device and returns true, or returns false
+// having run nothing where cuBLASLt cannot: a size-1 or empty dim, a dim over INT32_MAX, a
+// GELU epilogue on float64 or with m not a multiple of 8 (cuBLASLt's rule for the aux
+// matrix's leading dimension), or no algorithm from the heuristic. The caller then runs
+// its unfused form.
+bool lt_matmul(const LtProduct& product);
 
 }  // namespace mg::cuda

@@ -98,6 +98,15 @@ void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bia
   if (output.numel() > 0) ensure_blas_workspace(output.device());
 }
 
+// The GELU epilogues (cuda/lt_matmul.cpp) and their unfused fallbacks run in the same workspace.
+void linear_gelu_forward(const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&, const Tensor& output) {
+  if (output.numel() > 0) ensure_blas_workspace(output.device());
+}
+
+void linear_gelu_backward(const Tensor&, const Tensor&, const Tensor&, bool, const Tensor& grad_pre, const Tensor&) {
+  if (grad_pre.numel() > 0) ensure_blas_workspace(grad_pre.device());
+}
+
 // ---- batch norm: coefficients and partial sums per call ----
 
 Tensor batch_norm_workspace(const Tensor& input, bool with_partials) {
@@ -270,6 +279,8 @@ ScratchModel make_model() {
   KernelTable kernels = no_scratch_kernel_table();
   kernels.matmul = matmul;
   kernels.linear_forward = linear_forward;
+  kernels.linear_gelu_forward = linear_gelu_forward;
+  kernels.linear_gelu_backward = linear_gelu_backward;
   kernels.batch_norm = batch_norm;
   kernels.batch_norm_backward = batch_norm_backward;
   kernels.attention_backward = attention_backward;

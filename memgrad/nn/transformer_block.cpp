@@ -2,6 +2,7 @@
 #include "memgrad/nn/transformer_block.h"
 
 #include "memgrad/autograd/elementwise.h"
+#include "memgrad/autograd/mlp.h"
 
 namespace mg::nn {
 
@@ -13,7 +14,14 @@ MLP::MLP(const GPTOptions& options, Generator* generator) : Module("MLP") {
   dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
 }
 
-Tensor MLP::forward(const Tensor& input) { return (*dropout)((*c_proj)((*gelu)((*c_fc)(input)))); }
+// c_fc, gelu and c_proj as one op (mg::mlp), which keeps gelu's input but not its output
+// for backward; the submodules stay for their parameters' names (state_dicts as before). A
+// memory::Recorder sees the op under this module's path, e.g. "transformer.h.0.mlp" with op
+// "mlp" (forward) and "MlpBackward" (backward), where it saw "...mlp.c_fc", "...mlp.gelu"
+// and "...mlp.c_proj" before 2026-12-07; dropout keeps its own "...mlp.dropout".
+Tensor MLP::forward(const Tensor& input) {
+  return (*dropout)(mg::mlp(input, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias, gelu->approximate()));
+}
 
 Block::Block(const GPTOptions& options, Generator* generator) : Module("Block") {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(Shape{options.n_embd}, options.layer_norm_eps,

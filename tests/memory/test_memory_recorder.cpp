@@ -388,8 +388,12 @@ TEST_CASE("frees and re-tags outside any op carry their block's labels, and GPT'
   }
   recorder.stop();
   const std::vector<MemoryEvent> events = recorder.timeline().events;
-  // Paths as the parameters' names have them, and the fused head under its own name.
-  CHECK(any_event(events, [](const MemoryEvent& e) { return e.module_path == "transformer.h.0.mlp.c_fc"; }));
+  // Paths as the parameters' names have them, the fused MLP (mg::mlp, since 2026-12-07) under
+  // its module's path, and the fused head under its own name.
+  CHECK(any_event(events, [](const MemoryEvent& e) { return e.module_path == "transformer.h.0.attn.c_attn"; }));
+  CHECK(any_event(events, [](const MemoryEvent& e) {
+    return e.kind == EventKind::Allocate && e.module_path == "transformer.h.0.mlp" && e.op == "mlp";
+  }));
   CHECK(any_event(events, [](const MemoryEvent& e) {
     return e.kind == EventKind::Allocate && e.module_path == "lm_head" && e.op == "linear_cross_entropy";
   }));
