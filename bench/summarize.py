@@ -39,6 +39,8 @@ import statistics
 import sys
 from collections import OrderedDict
 
+from budget_summary import BUDGET_HEADERS, BUDGET_KEYS, budget_rows
+
 
 def read_results(path):
     results, skipped = [], 0
@@ -510,6 +512,12 @@ def main(argv):
                      "cuDNN"], predictions,
                     ["config", "predicted", "measured", "error", "predicted_workspace", "measured_workspace",
                      "cudnn"], args.markdown)
+    budgets = budget_rows(results)
+    if budgets:
+        print("\nPlans for a memory budget (--memory-budget): the chosen plan predicted and measured (peak "
+              "reserved bytes, median step); whole ckpt = --checkpoint whole at the same batch; sweep best = the "
+              "fastest run without a budget of the same problem whose measured peak fits (the hand sweep):")
+        print_table(BUDGET_HEADERS, budgets, BUDGET_KEYS, args.markdown)
     overhead = host_overhead_rows(results)
     if overhead:
         print("\nHost overhead per tiny op (µs; issue only / including the wait for the device):")

@@ -52,7 +52,14 @@ void check_budget_flags(const BudgetFlags& budget, const std::vector<std::string
   }
 }
 
-BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step) {
+void write_planned_step(mg::JsonWriter& json, const std::optional<PlannedStep>& planned) {
+  if (!planned) return;
+  json.key("memory_budget_bytes").value(planned->budget_bytes)
+      .key("predicted_peak_reserved_bytes").value(planned->peak_reserved_bytes)
+      .key("predicted_step_ms").value(planned->step_seconds * 1e3);
+}
+
+BudgetChoice choose_levers(const BudgetProblem& problem, const CostedStep& step) {
   std::vector<BudgetLevers> levers;
   std::vector<mg::memory::PlanCandidate> candidates;
   std::vector<mg::nn::BlockCheckpoint> checkpoints = {
@@ -102,7 +109,10 @@ BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step)
                "H100 rates)\n",
                static_cast<long long>(problem.budget_bytes), mg::memory::describe_levers(best).c_str(),
                static_cast<long long>(best.peak_reserved_bytes), best.step_seconds * 1e3);
-  return levers[plan.chosen];
+  return {.levers = levers[plan.chosen],
+          .predicted = {.budget_bytes = problem.budget_bytes,
+                        .peak_reserved_bytes = best.peak_reserved_bytes,
+                        .step_seconds = best.step_seconds}};
 }
 
 }  // namespace examples

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <memgrad/core/device.h>
+#include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/memory/step_cost.h>
 #include <memgrad/nn/block_checkpoint.h>
@@ -55,9 +56,26 @@ struct BudgetLevers {
   int64_t micro_batches = 1;
 };
 
+// What the planner predicted for the plan it chose: a bench's JSON line carries it beside
+// what was measured (write_planned_step), so that a run shows prediction against measurement.
+struct PlannedStep {
+  int64_t budget_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  double step_seconds = 0;
+};
+
+// "memory_budget_bytes", "predicted_peak_reserved_bytes" and "predicted_step_ms", when the
+// run was planned for a budget; nothing otherwise.
+void write_planned_step(mg::JsonWriter& json, const std::optional<PlannedStep>& planned);
+
+struct BudgetChoice {
+  BudgetLevers levers;
+  PlannedStep predicted;
+};
+
 // A program's arguments with `levers` applied (and no budget left to plan), the allocator
 // capped at the budget: any Args with checkpoint, optimizer_state, batch_size, accum,
-// out_of_memory and budget members, as gpt's and resnet's.
+// out_of_memory, budget and planned_step members, as gpt's and resnet's.
 template <class Args>
 Args with_levers(const Args& args, const BudgetLevers& levers) {
   Args planned = args;
@@ -89,9 +107,9 @@ struct BudgetProblem {
 using CostedStep = std::function<mg::memory::Snapshot(const BudgetLevers& levers, mg::Device device, int64_t batch,
                                                       mg::memory::StepCost* cost)>;
 
-// The fastest levers that fit; prints the choice (and with explain every plan) to stderr.
-// Throws the planner's mg::Error when none fits.
-BudgetLevers choose_levers(const BudgetProblem& problem, const CostedStep& step);
+// The fastest levers that fit and what they were predicted to take; prints the choice (and
+// with explain every plan) to stderr. Throws the planner's mg::Error when none fits.
+BudgetChoice choose_levers(const BudgetProblem& problem, const CostedStep& step);
 
 // `args` with the levers choose_levers picks for `problem`, each plan evaluated by `step` on
 // `args` with that plan's levers (with_levers) and micro-batch size (batch_size): the
@@ -101,12 +119,15 @@ template <class Args>
 Args plan_levers(const Args& args, const BudgetProblem& problem,
                  const std::function<mg::memory::Snapshot(const Args& planned, mg::Device device,
                                                           mg::memory::StepCost* cost)>& step) {
-  return with_levers(args, choose_levers(problem, [&](const BudgetLevers& levers, mg::Device device, int64_t batch,
-                                                      mg::memory::StepCost* cost) {
-                       Args planned = with_levers(args, levers);
-                       planned.batch_size = batch;
-                       return step(planned, device, cost);
-                     }));
+  const BudgetChoice choice = choose_levers(
+      problem, [&](const BudgetLevers& levers, mg::Device device, int64_t batch, mg::memory::StepCost* cost) {
+        Args planned = with_levers(args, levers);
+        planned.batch_size = batch;
+        return step(planned, device, cost);
+      });
+  Args planned = with_levers(args, choice.levers);
+  planned.planned_step = choice.predicted;
+  return planned;
 }
 
 }  // namespace examples

@@ -52,6 +52,7 @@ struct Args {
   bool deterministic = false;  // --deterministic: mg::set_deterministic_algorithms(true)
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
   examples::BudgetFlags budget;  // --bench --memory-budget BYTES [--explain-plan] (budget_plan.h)
+  std::optional<examples::PlannedStep> planned_step;  // set by --memory-budget's plan (budget_plan.h)
   std::string save_init;     // the model's weights before step 0 (bench/gpt_loss_reference.py)
   std::string dump_windows;  // write the first --steps steps' training windows and exit
   // --bench: time steps on random tokens (bench.h); --steps, --warmup and --batch then

@@ -137,6 +137,7 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("amp").value(examples::amp_name(args.amp))
       .key("optimizer_state").value(examples::optimizer_state_name(args.optimizer_state));
+  examples::write_planned_step(json, args.planned_step);
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ struct Args {
   std::optional<int> world_size;  // --world-size N: the ranks a distributed prediction is for
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum (training only)
   examples::BudgetFlags budget;  // --bench --memory-budget BYTES [--explain-plan] (budget_plan.h)
+  std::optional<examples::PlannedStep> planned_step;  // set by --memory-budget's plan (budget_plan.h)
   int64_t steps = 20;          // --bench: timed steps
   int64_t warmup = 5;          // --bench: untimed steps first
   bool help = false;

@@ -136,6 +136,7 @@ void write_bench_config(mg::JsonWriter& json, const Args& args, int64_t batch_si
       .key("device").value(args.device.is_cuda() ? "cuda" : "cpu")
       .key("memory_format").value(args.channels_last ? "channels_last" : "contiguous")
       .key("amp").value(examples::amp_name(args.amp));
+  examples::write_planned_step(json, args.planned_step);
 }
 
 }  // namespace

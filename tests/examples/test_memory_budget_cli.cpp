@@ -68,8 +68,11 @@ TEST_CASE("gpt --bench --memory-budget weighs every plan and runs one that fits,
   const Outcome measured = run_ok(dir, "gpt", kTinyBench + " --memory-budget " + std::to_string(budget) + " --steps 1");
   CHECK(json_integer(measured.out, "peak_allocated_bytes") == json_integer(predicted.out, "peak_allocated_bytes", "memory"));
   CHECK(std::abs(json_integer(measured.out, "peak_reserved_bytes") - predicted_reserved) <= int64_t{2} << 20);
-  // The run took the chosen levers: its JSON line says which.
+  // The run took the chosen levers: its JSON line says which, and what the plan predicted.
   CHECK(json_integer(measured.out, "batch") * json_integer(measured.out, "accum") == 8);
+  CHECK(json_integer(measured.out, "memory_budget_bytes") == budget);
+  CHECK(json_integer(measured.out, "predicted_peak_reserved_bytes") == predicted_reserved);
+  CHECK_THAT(measured.out, Catch::Contains("\"predicted_step_ms\":"));
 }
 
 TEST_CASE("gpt --memory-budget refuses a budget nothing fits, naming the smallest that would",
