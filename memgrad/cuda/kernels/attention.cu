@@ -1,8 +1,10 @@
 // cuda/kernels/attention.cu — the table's fused attention entries (attention_forward,
 // attention_backward): the checks on their operands, the empty cases, and the choice of
 // kernels by dtype (float16 / bfloat16: the tensor-core kernels of attention_forward.cu and
-// attention_backward.cu; float32: the FP32 FMA kernels of attention_simt_forward.cu and
-// attention_simt_backward.cu); and what those kernels' host sides share.
+// attention_backward.cu, or cuDNN's fused attention where the attention engine setting
+// takes it, cuda/attention_engine_choice.h; float32: the FP32 FMA kernels of
+// attention_simt_forward.cu and attention_simt_backward.cu); and what those kernels' host
+// sides share.
 //
 // The tensor-core kernels move rows of 8 elements with 16-byte instructions. q, k and v are
 // usually views of one packed (B, T, 3, H, D) projection and the output a (B, T, H, D)
@@ -18,6 +20,7 @@
 
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/cuda/attention_engine_choice.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/runtime.h"
 #include "memgrad/cuda/kernels/attention_tiles.cuh"
@@ -120,7 +123,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   if (q.dtype() == DType::Float32) {
     attention::simt_forward(q, k, v, params, output, log_sum_exp);
   } else {
-    attention::tensor_core_forward(q, k, v, params, output, log_sum_exp);
+    attention::forward_on_chosen_engine(q, k, v, params, output, log_sum_exp, attention::tensor_core_forward);
   }
 }
 
@@ -139,7 +142,8 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
   if (q.dtype() == DType::Float32) {
     attention::simt_backward(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v);
   } else {
-    attention::tensor_core_backward(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v);
+    attention::backward_on_chosen_engine(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v,
+                                         attention::tensor_core_backward);
   }
 }
 
