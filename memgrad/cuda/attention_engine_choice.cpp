@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "memgrad/core/determinism.h"
@@ -86,49 +87,71 @@ float device_ms(Device device, const Run& run) {
   return times[kRounds / 2];
 }
 
-// The engine for a call that cuDNN may run (`cudnn_runnable`): the setting, or Auto's
-// remembered or freshly timed choice.
-template <typename RunOwn, typename RunCudnn>
-AttentionEngine choose(const AttentionProblem& problem, Device device, bool cudnn_runnable, const RunOwn& run_own,
-                       const RunCudnn& run_cudnn) {
-  const AttentionEngine setting = attention_engine();
-  if (setting != AttentionEngine::Auto) return setting;
-  if (!cudnn_runnable) return AttentionEngine::Own;
-  if (problem.direction == AttentionDirection::Backward && problem.deterministic) return AttentionEngine::Own;
-  const AttentionKey key = make_attention_key(problem, device);
+std::optional<AttentionEngine> remembered_choice(const AttentionKey& key) {
   Choices& all = choices();
-  {
-    std::lock_guard lock(all.mutex);
-    auto found = all.engines.find(key);
-    if (found != all.engines.end()) return found->second;
-  }
-  if (stream_is_capturing(device)) return AttentionEngine::Own;
-  const float own_ms = device_ms(device, run_own);
-  const float cudnn_ms = device_ms(device, run_cudnn);
-  const AttentionEngine faster = cudnn_ms < own_ms ? AttentionEngine::Cudnn : AttentionEngine::Own;
   std::lock_guard lock(all.mutex);
-  return all.engines.try_emplace(key, faster).first->second;
+  auto found = all.engines.find(key);
+  if (found == all.engines.end()) return std::nullopt;
+  return found->second;
 }
 
+AttentionEngine remember_choice(const AttentionKey& key, AttentionEngine engine) {
+  Choices& all = choices();
+  std::lock_guard lock(all.mutex);
+  return all.engines.try_emplace(key, engine).first->second;  // another thread's choice wins
+}
+
+[[noreturn]] void refuse(const AttentionProblem& problem, const char* reason) {
+  const char* direction = problem.direction == AttentionDirection::Forward ? "forward" : "backward";
+  mg::detail::throw_error(mg::detail::str_cat(
+      "scaled_dot_product_attention ", direction, ": the attention engine is set to cudnn, but ", reason, " (q (",
+      problem.batch, ", ", problem.heads, ", ", problem.query_len, ", ", problem.head_dim, "), keys ", problem.key_len,
+      ", ", dtype_name(problem.dtype), problem.causal ? ", causal" : "", ", dropout ", problem.dropout_p,
+      "). Hint: set_attention_engine(AttentionEngine::Auto) runs cuDNN where it applies and memgrad's kernels "
+      "elsewhere."));
+}
+
+// Runs a call whose setting is Cudnn or Auto (the header says how Auto chooses);
+// `run_cudnn(plan)` runs cuDNN's plan for `problem`.
+template <typename RunOwn, typename RunCudnn>
+void run_on_chosen_engine(const AttentionProblem& problem, Device device, AttentionEngine setting,
+                          const RunOwn& run_own, const RunCudnn& run_cudnn) {
 #if MG_WITH_CUDNN
-// Why cuDNN does not run `problem` (the rules, then cuDNN's own answer), or nullptr.
-const char* cudnn_refusal(const AttentionProblem& problem, Device device, const cudnn::AttentionPlan** plan) {
-  if (const char* reason = cudnn_attention_unsupported_reason(problem)) return reason;
-  *plan = &cudnn::attention_plan(problem, device);
-  if (!(*plan)->runnable()) {
-    return "cuDNN offered no engine for this attention graph within cudnn_workspace_limit() (or none "
-           "deterministic, under deterministic algorithms)";
+  const char* reason = cudnn_attention_unsupported_reason(problem);
+  if (setting == AttentionEngine::Cudnn) {
+    if (reason != nullptr) refuse(problem, reason);
+    const cudnn::AttentionPlan& plan = cudnn::attention_plan(problem, device);
+    if (!plan.runnable()) {
+      refuse(problem, problem.deterministic ? "cuDNN offered no engine for this attention graph among the "
+                                              "deterministic ones (deterministic algorithms are on)"
+                                            : "cuDNN offered no engine for this attention graph within "
+                                              "cudnn_workspace_limit()");
+    }
+    return run_cudnn(plan);
   }
-  return nullptr;
-}
+  const bool deterministic_backward = problem.direction == AttentionDirection::Backward && problem.deterministic;
+  if (reason != nullptr || deterministic_backward) return run_own();
+  const AttentionKey key = make_attention_key(problem, device);
+  std::optional<AttentionEngine> engine = remembered_choice(key);
+  if (!engine) {
+    // NOTE: not while capturing: the timing waits on events, and even building a plan is
+    // kept out of a capture. That call runs ours; the next eager call times.
+    if (stream_is_capturing(device)) return run_own();
+    const cudnn::AttentionPlan& plan = cudnn::attention_plan(problem, device);
+    AttentionEngine faster = AttentionEngine::Own;
+    if (plan.runnable()) {
+      const float own_ms = device_ms(device, run_own);
+      const float cudnn_ms = device_ms(device, [&] { run_cudnn(plan); });
+      if (cudnn_ms < own_ms) faster = AttentionEngine::Cudnn;
+    }
+    engine = remember_choice(key, faster);
+  }
+  if (*engine == AttentionEngine::Cudnn) return run_cudnn(cudnn::attention_plan(problem, device));
+  run_own();
+#else
+  if (setting == AttentionEngine::Cudnn) refuse(problem, "memgrad was built without cuDNN");
+  run_own();
 #endif
-
-[[noreturn]] void refuse(const char* direction, const AttentionProblem& problem, const char* reason) {
-  mg::detail::throw_error(mg::detail::str_cat("scaled_dot_product_attention ", direction, ": the attention engine is set to cudnn, but ", reason,
-           " (q (", problem.batch, ", ", problem.heads, ", ", problem.query_len, ", ", problem.head_dim, "), keys ",
-           problem.key_len, ", ", dtype_name(problem.dtype), problem.causal ? ", causal" : "", ", dropout ",
-           problem.dropout_p, "). Hint: set_attention_engine(AttentionEngine::Auto) runs cuDNN where it applies and "
-           "memgrad's kernels elsewhere."));
 }
 
 }  // namespace
@@ -161,49 +184,37 @@ AttentionProblem backward_problem(const Tensor& grad_output, const Tensor& q, co
 
 void forward_on_chosen_engine(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                               const Tensor& output, const Tensor& log_sum_exp, OwnForward own) {
-  const AttentionEngine setting = attention_engine();
-  if (setting == AttentionEngine::Own) return own(q, k, v, params, output, log_sum_exp);
-  const AttentionProblem problem = forward_problem(q, k, v, params, output);
-#if MG_WITH_CUDNN
-  const Device device = q.device();
-  const cudnn::AttentionPlan* plan = nullptr;
-  const char* refusal = cudnn_refusal(problem, device, &plan);
-  if (refusal != nullptr && setting == AttentionEngine::Cudnn) refuse("forward", problem, refusal);
-  const cudnn::AttentionOperands data{.q = q.raw_data(), .k = k.raw_data(), .v = v.raw_data(),
-                                      .output = output.raw_data(), .log_sum_exp = log_sum_exp.raw_data()};
-  const auto scale = static_cast<float>(params.scale);
   auto run_own = [&] { own(q, k, v, params, output, log_sum_exp); };
-  auto run_cudnn = [&] { cudnn::run_attention_plan(*plan, problem, device, data, scale); };
-  if (choose(problem, device, refusal == nullptr, run_own, run_cudnn) == AttentionEngine::Cudnn) return run_cudnn();
-#else
-  if (setting == AttentionEngine::Cudnn) refuse("forward", problem, "memgrad was built without cuDNN");
+  const AttentionEngine setting = attention_engine();
+  if (setting == AttentionEngine::Own) return run_own();
+  const AttentionProblem problem = forward_problem(q, k, v, params, output);
+  auto run_cudnn = [&](const auto& plan) {
+#if MG_WITH_CUDNN
+    const cudnn::AttentionOperands data{.q = q.raw_data(), .k = k.raw_data(), .v = v.raw_data(),
+                                        .output = output.raw_data(), .log_sum_exp = log_sum_exp.raw_data()};
+    cudnn::run_attention_plan(plan, problem, q.device(), data, static_cast<float>(params.scale));
 #endif
-  own(q, k, v, params, output, log_sum_exp);
+  };
+  run_on_chosen_engine(problem, q.device(), setting, run_own, run_cudnn);
 }
 
 void backward_on_chosen_engine(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& output, const Tensor& log_sum_exp, const AttentionParams& params,
                                const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, OwnBackward own) {
-  const AttentionEngine setting = attention_engine();
   auto run_own = [&] { own(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v); };
+  const AttentionEngine setting = attention_engine();
   if (setting == AttentionEngine::Own) return run_own();
   const AttentionProblem problem = backward_problem(grad_output, q, k, v, output, params, grad_q, grad_k, grad_v);
+  auto run_cudnn = [&](const auto& plan) {
 #if MG_WITH_CUDNN
-  const Device device = q.device();
-  const cudnn::AttentionPlan* plan = nullptr;
-  const char* refusal = cudnn_refusal(problem, device, &plan);
-  if (refusal != nullptr && setting == AttentionEngine::Cudnn) refuse("backward", problem, refusal);
-  const cudnn::AttentionOperands data{.q = q.raw_data(), .k = k.raw_data(), .v = v.raw_data(),
-                                      .output = output.raw_data(), .log_sum_exp = log_sum_exp.raw_data(),
-                                      .grad_output = grad_output.raw_data(), .grad_q = grad_q.raw_data(),
-                                      .grad_k = grad_k.raw_data(), .grad_v = grad_v.raw_data()};
-  const auto scale = static_cast<float>(params.scale);
-  auto run_cudnn = [&] { cudnn::run_attention_plan(*plan, problem, device, data, scale); };
-  if (choose(problem, device, refusal == nullptr, run_own, run_cudnn) == AttentionEngine::Cudnn) return run_cudnn();
-#else
-  if (setting == AttentionEngine::Cudnn) refuse("backward", problem, "memgrad was built without cuDNN");
+    const cudnn::AttentionOperands data{.q = q.raw_data(), .k = k.raw_data(), .v = v.raw_data(),
+                                        .output = output.raw_data(), .log_sum_exp = log_sum_exp.raw_data(),
+                                        .grad_output = grad_output.raw_data(), .grad_q = grad_q.raw_data(),
+                                        .grad_k = grad_k.raw_data(), .grad_v = grad_v.raw_data()};
+    cudnn::run_attention_plan(plan, problem, q.device(), data, static_cast<float>(params.scale));
 #endif
-  run_own();
+  };
+  run_on_chosen_engine(problem, q.device(), setting, run_own, run_cudnn);
 }
 
 size_t attention_engine_choices() {

@@ -4,11 +4,12 @@
 // kernels or on cuDNN's.
 //
 // Auto, the first call of a problem (cuda/plan/attention_engine.h's AttentionKey): both
-// engines run on the call's own tensors, one untimed run each and then kRounds rounds of
-// kRepeats runs behind a held stream (cuda/hold_stream.h), the median round kept; the
-// faster engine is remembered for the problem and then runs the call. The cost, once per
-// problem and direction: 2 x (1 + kRounds x kRepeats) = 18 extra runs and a host wait
-// for the timing events (for GPT-2's backward at T = 1024, B = 16, H = 12: a few ms).
+// engines run on the call's own tensors, one untimed run each and then 3 rounds of 2
+// runs behind a held stream (cuda/hold_stream.h), the median round kept; the faster
+// engine is remembered for the problem and then runs the call. The cost, once per problem
+// and direction: 2 x (1 + 3 x 2) = 14 extra runs, 3 stream holds of 200 us per engine,
+// cuDNN's plan building (its heuristics, and a runtime-compiled kernel where its engine
+// compiles one) and a host wait for the timing events. Not yet measured on a GPU.
 // The results of the timing runs are overwritten by the final run; the inputs are only
 // read. Never while the stream is being captured into a CUDA graph (the waits would
 // break the capture): then a problem not yet timed runs on our kernels, unremembered.
