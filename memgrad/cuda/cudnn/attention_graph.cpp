@@ -334,6 +334,8 @@ std::unique_ptr<AttentionGraph> attention_graph(cudnnHandle_t handle, const Atte
 
 size_t attention_graph_scratch_bytes(const AttentionProblem& problem) { return scratch_layout(problem).bytes; }
 
+size_t attention_graph_scratch_offset(size_t plan_workspace_bytes) { return aligned_up(plan_workspace_bytes); }
+
 BackendDescriptor attention_variant_pack(const AttentionProblem& problem, const AttentionOperands& data,
                                          const float& scale, void* workspace, size_t plan_workspace_bytes) {
   std::vector<int64_t> ids;
@@ -356,7 +358,7 @@ BackendDescriptor attention_variant_pack(const AttentionProblem& problem, const 
     bind(kGradVId, data.grad_v);
     bind(kOneId, &kOne);
     const ScratchLayout layout = scratch_layout(problem);
-    auto* scratch = static_cast<char*>(workspace) + plan_workspace_bytes;
+    auto* scratch = static_cast<char*>(workspace) + attention_graph_scratch_offset(plan_workspace_bytes);
     bind(kRowDotId, scratch + layout.row_dot_offset);
     if (!problem.deterministic) bind(kGradQAccumulatorId, scratch + layout.accumulator_offset);
   }

@@ -47,6 +47,8 @@ std::unique_ptr<AttentionGraph> attention_graph(cudnnHandle_t handle, const Atte
 // workspace in one WORKSPACE buffer: backward's D (B H Tq) and, unless deterministic, the
 // dQ accumulator (B H Tq D); forward none. Each slice 256-byte aligned.
 size_t attention_graph_scratch_bytes(const AttentionProblem& problem);
+// Where the scratch starts in that buffer: the plan's workspace rounded up to 256 bytes.
+size_t attention_graph_scratch_offset(size_t plan_workspace_bytes);
 
 // One call's device pointers: forward reads q, k, v and writes output and log_sum_exp;
 // backward reads q, k, v, output, log_sum_exp, grad_output and writes grad_q/k/v.
@@ -64,8 +66,8 @@ struct AttentionOperands {
 
 // The variant pack of one run: `data` bound to the graph's tensors, the scale by value
 // (a host float cuDNN reads while enqueuing, so the pack may die after the call),
-// `workspace` of plan_workspace_bytes + attention_graph_scratch_bytes bytes (or nullptr
-// when both are 0).
+// `workspace` of attention_graph_scratch_offset(plan_workspace_bytes) +
+// attention_graph_scratch_bytes bytes (or nullptr when that is 0).
 BackendDescriptor attention_variant_pack(const AttentionProblem& problem, const AttentionOperands& data,
                                          const float& scale, void* workspace, size_t plan_workspace_bytes);
 

@@ -41,7 +41,7 @@ std::unique_ptr<AttentionPlan> choose_plan(cudnnHandle_t handle, const Attention
           .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       if (execution_plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
       const auto workspace = static_cast<size_t>(execution_plan.get_int64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-      if (workspace + plan->scratch_bytes > cudnn_workspace_limit()) continue;
+      if (attention_graph_scratch_offset(workspace) + plan->scratch_bytes > cudnn_workspace_limit()) continue;
       plan->engine_config = std::move(config);
       plan->execution_plan = std::move(execution_plan);
       plan->engine = facts.index;
@@ -72,7 +72,8 @@ const AttentionPlan& attention_plan(const AttentionProblem& problem, Device devi
 void run_attention_plan(const AttentionPlan& plan, const AttentionProblem& problem, Device device,
                         const AttentionOperands& data, float scale) {
   MG_ASSERT(plan.runnable(), "run_attention_plan: the plan has no engine");
-  Tensor workspace = borrow_workspace(plan.workspace_bytes + plan.scratch_bytes, device);
+  Tensor workspace =
+      borrow_workspace(attention_graph_scratch_offset(plan.workspace_bytes) + plan.scratch_bytes, device);
   void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
   const BackendDescriptor pack = attention_variant_pack(problem, data, scale, scratch, plan.workspace_bytes);
   cudnnHandle_t handle = cudnn_handle(device, current_stream(device));

@@ -32,7 +32,7 @@ struct AttentionPlan {
   BackendDescriptor execution_plan;
   int64_t engine = -1;  // cuDNN's global engine index; -1: no engine runs this problem
   size_t workspace_bytes = 0;  // the execution plan's
-  size_t scratch_bytes = 0;    // the graph's own, after it
+  size_t scratch_bytes = 0;    // the graph's own, after it (attention_graph_scratch_offset)
   bool runnable() const { return engine >= 0; }
 };
 
