@@ -1,7 +1,7 @@
 // cuda/attention_engine_choice.h — the fused attention entries' engine choice on CUDA
 // (cuda/plan/attention_engine.h says what the engines are): cuda/kernels/attention.cu
-// hands each float16 / bfloat16 call here with its own kernel, and the call runs on our
-// kernels or on cuDNN's.
+// hands each nonempty call here with our kernel for its dtype, and the call runs on ours
+// or on cuDNN's.
 //
 // Auto, the first call of a problem (cuda/plan/attention_engine.h's AttentionKey): both
 // engines run on the call's own tensors, one untimed run each and then 3 rounds of 2
