@@ -14,6 +14,12 @@
 //             dV = P^T dO; dS = (dO V^T - D) o P * scale; dK = dS^T Q;
 //             dQ = dS K, through a float32 accumulator (a WORKSPACE slice) unless
 //             deterministic (the frontend's is_deterministic_algorithm graph on Hopper).
+// What is known without a GPU (2026-12-07, cuDNN 9.19): every tensor, pointwise, matmul,
+// reduction and reshape descriptor of both graphs (causal or not, deterministic or not,
+// Tq != Tk) finalizes, including cuDNN's shape checks of each matmul, in a scratch program
+// that stopped only at the graph's handle (there is no handle without a GPU). Whether
+// cuDNN's fusion engines accept the whole graph, and the results, are for the GPU tests
+// (tests/cuda/test_cuda_attention_cudnn.cpp).
 // NOTE: Stats is exactly memgrad's log_sum_exp (core/kernel_list.h): the natural log
 // (POINTWISE_LOG) of the sum over the attended keys of exp of the SCALED scores (the scale
 // multiplies before the max is taken; masked keys are -inf and add 0), float32, (B, H, Tq)
