@@ -4,7 +4,13 @@
 // out.backward(grad_output), the leaves' gradients reset to none before each step).
 //
 //   bench_attention --batch 8 --heads 12 --seq 1024 --head-dim 64 --dtype bf16 --causal
-//                   [--backend fused|math|auto] [--dropout P] [--steps N] [--warmup W]
+//                   [--backend fused|math|auto] [--engine own|cudnn|auto] [--dropout P]
+//                   [--steps N] [--warmup W]
+//
+// --engine picks what runs the fused backend on CUDA (cuda/plan/attention_engine.h):
+// memgrad's kernels, cuDNN's fused flash attention, or per shape the faster of the two
+// (auto, the default: the warm-up's first step times both, so the timed steps run the
+// choice).
 //
 // Timing as examples/common/step_benchmark.h measures a training step: after --warmup
 // untimed steps, every one of --steps steps is bracketed by CUDA events on the current
@@ -23,11 +29,13 @@
 
 #include <memgrad/autograd/attention.h>
 #include <memgrad/core/device.h>
+#include <memgrad/core/error.h>
 #include <memgrad/core/factory.h>
 #include <memgrad/io/json.h>
 #include <memgrad/memory/snapshot.h>
 #include <memgrad/core/memory_category.h>
 #include <memgrad/core/random.h>
+#include <memgrad/cuda/plan/attention_engine.h>
 #include "examples/common/cli.h"
 #include "examples/common/step_benchmark.h"
 
@@ -43,6 +51,7 @@ struct Args {
   double dropout = 0.0;
   std::string backend_name = "fused";
   mg::AttentionBackend backend = mg::AttentionBackend::Fused;
+  mg::cuda::AttentionEngine engine = mg::cuda::AttentionEngine::Auto;
   int64_t warmup = 10, steps = 50;
   bool help = false;
 };
@@ -50,13 +59,16 @@ struct Args {
 std::string usage(const std::string& program) {
   return "usage: " + program +
          " [--batch N] [--heads N] [--seq N] [--head-dim N] [--dtype bf16|fp16|fp32]\n"
-         "       [--causal] [--dropout P] [--backend fused|math|auto] [--warmup N] [--steps N]\n"
+         "       [--causal] [--dropout P] [--backend fused|math|auto] [--engine own|cudnn|auto]\n"
+         "       [--warmup N] [--steps N]\n"
          "\n"
          "Times scaled_dot_product_attention on CUDA: the median over --steps steps (after\n"
          "--warmup) of the forward alone and of forward + backward, and the peak allocated bytes\n"
          "of one forward + backward step; prints one JSON line, as bench/torch_attention.py.\n"
+         "--engine: the fused backend on memgrad's kernels (own), cuDNN's (cudnn) or the faster\n"
+         "of the two for the shape, timed at its first call (auto).\n"
          "Defaults: --batch 8 --heads 12 --seq 1024 --head-dim 64 --dtype bf16 --backend fused\n"
-         "--warmup 10 --steps 50, not causal, no dropout.\n";
+         "--engine auto --warmup 10 --steps 50, not causal, no dropout.\n";
 }
 
 Args parse_args(int argc, char** argv) {
@@ -87,6 +99,14 @@ Args parse_args(int argc, char** argv) {
          else throw UsageError("--backend must be fused, math or auto, got '" + value + "'");
          args.backend_name = value;
        }},
+      {"--engine",
+       [&](const std::string& value) {
+         try {
+           args.engine = mg::cuda::parse_attention_engine(value);
+         } catch (const mg::Error& error) {
+           throw UsageError(std::string("--engine: ") + error.what());
+         }
+       }},
       {"--warmup", [&](const std::string& value) { args.warmup = examples::parse_count("--warmup", value, 0); }},
       {"--steps", [&](const std::string& value) { args.steps = examples::parse_count("--steps", value); }},
   };
@@ -101,6 +121,7 @@ Args parse_args(int argc, char** argv) {
 
 int run(const Args& args) {
   const mg::Device device = mg::Device::cuda();
+  mg::cuda::set_attention_engine(args.engine);
   mg::Generator generator(0);
   const mg::Shape sizes{args.batch, args.heads, args.seq, args.head_dim};
   auto leaf = [&]() {
@@ -144,6 +165,7 @@ int run(const Args& args) {
       .key("framework").value("memgrad")
       .key("op").value("sdpa")
       .key("backend").value(mg::attention_backend_name(chosen))
+      .key("engine").value(mg::cuda::attention_engine_name(args.engine))
       .key("dtype").value(args.dtype_name)
       .key("B").value(args.batch)
       .key("H").value(args.heads)

@@ -2,6 +2,8 @@
 // model presets.
 #include "examples/gpt/args.h"
 
+#include <memgrad/core/error.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -103,6 +105,14 @@ Args parse_args(int argc, char** argv) {
                             value);
          }
        }},
+      {"--attention-engine",
+       [&](const std::string& value) {
+         try {
+           args.attention_engine = mg::cuda::parse_attention_engine(value);
+         } catch (const mg::Error& error) {
+           throw UsageError(std::string("--attention-engine: ") + error.what());
+         }
+       }},
       {"--prompt",
        [&](const std::string& value) {
          if (value.empty()) throw UsageError("--prompt needs at least one byte for the model to continue");
@@ -153,6 +163,10 @@ Args parse_args(int argc, char** argv) {
   }
   // NOTE: --bench captures its whole step, micro-batches included; training captures one
   // micro-batch (examples/common/graphed_step.h), so only training needs --accum 1.
+  if (args.attention_engine && !args.device.is_cuda()) {
+    throw UsageError("--attention-engine chooses how fused attention runs on CUDA; it changes nothing on " +
+                     args.device.str() + ". Hint: add --device cuda, or leave the flag out.");
+  }
   examples::check_cuda_graph(args.cuda_graph, args.device, args.bench ? 1 : args.accum,
                              args.memory_recording.any() || predicting || args.detect_anomaly);
   // The flags a mode leaves out (main.cpp: run_training, predict_training_memory,
@@ -289,7 +303,12 @@ Training:
                            scales the loss with a GradScaler and needs --device cuda
   --seed N                 seeds initialisation, batches and dropout (default 0)
   --device cpu|cuda        where to run (default cpu)
-)" + examples::optimizer_state_usage() + examples::threads_usage() + R"(  --eval-interval N        estimate the losses every N steps and after the last (default 250)
+)" + examples::optimizer_state_usage() + examples::threads_usage() + R"(  --attention-engine own|cudnn|auto
+                           --device cuda: fused attention on memgrad's FlashAttention-2
+                           kernels (own), cuDNN's fused flash attention (cudnn: an error
+                           where it does not apply, e.g. dropout), or per shape the faster
+                           of the two, timed at its first call (auto, the default)
+  --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)
 )" + examples::cuda_graph_usage() + examples::detect_anomaly_usage() + examples::deterministic_usage() +

@@ -9,6 +9,7 @@
 
 #include <memgrad/core/device.h>
 #include <memgrad/core/dtype.h>
+#include <memgrad/cuda/plan/attention_engine.h>
 #include "examples/common/auto_accumulation.h"
 #include "examples/common/budget_plan.h"
 #include "examples/common/gpt_sizes.h"
@@ -50,6 +51,8 @@ struct Args {
   std::optional<int64_t> fit_batch;
   bool detect_anomaly = false;  // train (or --bench) under autograd's anomaly mode
   bool deterministic = false;  // --deterministic: mg::set_deterministic_algorithms(true)
+  // --attention-engine own|cudnn|auto: mg::cuda::set_attention_engine (CUDA only).
+  std::optional<mg::cuda::AttentionEngine> attention_engine;
   examples::OutOfMemoryFlags out_of_memory;  // --memory-cap, --auto-accum
   examples::BudgetFlags budget;  // --bench --memory-budget BYTES [--explain-plan] (budget_plan.h)
   std::optional<examples::PlannedStep> planned_step;  // set by --memory-budget's plan (budget_plan.h)

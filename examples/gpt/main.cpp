@@ -400,6 +400,7 @@ int main(int argc, char** argv) {
       gpt::usage, [&] {
         const mg::autograd::DetectAnomalyGuard detect_anomaly(args.detect_anomaly);
         mg::set_deterministic_algorithms(args.deterministic);
+        if (args.attention_engine) mg::cuda::set_attention_engine(*args.attention_engine);
         const bool predict = args.predict_memory || args.fit_batch.has_value();
         if (args.bench) {
           const gpt::Args planned = args.budget.budget_bytes ? gpt::plan_bench_for_budget(args) : args;

@@ -261,6 +261,8 @@ TEST_CASE("gpt refuses a bad command line with exit code 2", "[examples][gpt]") 
       {"--bench --save x", "--save does nothing with --bench"},
       {"--resume x --save-init y", "--save-init writes the weights before step 0"},
       {"--dump-windows x --predict-memory", "--predict-memory does nothing with --dump-windows"},
+      {"--attention-engine flash", "--attention-engine: unknown attention engine 'flash': expected own"},
+      {"--attention-engine cudnn", "--attention-engine chooses how fused attention runs on CUDA; it changes nothing on cpu"},
   }));
   mg_test::check_usage_error(dir, "gpt", arguments, message);
 }

@@ -80,4 +80,36 @@ std::vector<BackendDescriptor> get_descriptors(const BackendDescriptor& owner, c
   return elements;
 }
 
+std::vector<BackendDescriptor> heuristic_engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode) {
+  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
+  return get_descriptors(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+}
+
+bool EngineFacts::has_note(cudnnBackendNumericalNote_t note) const {
+  for (cudnnBackendNumericalNote_t present : notes) {
+    if (present == note) return true;
+  }
+  return false;
+}
+
+EngineFacts engine_facts(const BackendDescriptor& config) {
+  // A configuration has exactly one engine; asked for as cudnn_frontend asks for it.
+  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw_engine = engine.get();
+  int64_t engines = 0;
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                          1, &engines, &raw_engine));
+  EngineFacts facts;
+  facts.notes.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+  int64_t count = 0;
+  MG_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                          static_cast<int64_t>(facts.notes.size()), &count, facts.notes.data()));
+  facts.notes.resize(static_cast<size_t>(count));
+  facts.index = engine.get_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+  return facts;
+}
+
 }  // namespace mg::cuda::cudnn

@@ -54,4 +54,18 @@ class BackendDescriptor {
 std::vector<BackendDescriptor> get_descriptors(const BackendDescriptor& owner, cudnnBackendAttributeName_t name,
                                                cudnnBackendDescriptorType_t element_type);
 
+// Engine configurations cuDNN's heuristics in `mode` rank for a finalized operation
+// graph, best expected first; empty when the mode has nothing for it (an answer: try the
+// next mode), not an error.
+std::vector<BackendDescriptor> heuristic_engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode);
+
+// The one engine of an engine configuration: cuDNN's global index for it and its
+// numerical notes (tensor cores, reduced precision, nondeterministic, ...).
+struct EngineFacts {
+  int64_t index = -1;
+  std::vector<cudnnBackendNumericalNote_t> notes;
+  bool has_note(cudnnBackendNumericalNote_t note) const;
+};
+EngineFacts engine_facts(const BackendDescriptor& config);
+
 }  // namespace mg::cuda::cudnn

@@ -24,16 +24,6 @@ namespace mg::cuda::cudnn {
 
 namespace {
 
-// Engine configurations cuDNN's heuristics in `mode` rank for `graph`, best expected first.
-std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode) {
-  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  // NOTE: a mode with nothing for this graph is an answer (try the next), not an error.
-  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
-  return get_descriptors(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-}
-
 struct Engine {
   int64_t index;
   bool allowed;
@@ -51,20 +41,10 @@ struct Engine {
 // reduced-precision reductions for float16 too cost ResNet-50's 7x7 stem (3 input
 // channels) cuDNN's image-first-layer kernels: 1.2 ms per AMP step against PyTorch's 0.4.
 Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
-  // A configuration has exactly one engine; asked for as cudnn_frontend asks for it.
-  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t raw_engine = engine.get();
-  int64_t engines = 0;
-  MG_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                          1, &engines, &raw_engine));
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
-  int64_t count = 0;
-  MG_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                          CUDNN_TYPE_NUMERICAL_NOTE, static_cast<int64_t>(notes.size()), &count,
-                                          notes.data()));
+  const EngineFacts facts = engine_facts(config);
   bool allowed = true;
-  for (int64_t i = 0; i < count; ++i) {
-    switch (notes[static_cast<size_t>(i)]) {
+  for (cudnnBackendNumericalNote_t note : facts.notes) {
+    switch (note) {
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
         if (problem.direction != ConvDirection::ForwardNormalizedStatistics &&
             problem.direction != ConvDirection::BackwardDataReluBatchNorm) {
@@ -83,7 +63,7 @@ Engine engine_of(const BackendDescriptor& config, const ConvProblem& problem) {
       default: break;
     }
   }
-  return {engine.get_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX), allowed};
+  return {facts.index, allowed};
 }
 
 // Every configuration of heuristics mode A, then of the fallback list, that is allowed,
@@ -99,7 +79,7 @@ std::vector<std::unique_ptr<ConvPlan>> runnable_plans(cudnnHandle_t handle, cons
   if (!graph_parts) return plans;
   const BackendDescriptor& graph = graph_parts->back();
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDescriptor& config : engine_configs(graph, mode)) {
+    for (BackendDescriptor& config : heuristic_engine_configs(graph, mode)) {
       const Engine engine = engine_of(config, problem);
       if (!engine.allowed) continue;
       BackendDescriptor execution_plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);

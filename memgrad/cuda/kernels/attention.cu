@@ -1,8 +1,10 @@
 // cuda/kernels/attention.cu — the table's fused attention entries (attention_forward,
 // attention_backward): the checks on their operands, the empty cases, and the choice of
-// kernels by dtype (float16 / bfloat16: the tensor-core kernels of attention_forward.cu and
-// attention_backward.cu; float32: the FP32 FMA kernels of attention_simt_forward.cu and
-// attention_simt_backward.cu); and what those kernels' host sides share.
+// our kernels by dtype (float16 / bfloat16: the tensor-core kernels of attention_forward.cu
+// and attention_backward.cu; float32: the FP32 FMA kernels of attention_simt_forward.cu
+// and attention_simt_backward.cu), which the attention engine setting may replace by
+// cuDNN's fused attention (cuda/attention_engine_choice.h); and what those kernels' host
+// sides share.
 //
 // The tensor-core kernels move rows of 8 elements with 16-byte instructions. q, k and v are
 // usually views of one packed (B, T, 3, H, D) projection and the output a (B, T, H, D)
@@ -18,6 +20,7 @@
 
 #include "memgrad/core/error.h"
 #include "memgrad/core/factory.h"
+#include "memgrad/cuda/attention_engine_choice.h"
 #include "memgrad/cuda/check.h"
 #include "memgrad/cuda/runtime.h"
 #include "memgrad/cuda/kernels/attention_tiles.cuh"
@@ -117,11 +120,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
     fill(log_sum_exp, -std::numeric_limits<double>::infinity());
     return;
   }
-  if (q.dtype() == DType::Float32) {
-    attention::simt_forward(q, k, v, params, output, log_sum_exp);
-  } else {
-    attention::tensor_core_forward(q, k, v, params, output, log_sum_exp);
-  }
+  const attention::OwnForward own =
+      q.dtype() == DType::Float32 ? attention::simt_forward : attention::tensor_core_forward;
+  attention::forward_on_chosen_engine(q, k, v, params, output, log_sum_exp, own);
 }
 
 void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -136,11 +137,9 @@ void attention_backward(const Tensor& grad_output, const Tensor& q, const Tensor
     if (grad_v.numel() > 0) fill(grad_v, 0.0);
     return;
   }
-  if (q.dtype() == DType::Float32) {
-    attention::simt_backward(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v);
-  } else {
-    attention::tensor_core_backward(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v);
-  }
+  const attention::OwnBackward own =
+      q.dtype() == DType::Float32 ? attention::simt_backward : attention::tensor_core_backward;
+  attention::backward_on_chosen_engine(grad_output, q, k, v, output, log_sum_exp, params, grad_q, grad_k, grad_v, own);
 }
 
 }  // namespace mg::cuda
