@@ -252,7 +252,7 @@ TEST_CASE("either engine's log_sum_exp feeds either engine's backward", "[cuda][
                  tolerance(dtype), "own forward, cuDNN backward, against CPU backward");
 }
 
-TEST_CASE("a forced cuDNN attention engine names why it does not apply; Auto falls back silently",
+TEST_CASE("a forced cuDNN attention engine names why it does not apply, and Auto falls back silently",
           "[cuda][attention][cudnn]") {
   require_cudnn();
   SettingsGuard guard;

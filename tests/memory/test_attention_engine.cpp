@@ -47,7 +47,7 @@ struct EngineSettingGuard {
 
 }  // namespace
 
-TEST_CASE("attention engine names parse both ways; anything else names the three", "[attention][engine]") {
+TEST_CASE("attention engine names parse both ways, and anything else names the three", "[attention][engine]") {
   for (AttentionEngine engine : {AttentionEngine::Own, AttentionEngine::Cudnn, AttentionEngine::Auto}) {
     CHECK(mg::cuda::parse_attention_engine(mg::cuda::attention_engine_name(engine)) == engine);
   }
