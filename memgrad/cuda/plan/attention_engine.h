@@ -6,9 +6,12 @@
 // - Own: always our kernels, the portable path and the reference.
 // - Cudnn: cuDNN's SDPA where it applies (cudnn_attention_unsupported_reason); a call it
 //   does not apply to throws mg::Error naming why. Hint in the error: use Auto.
-// - Auto (default): where cuDNN applies, the first call of each problem times both
-//   engines (forward and backward separately) and every later call of that problem runs
-//   the faster; elsewhere our kernels, silently. See cuda/attention_engine_choice.cpp.
+// - Auto: where cuDNN applies, the first call of each problem times both engines
+//   (forward and backward separately) and every later call of that problem runs the
+//   faster; elsewhere our kernels, silently. See cuda/attention_engine_choice.cpp.
+// NOTE: the default is Own until the cuDNN engine's GPU tests have run (written
+// 2026-12-07 without a GPU): Auto would otherwise pick an engine whose values no test has
+// yet checked on a device.
 //
 // Host arithmetic only, built in every build (a CPU build parses the examples' flag and
 // its tests check the rules without a GPU).
