@@ -40,6 +40,7 @@ import sys
 from collections import OrderedDict
 
 from budget_summary import BUDGET_HEADERS, BUDGET_KEYS, budget_rows
+from model_flops import FLOPS_HEADERS, FLOPS_KEYS, flops_rows
 
 
 def read_results(path):
@@ -512,6 +513,10 @@ def main(argv):
                      "cuDNN"], predictions,
                     ["config", "predicted", "measured", "error", "predicted_workspace", "measured_workspace",
                      "cudnn"], args.markdown)
+    model_flops = flops_rows(results)
+    if model_flops:
+        print("\nGPT model FLOPs (6 N + 12 L T C a token; MFU of the dense peak, bench/model_flops.py):")
+        print_table(FLOPS_HEADERS, model_flops, FLOPS_KEYS, args.markdown)
     budgets = budget_rows(results)
     if budgets:
         print("\nPlans for a memory budget (--memory-budget): the chosen plan predicted and measured (peak "

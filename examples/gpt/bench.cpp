@@ -209,7 +209,10 @@ int run_bench(const Args& command_line) {
       .key("warmup").value(warmup)
       .key("steps").value(args.steps);
   examples::write_step_fields(json, measurement, job_windows_per_step);
-  json.key("tokens_per_s").value(tokens_per_s);
+  const double flops_per_token = step.model().training_flops_per_token();
+  json.key("tokens_per_s").value(tokens_per_s)
+      .key("model_flops_per_token").value(flops_per_token)
+      .key("model_tflop_per_s").value(flops_per_token * tokens_per_s / 1e12);
   examples::write_rank_fields(json, run, args.zero, ranks);
   if (captured) json.key("graph_pool_bytes").value(static_cast<int64_t>(captured->pool_bytes()));
   json.end_object();
@@ -217,7 +220,8 @@ int run_bench(const Args& command_line) {
 
   std::fprintf(stderr,
                "gpt %s (%lld layers, %lld heads, %lld wide, vocabulary %lld), batch %lld%s of %lld random tokens%s%s "
-               "on %s%s: median step %.2f ms (p10 %.2f, p90 %.2f), %.0f tokens/s, peak allocated %.1f MiB\n%s\n",
+               "on %s%s: median step %.2f ms (p10 %.2f, p90 %.2f), %.0f tokens/s (%.1f TFLOP/s of model FLOPs), peak "
+               "allocated %.1f MiB\n%s\n",
                args.preset.c_str(), static_cast<long long>(options.n_layer), static_cast<long long>(options.n_head),
                static_cast<long long>(options.n_embd), static_cast<long long>(options.vocab_size),
                static_cast<long long>(args.batch_size),
@@ -226,7 +230,7 @@ int run_bench(const Args& command_line) {
                examples::block_checkpoint_phrase(args.checkpoint, options.checkpoint_policy).c_str(),
                args.amp ? (", autocast " + examples::amp_name(args.amp)).c_str() : "", args.device.str().c_str(),
                examples::describe_ranks(run, args.zero).c_str(), measurement.median_ms, measurement.p10_ms, measurement.p90_ms, tokens_per_s,
-               static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
+               flops_per_token * tokens_per_s / 1e12, static_cast<double>(memory.peak_allocated_bytes) / (1024.0 * 1024.0),
                mg::memory::report(memory).c_str());
   examples::print_rank_figures(stderr, run, ranks);
   std::cout << line << std::endl;

@@ -162,7 +162,9 @@ int run_training(const Args& command_line) {
   if (!args.save_init.empty()) {
     distributed.on_main("write " + args.save_init, [&] { mg::nn::save(*model, args.save_init); });
   }
-  gpt::SessionFacts facts{.parameters = model->num_parameters(), .ranks = distributed.size(), .resumed_from = state.step};
+  gpt::SessionFacts facts{.parameters = model->num_parameters(),
+                          .flops_per_token = model->training_flops_per_token(),
+                          .ranks = distributed.size(), .resumed_from = state.step};
   print_setup(args, corpus, *model, facts.resumed_from, distributed);
   if (!args.init_from.empty()) std::printf("starting from the weights in %s\n", args.init_from.c_str());
 
@@ -272,10 +274,12 @@ int run_training(const Args& command_line) {
     std::printf("gpt: %lld of %lld steps, no estimate yet\n", static_cast<long long>(state.step),
                 static_cast<long long>(args.steps));
   } else {
-    std::printf("gpt: val loss %.4f after %lld of %lld steps; best %.4f (step %lld, %.1f s into the run); %.0f tokens/s\n",
+    const double tokens_per_s = facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0;
+    std::printf("gpt: val loss %.4f after %lld of %lld steps; best %.4f (step %lld, %.1f s into the run); %.0f tokens/s, "
+                "%.2f TFLOP/s of model FLOPs\n",
                 state.val_losses.back(), static_cast<long long>(state.step), static_cast<long long>(args.steps),
-                state.best_val_loss, static_cast<long long>(state.best_step), state.seconds_to_best,
-                facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0);
+                state.best_val_loss, static_cast<long long>(state.best_step), state.seconds_to_best, tokens_per_s,
+                facts.flops_per_token * tokens_per_s / 1e12);
   }
   if (args.sample > 0 && distributed.is_main()) print_sample(args, *model, precision);
   if (!args.summary_json.empty()) {

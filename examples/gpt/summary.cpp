@@ -73,10 +73,12 @@ void write_summary(const Args& args, const TextCorpus& corpus, const RunState& s
   } else {
     json.value(state.best_val_loss);
   }
+  const double tokens_per_s = facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0;
   json.key("best_step").value(state.best_step)
       .key("seconds_to_best").value(state.seconds_to_best)
       .key("seconds").value(state.seconds)
-      .key("tokens_per_s").value(facts.train_seconds > 0 ? facts.train_tokens / facts.train_seconds : 0.0);
+      .key("tokens_per_s").value(tokens_per_s)
+      .key("model_tflop_per_s").value(facts.flops_per_token * tokens_per_s / 1e12);
   write_array(json, "eval_steps", state.eval_steps);
   write_array(json, "val_loss_per_eval", state.val_losses);
   write_array(json, "train_loss_per_eval", state.train_losses);

@@ -17,6 +17,7 @@ namespace gpt {
 // What this invocation measured, beside the run's state (which spans resumed runs).
 struct SessionFacts {
   int64_t parameters = 0;
+  double flops_per_token = 0;  // GPT::training_flops_per_token
   int64_t ranks = 1;         // data-parallel ranks (1: one process)
   int64_t resumed_from = 0;  // steps done before this invocation
   double train_seconds = 0;  // training steps only (no estimates), this invocation

@@ -178,6 +178,12 @@ Tensor GPT::loss(const Tensor& tokens, const Tensor& targets, const CrossEntropy
   return linear_cross_entropy(hidden.view({-1, hidden.size(-1)}), lm_head->weight, targets.view({-1}), options);
 }
 
+double GPT::training_flops_per_token() const {
+  const double layers = static_cast<double>(options_.n_layer), width = static_cast<double>(options_.n_embd);
+  const double window = static_cast<double>(options_.block_size);
+  return 6.0 * static_cast<double>(num_parameters()) + 12.0 * layers * window * width;
+}
+
 int64_t GPT::num_parameters(bool exclude_position_embeddings) const {
   int64_t count = Module::num_parameters();
   return exclude_position_embeddings ? count - transformer->wpe->weight.numel() : count;

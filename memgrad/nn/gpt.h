@@ -106,6 +106,13 @@ class GPT : public Module {
   // Elements in all parameters, the tied table counted once; without the position table
   // when asked (nanoGPT's "non-embedding" count, which keeps wte as lm_head's weight).
   int64_t num_parameters(bool exclude_position_embeddings = false) const;
+  // The floating-point operations of one training step (forward and backward) per token of
+  // a full block_size window: 6 N (a multiply-add per parameter forward, two backward)
+  // plus 12 L T C (the attention's two products, forward and backward, over T = block_size
+  // keys), N counting every parameter as llm.c's and PaLM's MFU estimates do. Model FLOPs:
+  // what recomputation (checkpointing) repeats is not counted, so TFLOP/s from it compare
+  // runs of one model.
+  double training_flops_per_token() const;
 
   std::shared_ptr<GPTTransformer> transformer;
   std::shared_ptr<LMHead> lm_head;

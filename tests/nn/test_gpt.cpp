@@ -113,6 +113,8 @@ TEST_CASE("the GPT-2 presets have GPT-2's sizes, and gpt2() holds 124,439,808 pa
   CHECK(model.num_parameters() == 124439808);
   CHECK(model.num_parameters(true) == 124439808 - 786432);  // nanoGPT's "123.65M"
   CHECK(model.named_parameters().size() == 2 + 12 * 12 + 2);
+  // 6 N + 12 L T C: 746,638,848 + 12 * 12 * 1024 * 768 = 746,638,848 + 113,246,208.
+  CHECK(model.training_flops_per_token() == 859885056.0);
 }
 
 TEST_CASE("GPT initialises as nanoGPT, every value from the given generator", "[gpt]") {
