@@ -14,56 +14,22 @@
 #include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
+#include "memgrad/autograd/matrix_views.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/autograd/shape.h"
 
 namespace mg {
 
+using autograd::as_rows;
+using autograd::folded_stride;
 using autograd::needs_grad;
 using autograd::new_output;
 using autograd::Node;
+using autograd::transposed;
+using autograd::unsqueezed;
 
 namespace {
-
-// The single stride that walks dims [0, count) of (sizes, strides) as one folded dim, or
-// nothing when they do not fold. Size-1 dims never matter.
-std::optional<int64_t> folded_stride(const Shape& sizes, const Shape& strides, int count) {
-  int64_t stride = 0;
-  int64_t next_expected = -1;  // the stride the next outer dim needs to continue the run
-  for (int d = count - 1; d >= 0; --d) {
-    if (sizes[d] == 1) continue;
-    if (next_expected < 0) {
-      stride = strides[d];
-    } else if (strides[d] != next_expected) {
-      return std::nullopt;
-    }
-    next_expected = strides[d] * sizes[d];
-  }
-  return stride;
-}
-
-int64_t product(const Shape& sizes, int count) {
-  int64_t result = 1;
-  for (int d = 0; d < count; ++d) result *= sizes[d];
-  return result;
-}
-
-// x with a size-1 dim inserted at `dim` (a view without autograd history).
-Tensor unsqueezed(const Tensor& x, int dim) {
-  Shape sizes = x.sizes(), strides = x.strides();
-  sizes.insert(dim, 1);
-  strides.insert(dim, dim < x.dim() ? x.strides()[dim] * x.sizes()[dim] : 1);
-  return make_view(x, sizes, strides, x.storage_offset());
-}
-
-// A (B, R, C) batch of matrices (rank >= 2) as the kernel's (B, C, R) transpose; no copy.
-Tensor transposed(const Tensor& batch_of_matrices) {
-  const Shape& sizes = batch_of_matrices.sizes();
-  const Shape& strides = batch_of_matrices.strides();
-  return make_view(batch_of_matrices, {sizes[0], sizes[2], sizes[1]}, {strides[0], strides[2], strides[1]},
-                   batch_of_matrices.storage_offset());
-}
 
 // x (..., R, C) broadcast to batch dims `batch` and seen as (B, R, C), B = batch.numel().
 Tensor as_batched(const Tensor& x, const Shape& batch) {
@@ -87,30 +53,6 @@ Tensor as_batched(const Tensor& x, const Shape& batch) {
   Tensor copy = contiguous_copy(make_view(x, sizes, strides, x.storage_offset()));
   Shape folded{batch.numel(), rows, cols};
   return make_view(copy, folded, contiguous_strides(folded), copy.storage_offset());
-}
-
-// x (..., C) with all leading dims folded into rows: (1, R, C). A view when strides allow.
-Tensor as_rows(const Tensor& x) {
-  int leading = x.dim() - 1;
-  int64_t cols = x.sizes()[leading];
-  int64_t rows = product(x.sizes(), leading);
-  Tensor source = x;
-  std::optional<int64_t> row_stride = folded_stride(x.sizes(), x.strides(), leading);
-  if (!row_stride) {
-    source = contiguous_copy(x);
-    row_stride = cols;
-  }
-  return make_view(source, {1, rows, cols}, {0, *row_stride, source.strides()[leading]}, source.storage_offset());
-}
-
-Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
-
-// x (..., C) as a contiguous (R, C) matrix, R the product of the leading dims: a view of x
-// when x is contiguous, else of a copy.
-Tensor contiguous_matrix(const Tensor& x) {
-  Tensor source = contiguous_or_copy(x);
-  Shape sizes{product(x.sizes(), x.dim() - 1), x.sizes().back()};
-  return make_view(source, sizes, contiguous_strides(sizes), source.storage_offset());
 }
 
 // The 2-D (or more) form the kernel sees: a 1-D left operand is one row, a 1-D right
@@ -240,18 +182,7 @@ Tensor linear_in_given_dtypes(const Tensor& x, const Tensor& weight, const Tenso
   out_sizes[out_sizes.size() - 1] = out_features;
   Tensor out = autograd::kept_or_computed(OpKind::Matmul, "linear", out_sizes, x.dtype(), [&] {
     Tensor product = new_output(out_sizes, x.dtype(), x);
-    const KernelTable& kernel = kernels(x.device());
-    if (bias.defined()) {
-      // One kernel call: the bias is added inside the product (on CUDA in cuBLASLt's GEMM
-      // epilogue), not by a second pass that reads and writes the output again.
-      kernel.linear_forward(contiguous_matrix(x), contiguous_or_copy(weight), contiguous_or_copy(bias),
-                            contiguous_matrix(product));
-    } else {
-      // weight^T as (1, in, out): a transposed view, no copy.
-      Tensor weight_t = make_view(weight, {1, in_features, out_features},
-                                  {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
-      kernel.matmul(as_rows(x), weight_t, as_rows(product));
-    }
+    autograd::linear_into(kernels(x.device()), x, weight, bias, product);
     return product;
   });
 

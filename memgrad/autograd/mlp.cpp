@@ -16,38 +16,22 @@
 #include "memgrad/autograd/autocast_operands.h"
 #include "memgrad/autograd/elementwise.h"
 #include "memgrad/autograd/function.h"
+#include "memgrad/autograd/matrix_views.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/autograd/selective_checkpoint.h"
 #include "memgrad/memory/context.h"
 
 namespace mg {
 
+using autograd::contiguous_matrix;
+using autograd::contiguous_or_copy;
 using autograd::needs_grad;
 using autograd::new_output;
 using autograd::Node;
+using autograd::transposed;
+using autograd::unsqueezed;
 
 namespace {
-
-Tensor contiguous_or_copy(const Tensor& x) { return !x.defined() || x.is_contiguous() ? x : contiguous_copy(x); }
-
-// x (..., C) as a contiguous (R, C) matrix: a view of x, or of a copy when x is strided.
-Tensor rows_of(const Tensor& x) {
-  Tensor source = contiguous_or_copy(x);
-  Shape sizes{1, x.sizes().back()};
-  for (int d = 0; d < x.dim() - 1; ++d) sizes[0] *= x.sizes()[d];
-  return make_view(source, sizes, contiguous_strides(sizes), source.storage_offset());
-}
-
-// A contiguous (R, C) matrix as the (1, R, C) batch the matmul kernel takes, or its
-// transpose (1, C, R); views, no copy.
-Tensor batch_of_one(const Tensor& matrix) {
-  int64_t rows = matrix.sizes()[0], cols = matrix.sizes()[1];
-  return make_view(matrix, {1, rows, cols}, {0, cols, 1}, matrix.storage_offset());
-}
-Tensor transposed_batch_of_one(const Tensor& matrix) {
-  int64_t rows = matrix.sizes()[0], cols = matrix.sizes()[1];
-  return make_view(matrix, {1, cols, rows}, {0, 1, cols}, matrix.storage_offset());
-}
 
 UnaryOp gelu_op(bool tanh_form) { return tanh_form ? UnaryOp::GeluTanh : UnaryOp::Gelu; }
 
@@ -67,18 +51,6 @@ void check_weight_and_bias(const Tensor& x, const Tensor& weight, const Tensor& 
   MG_CHECK(bias.dim() == 1 && bias.sizes()[0] == weight.sizes()[0], "mlp: ", layer, "'s bias has shape ",
            bias.sizes(), " but its weight (shape ", weight.sizes(), ") has ", weight.sizes()[0],
            " output features; expected [", weight.sizes()[0], "]");
-}
-
-// output (R, out) = input (R, in) @ weight^T + bias, bias possibly undefined (as linear runs it).
-void linear_rows(const KernelTable& kernel, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                 const Tensor& output) {
-  if (bias.defined()) {
-    kernel.linear_forward(input, contiguous_or_copy(weight), contiguous_or_copy(bias), output);
-    return;
-  }
-  Tensor weight_t = make_view(weight, {1, weight.sizes()[1], weight.sizes()[0]},
-                              {0, weight.strides()[1], weight.strides()[0]}, weight.storage_offset());
-  kernel.matmul(batch_of_one(input), weight_t, batch_of_one(output));
 }
 
 Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tensor& fc_bias, const Tensor& proj_weight,
@@ -102,8 +74,8 @@ Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tenso
   Tensor pre_activation = autograd::kept_or_computed(OpKind::Matmul, "mlp c_fc", hidden_sizes, dtype, [&] {
     Tensor pre = new_output(hidden_sizes, dtype, x);
     activation = new_output(hidden_sizes, dtype, x);
-    kernel.linear_gelu_forward(rows_of(x), contiguous_or_copy(fc_weight), contiguous_or_copy(fc_bias), tanh_form,
-                               rows_of(pre), rows_of(activation));
+    kernel.linear_gelu_forward(contiguous_matrix(x), contiguous_or_copy(fc_weight), contiguous_or_copy(fc_bias),
+                               tanh_form, contiguous_matrix(pre), contiguous_matrix(activation));
     return pre;
   });
   Tensor out = autograd::kept_or_computed(OpKind::Matmul, "mlp c_proj", out_sizes, dtype, [&] {
@@ -112,7 +84,7 @@ Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tenso
       kernel.unary(gelu_op(tanh_form), contiguous_or_copy(pre_activation), activation);
     }
     Tensor product = new_output(out_sizes, dtype, x);
-    linear_rows(kernel, rows_of(activation), proj_weight, proj_bias, rows_of(product));
+    autograd::linear_into(kernel, activation, proj_weight, proj_bias, product);
     return product;
   });
 
@@ -135,14 +107,14 @@ Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tenso
           if (!saved_pre.defined()) return grads;
           const KernelTable& kernel = kernels(grad.device());
           const DType dtype = grad.dtype();
-          Tensor grad_rows = rows_of(grad);  // (R, out)
-          Tensor pre = rows_of(saved_pre);   // (R, hidden)
+          Tensor grad_rows = contiguous_matrix(grad);  // (R, out)
+          Tensor pre = contiguous_matrix(saved_pre);   // (R, hidden)
           const int64_t rows = pre.sizes()[0], hidden = pre.sizes()[1];
           if (node.needs_input_grad(3)) {
             Tensor activation = new_output({rows, hidden}, dtype, grad);  // gelu(pre), recomputed
             kernel.unary(gelu_op(tanh_form), pre, activation);
             grads[3] = new_output({grad_rows.sizes()[1], hidden}, dtype, grad);  // (out, R) @ (R, hidden)
-            kernel.matmul(transposed_batch_of_one(grad_rows), batch_of_one(activation), batch_of_one(grads[3]));
+            kernel.matmul(transposed(unsqueezed(grad_rows, 0)), unsqueezed(activation, 0), unsqueezed(grads[3], 0));
           }
           if (!node.needs_input_grad(0) && !node.needs_input_grad(1) && !node.needs_input_grad(2)) return grads;
 
@@ -152,14 +124,14 @@ Tensor mlp_in_given_dtypes(const Tensor& x, const Tensor& fc_weight, const Tenso
           kernel.linear_gelu_backward(grad_rows, contiguous_or_copy(saved_proj_weight), pre, tanh_form, grad_pre,
                                       grads[2]);
           if (node.needs_input_grad(1)) {
-            Tensor input_rows = rows_of(saved_x);  // (R, in)
+            Tensor input_rows = contiguous_matrix(saved_x);  // (R, in)
             grads[1] = new_output({hidden, input_rows.sizes()[1]}, dtype, grad);  // (hidden, R) @ (R, in)
-            kernel.matmul(transposed_batch_of_one(grad_pre), batch_of_one(input_rows), batch_of_one(grads[1]));
+            kernel.matmul(transposed(unsqueezed(grad_pre, 0)), unsqueezed(input_rows, 0), unsqueezed(grads[1], 0));
           }
           if (node.needs_input_grad(0)) {
             grads[0] = new_output(x_sizes, dtype, grad);  // (R, hidden) @ (hidden, in)
             Tensor fc_weight = contiguous_or_copy(saved_fc_weight);
-            kernel.matmul(batch_of_one(grad_pre), batch_of_one(fc_weight), batch_of_one(rows_of(grads[0])));
+            kernel.matmul(unsqueezed(grad_pre, 0), unsqueezed(fc_weight, 0), unsqueezed(contiguous_matrix(grads[0]), 0));
           }
           return grads;
         });

@@ -188,6 +188,17 @@ TEST_CASE("mlp in a selective checkpoint keeps both products and gives the unche
         CHECK(max_abs_difference(actual[i], expected[i]) == 0.0);
       }
     }
+    // Held between forward and backward: the checkpoint's input, and under the Matmul policy
+    // both products too (the (6, 7) pre-activation and the (6, 5) output, float64), which the
+    // recompute then takes instead of running the products again.
+    auto held = [&](const CheckpointPolicy& policy) {
+      const int64_t before = activation_bytes();
+      Tensor output = checkpoint(block, in.x, policy);
+      const int64_t kept = activation_bytes() - before;
+      sum(output).backward();
+      return kept;
+    };
+    CHECK(held(CheckpointPolicy{OpKind::Matmul}) - held(CheckpointPolicy{}) == 6 * (7 + 5) * 8);
   }
 }
 
