@@ -255,8 +255,15 @@ def highest(runs, key):
     return max((r[key] for r in runs if r.get(key) is not None), default=None)
 
 
+def attention_backend(result):
+    """"fused own", "fused cudnn", "fused auto" or "math": the backend and, for the fused one
+    on CUDA, the engine that ran it (bench_attention --engine)."""
+    backend, engine = result.get("backend"), result.get("engine")
+    return f"{backend} {engine}" if backend == "fused" and engine else backend
+
+
 def attention_rows(results):
-    """Per attention shape and memgrad backend: every run's median forward + backward ms (and
+    """Per attention shape and memgrad backend (and engine): every run's median forward + backward ms (and
     forward alone), the ratio of the best runs memgrad / pytorch, and each framework's peak
     allocated bytes (highest run). PyTorch's runs (its default backend) stand beside every
     memgrad backend of the same shape."""
@@ -270,7 +277,7 @@ def attention_rows(results):
         backends = OrderedDict()
         for r in runs:
             if r["framework"] == "memgrad":
-                backends.setdefault(r.get("backend"), []).append(r)
+                backends.setdefault(attention_backend(r), []).append(r)
         for backend, memgrad in (backends.items() or [("-", [])]):
             rows.append({
                 "shape": shape,
