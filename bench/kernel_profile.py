@@ -7,6 +7,10 @@ PyTorch with the same step count to see which kernels make the difference:
   python3 bench/kernel_profile.py --label memgrad -- build-gpu/resnet --bench --warmup 1 --steps 1 ...
   python3 bench/kernel_profile.py --label pytorch -- python3 bench/torch_reference.py --warmup 1 --steps 1 ...
 
+With --timed-steps-only, only the timed steps are profiled (both benchmarks mark them for a
+profiler), so the counts are per timed step whatever the warm-up, and torch.compile's
+compilation (with its own kernels) stays out.
+
 With --sequence FILE, every kernel is also written to FILE in launch order (its grid, block
 and duration), to find which op launched a kernel from its neighbours.
 
@@ -82,6 +86,10 @@ def main(argv):
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--ncu", default="ncu")
     parser.add_argument("--sequence", help="write every kernel, in launch order, to this file")
+    parser.add_argument("--timed-steps-only", action="store_true",
+                        help="profile only between the program's cudaProfilerStart and cudaProfilerStop "
+                             "(memgrad's step benchmarks and bench/torch_reference.py mark their timed "
+                             "steps so): warm-up, setup and torch.compile's compilation left out")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -89,6 +97,8 @@ def main(argv):
         parser.error("give the command to profile after --")
     ncu = [args.ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
            "--print-units", "base", "--target-processes", "all"]
+    if args.timed_steps_only:
+        ncu += ["--profile-from-start", "off"]
     run = subprocess.run(ncu + command, capture_output=True, text=True)
     if run.returncode != 0:
         sys.stderr.write(run.stderr[-3000:])

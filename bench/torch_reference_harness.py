@@ -113,12 +113,18 @@ def measure_steps(step, device, warmup, steps, batch):
         peak_reserved = torch.cuda.max_memory_reserved(device)
 
     timeline = Timeline(device, steps + 1)
+    # The timed steps alone for a profiler started with its capture off (as memgrad's
+    # cuda::ProfilerRange; bench/kernel_profile.py --timed-steps-only).
+    if device.type == "cuda":
+        torch.cuda.profiler.start()
     loop_start = time.perf_counter()
     timeline.mark()
     for _ in range(steps):
         step()
         timeline.mark()
     synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.profiler.stop()
     loop_ms = (time.perf_counter() - loop_start) * 1000.0
     step_ms = timeline.intervals_ms()
     mean_ms = loop_ms / steps

@@ -12,6 +12,7 @@
 
 #include <memgrad/core/factory.h>
 #include <memgrad/core/memory_category.h>
+#include <memgrad/cuda/cuda.h>
 #include "examples/common/memory_report.h"
 #include "examples/common/timeline.h"
 
@@ -97,6 +98,8 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
 
   Timeline timeline(device, steps + 1);
   settle(device, run);
+  std::optional<mg::cuda::ProfilerRange> profiled;  // the timed steps alone, for a profiler
+  if (device.is_cuda()) profiled.emplace();
   const Clock::time_point loop_start = Clock::now();
   timeline.mark();
   for (int64_t i = 0; i < steps; ++i) {
@@ -104,6 +107,7 @@ StepMeasurement measure_steps(mg::Device device, int64_t warmup, int64_t steps, 
     timeline.mark();
   }
   Timeline::synchronize(device);
+  profiled.reset();
   const double loop_ms = std::chrono::duration<double, std::milli>(Clock::now() - loop_start).count();
   const std::vector<double> step_ms = timeline.intervals_ms();
   measurement.median_ms = quantile(step_ms, 0.5);

@@ -1,5 +1,6 @@
 // cuda/cuda.h — what any program may ask about the GPU, in every build of memgrad: whether
-// CUDA can be used, how many devices there are, waiting for them, the TF32 switch and the dependent-launch switch.
+// CUDA can be used, how many devices there are, waiting for them, the TF32 switch, the
+// dependent-launch switch and a profiler's capture range.
 //
 //   mg::Device device = mg::cuda::is_available() ? mg::Device::cuda() : mg::Device::cpu();
 //
@@ -38,5 +39,18 @@ bool allow_tf32();
 // default; process-wide. (Kept, and without effect, in a build without CUDA.)
 void set_dependent_launch(bool allow);
 bool dependent_launch();
+
+// The span a profiler started with its capture off records (cudaProfilerStart and
+// cudaProfilerStop: `ncu --profile-from-start off`, `nsys --capture-range=cudaProfilerApi`),
+// for a scope: the step benchmarks hold one over their timed steps, so a profile leaves out
+// warm-up and setup (bench/kernel_profile.py --timed-steps-only). Without a profiler, or in a
+// build without CUDA, it does nothing.
+class ProfilerRange {
+ public:
+  ProfilerRange();
+  ~ProfilerRange();
+  ProfilerRange(const ProfilerRange&) = delete;
+  ProfilerRange& operator=(const ProfilerRange&) = delete;
+};
 
 }  // namespace mg::cuda

@@ -33,6 +33,10 @@ void set_dependent_launch(bool allow) { dependent_launch_flag.store(allow, std::
 
 bool dependent_launch() { return dependent_launch_flag.load(std::memory_order_relaxed); }
 
+ProfilerRange::ProfilerRange() = default;
+
+ProfilerRange::~ProfilerRange() = default;
+
 // Never made in this build: the constructor throws, so the other members cannot be reached.
 struct CapturedStep::Graph {};
 
