@@ -16,7 +16,8 @@ namespace mg {
 //     backward recomputes it (one elementwise pass, TEMPORARY), so every call keeps
 //     rows x hidden elements fewer ACTIVATION bytes than the chain, which saves both;
 //   - backward: the second product's input gradient, gelu's gradient and the first bias's
-//     gradient in one kernel (linear_gelu_backward: cuBLASLt's DGELU_BGRAD epilogue).
+//     gradient through one kernel entry (linear_gelu_backward: on CUDA the unfused steps,
+//     faster there than cuBLASLt's DGELU_BGRAD epilogue, cuda/linear_gelu.cpp).
 // Under autocast the products run in the autocast dtype, as linear's do. Under a selective
 // checkpoint both products are OpKind::Matmul results (pre-activation and y), kept and
 // replayed as linear's.

@@ -57,8 +57,8 @@ MG_KERNEL(linear_gelu_forward, void, (const Tensor& input, const Tensor& weight,
                                       const Tensor& pre_activation, const Tensor& output))
 // grad_pre (rows, in) = (grad_output (rows, out) @ weight (out, in)) * gelu'(pre_activation
 // (rows, in)) and grad_bias (in) = grad_pre summed over rows: the backward of a linear layer
-// that follows a gelu, through the gelu and its bias in one call (on CUDA cuBLASLt's
-// DGELU_BGRAD epilogue, tanh form only). grad_bias may be undefined (not wanted); all
+// that follows a gelu, through the gelu and its bias in one call (on CUDA the unfused
+// steps: cuda/linear_gelu.cpp says why). grad_bias may be undefined (not wanted); all
 // contiguous, one dtype; grad_pre and grad_bias are overwritten.
 MG_KERNEL(linear_gelu_backward, void, (const Tensor& grad_output, const Tensor& weight,
                                        const Tensor& pre_activation, bool tanh, const Tensor& grad_pre,

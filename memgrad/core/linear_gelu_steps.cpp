@@ -34,11 +34,12 @@ void linear_gelu_backward_in_steps(const KernelTable& kernel, const Tensor& grad
   kernel.matmul(as_batch_of_one(grad_output), as_batch_of_one(weight), as_batch_of_one(grad_pre));  // (rows, in)
   // In place: each element reads only its own position of grad_pre and pre_activation.
   kernel.binary(tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad_pre, pre_activation, grad_pre);
-  if (grad_bias.defined()) {
-    const int64_t features = grad_bias.numel();
-    kernel.reduce(ReduceOp::Sum, grad_pre,
-                  make_view(grad_bias, {1, features}, {features, 1}, grad_bias.storage_offset()));
-  }
+  if (grad_bias.defined()) linear_bias_gradient(kernel, grad_pre, grad_bias);
+}
+
+void linear_bias_gradient(const KernelTable& kernel, const Tensor& grad_pre, const Tensor& grad_bias) {
+  const int64_t features = grad_bias.numel();
+  kernel.reduce(ReduceOp::Sum, grad_pre, make_view(grad_bias, {1, features}, {features, 1}, grad_bias.storage_offset()));
 }
 
 }  // namespace mg

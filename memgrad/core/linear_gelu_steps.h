@@ -14,5 +14,8 @@ void linear_gelu_forward_in_steps(const KernelTable& kernel, const Tensor& input
 void linear_gelu_backward_in_steps(const KernelTable& kernel, const Tensor& grad_output, const Tensor& weight,
                                    const Tensor& pre_activation, bool tanh, const Tensor& grad_pre,
                                    const Tensor& grad_bias);
+// The bias gradient from the pre-activation's gradient (rows, hidden): its column sums
+// into grad_bias (hidden), through the table's reduce.
+void linear_bias_gradient(const KernelTable& kernel, const Tensor& grad_pre, const Tensor& grad_bias);
 
 }  // namespace mg

@@ -2,7 +2,7 @@
 // applies GELU (keeping its input) or GELU's gradient (and sums the bias gradient) while
 // the product is still in registers, instead of a second kernel that reads and writes the
 // whole result again. The kernel table's linear_forward on CUDA is here; linear_gelu_forward
-// and linear_gelu_backward (cuda/linear_gelu.cpp) use lt_matmul below.
+// (cuda/linear_gelu.cpp) uses lt_matmul below.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,9 @@ enum class LtEpilogue {
   DGelu,            // D = P * gelu_tanh'(aux)                            [DGELU]
   DGeluBiasGrad,    // D = P * gelu_tanh'(aux), bias = D summed over n    [DGELU_BGRAD]
 };
+// NOTE: the DGelu forms are not in linear_gelu_backward, whose unfused steps were faster on
+// an H100 (cuda/linear_gelu.cpp); tests/cuda/test_cuda_mlp_timing.cpp times them against
+// those steps.
 
 // One product in cuBLASLt's column-major terms: D (m, n) = op(A) (m, k) @ B (k, n), A stored
 // as (k, m) when transpose_a, else (m, k); B (k, n), D and aux (m, n); bias (m). Every

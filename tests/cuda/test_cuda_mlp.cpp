@@ -2,7 +2,7 @@
 // random inputs: the output and all five gradients of the op, and linear_gelu_forward's two
 // outputs and linear_gelu_backward's two, in float32, bfloat16 and float16 (float64 on the
 // unfused path), tanh and erf, with and without biases, for a hidden size that is a
-// multiple of 8 (cuBLASLt's GELU_AUX_BIAS / DGELU_BGRAD epilogues for the tanh form), one
+// multiple of 8 (cuBLASLt's GELU_AUX_BIAS epilogue forward for the tanh form), one
 // that is not (the unfused kernels) and GPT-2 124M's (768 -> 3072 -> 768).
 #include <catch2/catch.hpp>
 
