@@ -305,9 +305,9 @@ Training:
   --device cpu|cuda        where to run (default cpu)
 )" + examples::optimizer_state_usage() + examples::threads_usage() + R"(  --attention-engine own|cudnn|auto
                            --device cuda: fused attention on memgrad's FlashAttention-2
-                           kernels (own, the default), cuDNN's fused flash attention
-                           (cudnn: an error where it does not apply, e.g. dropout), or per
-                           shape the faster of the two, timed at its first call (auto)
+                           kernels (own), cuDNN's fused flash attention (cudnn: an error
+                           where it does not apply, e.g. dropout), or per shape the faster
+                           of the two, timed at its first call (auto, the default)
   --eval-interval N        estimate the losses every N steps and after the last (default 250)
   --eval-iters N           batches per estimate and split (default 200; the same windows
                            every time, so estimates compare)

@@ -62,13 +62,13 @@ TEST_CASE("attention engine names parse both ways, and anything else names the t
   }
 }
 
-TEST_CASE("the attention engine is Own by default and switches", "[attention][engine]") {
+TEST_CASE("the attention engine is Auto by default and switches", "[attention][engine]") {
   EngineSettingGuard guard;
   // NOTE: the default as the process starts; a test run before this one would have
   // restored it through its own guard.
-  CHECK(mg::cuda::attention_engine() == AttentionEngine::Own);
-  mg::cuda::set_attention_engine(AttentionEngine::Auto);
   CHECK(mg::cuda::attention_engine() == AttentionEngine::Auto);
+  mg::cuda::set_attention_engine(AttentionEngine::Own);
+  CHECK(mg::cuda::attention_engine() == AttentionEngine::Own);
   mg::cuda::set_attention_engine(AttentionEngine::Cudnn);
   CHECK(mg::cuda::attention_engine() == AttentionEngine::Cudnn);
 }

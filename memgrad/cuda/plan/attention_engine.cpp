@@ -11,7 +11,7 @@ namespace mg::cuda {
 
 namespace {
 
-std::atomic<AttentionEngine> engine_setting{AttentionEngine::Own};  // see the header's NOTE
+std::atomic<AttentionEngine> engine_setting{AttentionEngine::Auto};  // see the header's NOTE
 
 }  // namespace
 
