@@ -38,7 +38,8 @@ device, cross-entropy, the same optimizer, zero_grad with set_to_none:
     GradScaler, unscaled before clipping); --checkpoint recomputes each block in backward.
     Defaults: --batch 16 --warmup 5 --steps 20 --optim adamw --lr 1e-3. --compile times
     torch.compile(model) as well, after the eager run in the same call (two JSON lines:
-    "framework" "pytorch", then "pytorch-compile"; the compile happens in the warm-up).
+    "framework" "pytorch", then "pytorch-compile"; the compile happens in the warm-up);
+    --compiled-only leaves the eager run out.
     --preset gpt2-medium|gpt2-large|gpt2-xl takes those sizes instead of 124M's, as `gpt
     --preset`. --activation-memory-budget F (0 < F <= 1, with --compile) sets
     torch._functorch.config.activation_memory_budget for the compiled run: Inductor then
@@ -139,6 +140,9 @@ def parse_args(argv):
                              "gpt2: each transformer block")
     parser.add_argument("--compile", action="store_true",
                         help="gpt2: time torch.compile(model) too, after the eager run (a second JSON line)")
+    parser.add_argument("--compiled-only", action="store_true",
+                        help="gpt2 with --compile: the compiled run alone, no eager run before it (for a "
+                             "profile of torch.compile's step, bench/kernel_profile.py)")
     parser.add_argument("--preset", default="gpt2", choices=["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"],
                         help="gpt2: the model's sizes (default: 124M's), as `gpt --preset`")
     parser.add_argument("--activation-memory-budget", type=float, default=1.0,
@@ -182,6 +186,8 @@ def parse_args(argv):
         parser.error("--compile is for --model gpt2")
     if args.preset != "gpt2" and args.model != "gpt2":
         parser.error("--preset is for --model gpt2")
+    if args.compiled_only and not args.compile:
+        parser.error("--compiled-only leaves the eager run out of a --compile run: give --compile too")
     if args.activation_memory_budget != 1.0 and not args.compile:
         parser.error("--activation-memory-budget sets torch.compile's budget: give --compile too")
     if not (0.0 < args.activation_memory_budget <= 1.0):
@@ -230,7 +236,9 @@ def main(argv):
         if args.memory_cap > total:
             print(f"error: --memory-cap {args.memory_cap} is more than the card's {total} bytes", file=sys.stderr)
             return 1
-        torch.cuda.set_per_process_memory_fraction(args.memory_cap / total, device)
+        # NOTE: an index, not torch.device("cuda"): the call refuses a device without one.
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        torch.cuda.set_per_process_memory_fraction(args.memory_cap / total, index)
     if args.host_overhead:
         results = [run_host_overhead(args, device)]
     elif args.model == "gpt2":

@@ -174,7 +174,10 @@ def run_gpt_steps(args, device, compiled):
 
 def run_gpt(args, device):
     """The eager run, then (--compile) the compiled one, each on a fresh model; the first's
-    tensors are freed before the second starts, so that its peak is its own."""
+    tensors are freed before the second starts, so that its peak is its own. --compiled-only
+    runs the compiled one alone."""
+    if args.compiled_only:
+        return [run_gpt_steps(args, device, compiled=True)]
     results = [run_gpt_steps(args, device, compiled=False)]
     if args.compile:
         gc.collect()
