@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "memgrad/core/linear_gelu_steps.h"
+
 namespace mg {
 
 namespace {
@@ -56,11 +58,29 @@ KernelTable no_scratch_kernel_table() {
   };
 }
 
+namespace {
+
+// The MLP's backward as the kernels both devices run for it (the CPU always, CUDA since
+// cuBLASLt's DGELU_BGRAD epilogue proved slower: cuda/linear_gelu.cpp), each observed and
+// borrowing its own scratch: a costed step pays for the gelu gradient's pass and the column
+// sum, not only the product.
+void linear_gelu_backward_as_run(const Tensor& grad_output, const Tensor& weight, const Tensor& pre_activation,
+                                 bool tanh, const Tensor& grad_pre, const Tensor& grad_bias) {
+  linear_gelu_backward_in_steps(simulated_kernel_table(), grad_output, weight, pre_activation, tanh, grad_pre,
+                                grad_bias);
+}
+
+}  // namespace
+
 const KernelTable& simulated_kernel_table() {
-  static const KernelTable observed{
+  static const KernelTable observed = [] {
+    KernelTable table{
 #define MG_KERNEL(name, result, parameters) .name = ObservedEntry<&KernelTable::name>::call,
 #include "memgrad/core/kernel_list.h"
-  };
+    };
+    table.linear_gelu_backward = linear_gelu_backward_as_run;
+    return table;
+  }();
   return observed;
 }
 

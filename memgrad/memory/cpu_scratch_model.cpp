@@ -11,7 +11,7 @@
 //               (core/cpu/conv_scratch.h gives their shapes, so the two cannot drift apart)
 //   matmul.cpp  operands with no unit stride are made contiguous; 16-bit products run on
 //               float32 copies into a float32 result
-//   linear_gelu.cpp  the same, through matmul.cpp's kernels and reduce.cpp's column sum
+//   linear_gelu.cpp  forward: the same, through matmul.cpp's kernels
 //   reduce.cpp  every reduction accumulates into an output-sized double/int64 tensor;
 //               argmax works on a contiguous input and into a contiguous result
 // Every other CPU kernel writes its result without borrowing memory.
@@ -119,7 +119,8 @@ void argmax(const Tensor& input, int dim, const Tensor& output) {
 }
 
 // linear_gelu.cpp: linear_forward (or matmul without a bias) into pre_activation, then the
-// gelu in place of a second pass; backward matmul, the gelu's gradient, the bias's column sum.
+// gelu in place of a second pass. (The backward runs as its steps on every simulated device:
+// core/simulated_kernels.cpp.)
 Tensor as_batch_of_one(const Tensor& matrix, bool transpose = false) {
   const int64_t rows = matrix.sizes()[0], cols = matrix.sizes()[1];
   if (transpose) return make_view(matrix, {1, cols, rows}, {0, 1, cols}, matrix.storage_offset());
@@ -135,15 +136,6 @@ void linear_gelu_forward(const Tensor& input, const Tensor& weight, const Tensor
   }
 }
 
-void linear_gelu_backward(const Tensor& grad_output, const Tensor& weight, const Tensor& /*pre_activation*/,
-                          bool /*tanh*/, const Tensor& grad_pre, const Tensor& grad_bias) {
-  matmul(as_batch_of_one(grad_output), as_batch_of_one(weight), as_batch_of_one(grad_pre));
-  if (grad_bias.defined()) {
-    const int64_t features = grad_bias.numel();
-    reduce(ReduceOp::Sum, grad_pre, make_view(grad_bias, {1, features}, {features, 1}, grad_bias.storage_offset()));
-  }
-}
-
 ScratchModel make_model() {
   KernelTable kernels = no_scratch_kernel_table();
   kernels.conv2d = conv2d;
@@ -152,7 +144,6 @@ ScratchModel make_model() {
   kernels.matmul = matmul;
   kernels.linear_forward = linear_forward;
   kernels.linear_gelu_forward = linear_gelu_forward;
-  kernels.linear_gelu_backward = linear_gelu_backward;
   kernels.reduce = reduce;
   kernels.argmax = argmax;
   return {.kernels = kernels,

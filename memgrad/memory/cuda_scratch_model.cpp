@@ -98,13 +98,10 @@ void linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bia
   if (output.numel() > 0) ensure_blas_workspace(output.device());
 }
 
-// The GELU epilogues (cuda/lt_matmul.cpp) and their unfused fallbacks run in the same workspace.
+// The GELU epilogue (cuda/lt_matmul.cpp) and its unfused fallback run in the same workspace.
+// (The backward runs as its steps on every simulated device: core/simulated_kernels.cpp.)
 void linear_gelu_forward(const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&, const Tensor& output) {
   if (output.numel() > 0) ensure_blas_workspace(output.device());
-}
-
-void linear_gelu_backward(const Tensor&, const Tensor&, const Tensor&, bool, const Tensor& grad_pre, const Tensor&) {
-  if (grad_pre.numel() > 0) ensure_blas_workspace(grad_pre.device());
 }
 
 // ---- batch norm: coefficients and partial sums per call ----
@@ -280,7 +277,6 @@ ScratchModel make_model() {
   kernels.matmul = matmul;
   kernels.linear_forward = linear_forward;
   kernels.linear_gelu_forward = linear_gelu_forward;
-  kernels.linear_gelu_backward = linear_gelu_backward;
   kernels.batch_norm = batch_norm;
   kernels.batch_norm_backward = batch_norm_backward;
   kernels.attention_backward = attention_backward;

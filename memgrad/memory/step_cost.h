@@ -4,7 +4,7 @@
 // each call costs what a roofline gives it on the device's calibrated rates:
 //
 //   device time of a call = max(FLOPs / matrix rate of its dtype, operations / vector
-//                               rate, bytes / memory rate, shortest kernel)
+//                               rate, bytes / memory rate, shortest kernel) + launch gap
 //   host time of a call   = issue cost
 //   step                  = max(sum of device times, sum of host times)
 //
@@ -15,7 +15,9 @@
 //
 // The rates are calibrated, not datasheet figures: DeviceRates::h100() was fitted to steps
 // measured on an H100 80GB HBM3 on 2026-12-07 (docs/memory.md, "Planning for a budget"),
-// and its error on them is tested (tests/memory/test_step_cost.cpp).
+// and its error on the budget plans measured there is tested
+// (tests/examples/test_step_time_calibration.cpp; the arithmetic in
+// tests/memory/test_step_cost.cpp).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,7 @@ struct DeviceRates {
   double vector_operations_per_s;    // kernel_work.h's vector operations
   double memory_bytes_per_s;         // what streaming kernels reach
   double shortest_kernel_s;          // a launch's floor on the device
+  double launch_gap_s;               // added to every kernel: from one's end to the next's start
   double issue_s;                    // the host's cost to issue one kernel
   double host_link_bytes_per_s;      // pinned host <-> device copies
   double host_adam_s_per_element;    // the offloaded AdamW's host update, all cores

@@ -24,6 +24,7 @@ memory::DeviceRates round_rates() {
           .vector_operations_per_s = 1e12,
           .memory_bytes_per_s = 1e9,
           .shortest_kernel_s = 1e-6,
+          .launch_gap_s = 0.5e-6,
           .issue_s = 2e-6,
           .host_link_bytes_per_s = 1e8,
           .host_adam_s_per_element = 1e-9};
@@ -41,10 +42,11 @@ TEST_CASE("a simulated matmul reports 2 M N K FLOPs and its tensors' bytes, cost
   CHECK(cost.kernel_calls == 1);
   CHECK(cost.flops == 2.0 * 64 * 32 * 128);
   CHECK(cost.bytes == 2.0 * (64 * 128 + 128 * 32 + 64 * 32));
-  // bytes / memory rate (28,672 / 1e9 s) beats FLOPs / 16-bit rate (524,288 / 1e12 s).
-  CHECK(cost.device_seconds == Approx(28'672 / 1e9));
+  // bytes / memory rate (28,672 / 1e9 s) beats FLOPs / 16-bit rate (524,288 / 1e12 s); then
+  // the launch gap.
+  CHECK(cost.device_seconds == Approx(28'672 / 1e9 + 0.5e-6));
   CHECK(cost.host_seconds == Approx(2e-6));
-  CHECK(cost.seconds() == Approx(28'672 / 1e9));
+  CHECK(cost.seconds() == Approx(28'672 / 1e9 + 0.5e-6));
 }
 
 TEST_CASE("a simulated causal attention forward reports half of 4 B H T T D FLOPs", "[memory][step_cost]") {
@@ -68,8 +70,9 @@ TEST_CASE("a meter nested in another takes the calls while it lives, then restor
   CHECK(outer.cost().kernel_calls == 0);
   matmul(a, a);
   CHECK(outer.cost().kernel_calls == 1);
-  // float32 products run at the float32 rate: 2 x 8^3 FLOPs / 0.25e12, under the floor.
-  CHECK(outer.cost().device_seconds == Approx(1e-6));
+  // float32 products run at the float32 rate: 2 x 8^3 FLOPs / 0.25e12, under the floor;
+  // then the launch gap.
+  CHECK(outer.cost().device_seconds == Approx(1e-6 + 0.5e-6));
 }
 
 TEST_CASE("an offloaded update: host update and both copies, or with the delay what exceeds the step",
