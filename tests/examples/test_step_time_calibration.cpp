@@ -10,6 +10,7 @@
 // of each other at these shapes, and the next GPU run measures the steps themselves.
 #include <catch2/catch.hpp>
 
+#include <initializer_list>
 #include <regex>
 #include <string>
 
@@ -36,40 +37,36 @@ double predicted_ms(const std::string& explained, const std::string& levers) {
   return std::stod(match[1]);
 }
 
-void check_within(const std::string& explained, const MeasuredStep& step) {
-  const double predicted = predicted_ms(explained, step.levers);
-  INFO(step.levers << ": predicted " << predicted << " ms, measured " << step.measured_ms << " ms");
-  CHECK(predicted >= 0.85 * step.measured_ms);
-  CHECK(predicted <= 1.15 * step.measured_ms);
+// Each of `steps` predicted within 15% of its measurement by `program FLAGS --explain-plan`.
+void check_measured_plans(const char* program, const std::string& flags, std::initializer_list<MeasuredStep> steps) {
+  TempDir dir(std::string("step-time-") + program);
+  const Outcome plans =
+      run_ok(dir, program, flags + " --device cuda --predict-memory --memory-budget 70GiB --explain-plan --warmup 1");
+  for (const MeasuredStep& step : steps) {
+    const double predicted = predicted_ms(plans.err, step.levers);
+    INFO(step.levers << ": predicted " << predicted << " ms, measured " << step.measured_ms << " ms");
+    CHECK(predicted >= 0.85 * step.measured_ms);
+    CHECK(predicted <= 1.15 * step.measured_ms);
+  }
 }
 
 }  // namespace
 
 TEST_CASE("the H100 step-time model predicts GPT-2 b32 bf16's measured plans within 15%",
           "[examples][gpt][budget]") {
-  TempDir dir("step-time-gpt");
-  const Outcome plans = run_ok(dir, "gpt",
-                               "--bench --preset gpt2 --batch 32 --amp bf16 --device cuda --predict-memory "
-                               "--memory-budget 70GiB --explain-plan --warmup 1");
-  for (const MeasuredStep& step : {MeasuredStep{"checkpoint=none, optimizer-state=device, batch=32 x 1", 82.19},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=device, batch=16 x 2", 86.75},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=device, batch=8 x 4", 94.36},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=8bit, batch=4 x 8", 110.69},
-                                   MeasuredStep{"checkpoint=whole, optimizer-state=device, batch=32 x 1", 101.08}}) {
-    check_within(plans.err, step);
-  }
+  check_measured_plans("gpt", "--bench --preset gpt2 --batch 32 --amp bf16",
+                       {{"checkpoint=none, optimizer-state=device, batch=32 x 1", 82.19},
+                        {"checkpoint=none, optimizer-state=device, batch=16 x 2", 86.75},
+                        {"checkpoint=none, optimizer-state=device, batch=8 x 4", 94.36},
+                        {"checkpoint=none, optimizer-state=8bit, batch=4 x 8", 110.69},
+                        {"checkpoint=whole, optimizer-state=device, batch=32 x 1", 101.08}});
 }
 
 TEST_CASE("the H100 step-time model predicts ResNet-50 b256 fp16 channels_last's measured plans within 15%",
           "[examples][resnet][budget]") {
-  TempDir dir("step-time-resnet");
-  const Outcome plans = run_ok(dir, "resnet",
-                               "--bench --model resnet50 --batch 256 --amp fp16 --channels-last --device cuda "
-                               "--predict-memory --memory-budget 70GiB --explain-plan --warmup 1");
-  for (const MeasuredStep& step : {MeasuredStep{"checkpoint=none, optimizer-state=device, batch=256 x 1", 36.39},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=device, batch=128 x 2", 40.11},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=device, batch=64 x 4", 47.63},
-                                   MeasuredStep{"checkpoint=none, optimizer-state=device, batch=32 x 8", 60.02}}) {
-    check_within(plans.err, step);
-  }
+  check_measured_plans("resnet", "--bench --model resnet50 --batch 256 --amp fp16 --channels-last",
+                       {{"checkpoint=none, optimizer-state=device, batch=256 x 1", 36.39},
+                        {"checkpoint=none, optimizer-state=device, batch=128 x 2", 40.11},
+                        {"checkpoint=none, optimizer-state=device, batch=64 x 4", 47.63},
+                        {"checkpoint=none, optimizer-state=device, batch=32 x 8", 60.02}});
 }
