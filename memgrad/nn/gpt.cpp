@@ -107,15 +107,21 @@ Tensor GPTTransformer::forward(const Tensor& tokens) {
   Tensor x = embed(tokens, 0);  // (B, T, C)
 
   const BlockCheckpoint mode = is_training() ? checkpoint_ : BlockCheckpoint::None;
-  {
-    // Each block is called as (*h)(x) would call it, so a Recorder names them "h.0", ...
-    NamedCall call(*h);
+  // Each block is called as (*h)(x) would call it, so a Recorder names them "h.0", ...
+  NamedCall call(*h);
+  if (mode == BlockCheckpoint::None) {
+    // Each MLP's residual add deferred into the next layer norm's kernel (Block::forward_deferred).
+    DeferredResidual stream{.stream = x};
     for (const std::shared_ptr<Module>& block : *h) {
-      // NOTE: one checkpoint segment per block; the node keeps its block (a shared_ptr)
-      // until backward recomputes it.
-      x = run_block(mode, checkpoint_policy_, [block](const Tensor& block_input) { return (*block)(block_input); },
-                    x);
+      NamedCall block_call(*block);
+      stream = static_cast<Block&>(*block).forward_deferred(stream);
     }
+    return ln_f->forward_add(stream.stream, stream.pending).output;
+  }
+  for (const std::shared_ptr<Module>& block : *h) {
+    // NOTE: one checkpoint segment per block (its input one tensor, so no residual deferred
+    // across it); the node keeps its block (a shared_ptr) until backward recomputes it.
+    x = run_block(mode, checkpoint_policy_, [block](const Tensor& block_input) { return (*block)(block_input); }, x);
   }
   return (*ln_f)(x);
 }

@@ -33,10 +33,24 @@ Block::Block(const GPTOptions& options, Generator* generator) : Module("Block") 
 }
 
 // The attention's residual add and ln_2 are one op (LayerNorm::forward_add): one pass over
-// the hidden state each way instead of three.
+// the hidden state each way instead of three; so are the previous block's MLP residual and
+// ln_1 when that output comes pending.
 Tensor Block::forward(const Tensor& input) {
-  auto [x, normed] = ln_2->forward_add(input, (*attn)((*ln_1)(input)));
-  return x + (*mlp)(normed);
+  const DeferredResidual output = forward_deferred({.stream = input});
+  return output.stream + output.pending;
+}
+
+DeferredResidual Block::forward_deferred(const DeferredResidual& input) {
+  Tensor stream = input.stream, normed;
+  if (input.pending.defined()) {
+    SumAndNorm added = ln_1->forward_add(input.stream, input.pending);
+    stream = added.sum;
+    normed = added.output;
+  } else {
+    normed = (*ln_1)(stream);
+  }
+  auto [x, normed_2] = ln_2->forward_add(stream, (*attn)(normed));
+  return {.stream = x, .pending = (*mlp)(normed_2)};
 }
 
 Tensor Block::forward(const Tensor& input, KVCache& cache, int64_t layer) {

@@ -28,12 +28,25 @@ class MLP : public Module {
   std::shared_ptr<Dropout> dropout;
 };
 
+// The residual stream between two blocks with the first's MLP output not yet added
+// (`pending`; undefined: nothing to add). The next layer norm adds it in its own kernel
+// (LayerNorm::forward_add): a chain of blocks then makes no separate residual add, nor the
+// 16-bit output's float32 copy, nor, in backward, the sum of the stream's two gradients.
+struct DeferredResidual {
+  Tensor stream;
+  Tensor pending;
+};
+
 // x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
 class Block : public Module {
  public:
   explicit Block(const GPTOptions& options, Generator* generator = nullptr);
   // (B, T, n_embd) -> (B, T, n_embd)
   Tensor forward(const Tensor& input) override;
+  // The same with the residual adds deferred: the input's pending output is added by ln_1,
+  // this block's MLP output is returned pending. forward(x) is forward_deferred({x}) with
+  // its pending output added; the values are those of forward, bit for bit.
+  DeferredResidual forward_deferred(const DeferredResidual& input);
   // The same for T new tokens after the cache's, as layer `layer` of the model
   // (CausalSelfAttention's cached forward).
   Tensor forward(const Tensor& input, KVCache& cache, int64_t layer);

@@ -267,3 +267,41 @@ TEST_CASE("MLP and Block compose their layers as GPT-2's", "[transformer_layers]
   nn::Block no_bias(options);
   CHECK(no_bias.named_parameters().size() == 6);  // four Linear weights, two LayerNorm weights
 }
+
+TEST_CASE("Blocks chained with their residual adds deferred give forward's values and gradients, bit for bit",
+          "[transformer_layers]") {
+  nn::GPTOptions options = small_attention_options();
+  Generator generator(9);
+  nn::Block first(options, &generator), second(options, &generator);
+  first.to(DType::Float64);
+  second.to(DType::Float64);
+  const Tensor input = converted_copy(randn({2, 3, 8}, {}, &generator), DType::Float64, Device::cpu());
+  const Tensor weights = converted_copy(randn({2, 3, 8}, {}, &generator), DType::Float64, Device::cpu());
+
+  auto run = [&](bool deferred) {
+    for (nn::Block* block : {&first, &second}) block->zero_grad();
+    Tensor x = input.detach().requires_grad_();
+    Tensor output;
+    if (deferred) {
+      // The second block's ln_1 adds the first block's MLP output; the caller adds the last.
+      const nn::DeferredResidual middle = first.forward_deferred({.stream = x});
+      CHECK(middle.pending.defined());
+      const nn::DeferredResidual last = second.forward_deferred(middle);
+      output = last.stream + last.pending;
+    } else {
+      output = second(first(x));
+    }
+    sum(mul(output, weights)).backward();
+    std::vector<Tensor> results{output.detach(), x.grad()};
+    for (nn::Block* block : {&first, &second}) {
+      for (const auto& [name, parameter] : block->named_parameters()) results.push_back(contiguous_copy(parameter.grad()));
+    }
+    return results;
+  };
+  const std::vector<Tensor> chained = run(false), deferred = run(true);
+  REQUIRE(chained.size() == deferred.size());
+  for (size_t i = 0; i < chained.size(); ++i) {
+    INFO("result " << i << " (0: output, 1: the input's gradient, then the parameters' gradients)");
+    CHECK(max_abs_difference(chained[i], deferred[i]) == 0.0);
+  }
+}

@@ -124,13 +124,16 @@ void layer_norm_backward(const Tensor& grad_output, const Tensor& input, const T
         }
         const A mean_scaled = sum_scaled / static_cast<A>(cols), mean_scaled_xhat = sum_scaled_xhat / static_cast<A>(cols);
         T* dx = result + r * cols;
-        const T* dsum = added == nullptr ? nullptr : added + r * cols;
         for (int64_t c = 0; c < cols; ++c) {
           A xhat = (static_cast<A>(x[c]) - mean) * invstd;
-          A gradient = invstd * (static_cast<A>(g[c]) * scale[c] - mean_scaled - xhat * mean_scaled_xhat);
-          if (dsum != nullptr) gradient += static_cast<A>(dsum[c]);
-          dx[c] = static_cast<T>(gradient);
+          dx[c] = static_cast<T>(invstd * (static_cast<A>(g[c]) * scale[c] - mean_scaled - xhat * mean_scaled_xhat));
         }
+        // The sum's gradient added to the rounded result, in a pass of its own: as the add of
+        // layer_norm's gradient and the sum's would round it, bit for bit (within one
+        // expression the compiler may contract the product and the add into an FMA).
+        if (added == nullptr) continue;
+        const T* dsum = added + r * cols;
+        for (int64_t c = 0; c < cols; ++c) dx[c] = static_cast<T>(static_cast<A>(dx[c]) + static_cast<A>(dsum[c]));
       }
     }
 
