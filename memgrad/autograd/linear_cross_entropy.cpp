@@ -7,7 +7,8 @@
 //   grad_weight   += logits_r^T @ hidden_r                float32, (V, C), summed over chunks
 //
 // and the node keeps grad_hidden and grad_weight. Backward: each times the incoming scalar
-// (over the count of counted targets for the mean), rounded to its input's dtype.
+// (over the count of counted targets for the mean), rounded to the dtype of the tensor the
+// caller passed (under autocast its float32 tensor, not the 16-bit copy the products used).
 #include "memgrad/autograd/linear_cross_entropy.h"
 
 #include <algorithm>
@@ -85,7 +86,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   const KernelTable& kernel = kernels(hidden.device());
   const Tensor x = contiguous_or_copy(hidden), w = contiguous_or_copy(weight), labels = contiguous_or_copy(target);
   const int64_t batch = x.sizes()[0], features = x.sizes()[1], classes = w.sizes()[0];
-  const bool grad_hidden = autograd::needs_grad(hidden), grad_weight = autograd::needs_grad(weight);
+  const bool grad_hidden = autograd::needs_grad(hidden_in), grad_weight = autograd::needs_grad(weight_in);
 
   Tensor losses = autograd::new_output({batch}, loss_dtype, x);
   Tensor log_sum_exp = autograd::new_output({batch}, sum_dtype, x);
@@ -129,12 +130,15 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   Tensor out = autograd::reduce_per_sample(losses, labels, options.reduction, options.ignore_index, count);
 
   if (grad_hidden || grad_weight) {
+    // NOTE: the node's inputs are the caller's tensors, not autocast's 16-bit copies: each
+    // gradient is scaled from its float32 sum straight into its tensor's dtype, not rounded
+    // to 16 bits for the cast's node to widen again (two passes over the (V, C) weight).
     autograd::record(
-        "LinearCrossEntropyBackward", out, {hidden, weight, target},
+        "LinearCrossEntropyBackward", out, {hidden_in, weight_in, target},
         autograd::saved(hidden_grad_sum, weight_grad_sum, count),
-        [reduction = options.reduction, dtype, sum_dtype](const autograd::Node&, const Tensor& grad,
-                                                          const Tensor& saved_hidden_grad,
-                                                          const Tensor& saved_weight_grad, const Tensor& saved_count) {
+        [reduction = options.reduction, hidden_dtype = hidden_in.dtype(), weight_dtype = weight_in.dtype(),
+         sum_dtype](const autograd::Node&, const Tensor& grad, const Tensor& saved_hidden_grad,
+                    const Tensor& saved_weight_grad, const Tensor& saved_count) {
           // The scalar the per-row gradients are multiplied by: grad, over the count for the mean.
           const KernelTable& kernel = kernels(grad.device());
           Tensor factor = autograd::new_output({1}, sum_dtype, grad);
@@ -144,8 +148,8 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
             kernel.copy(saved_count, count);
             kernel.binary(BinaryOp::Div, factor, count, factor);
           }
-          return std::vector<Tensor>{scaled(saved_hidden_grad, factor, dtype),
-                                     scaled(saved_weight_grad, factor, dtype), Tensor()};
+          return std::vector<Tensor>{scaled(saved_hidden_grad, factor, hidden_dtype),
+                                     scaled(saved_weight_grad, factor, weight_dtype), Tensor()};
         });
   }
   return out;

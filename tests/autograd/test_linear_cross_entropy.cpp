@@ -17,8 +17,10 @@
 #include "memgrad/autograd/shape.h"
 #include "memgrad/core/factory.h"
 #include "memgrad/memory/snapshot.h"
+#include "autograd/tensor_checks.h"
 
 using namespace mg;
+using mg_test::max_abs_difference;
 
 namespace {
 
@@ -126,10 +128,16 @@ TEST_CASE("linear_cross_entropy under autocast multiplies in bfloat16 and return
   loss.backward();
   expected.backward();
   CHECK(fused.weight.grad().dtype() == DType::Float32);
-  // The same products on the same bfloat16 operands; the gradients differ only where
-  // bfloat16 rounds the scaled and the unscaled per-row gradients differently.
+  // The same products on the same bfloat16 operands; the plain chain rounds its gradients
+  // to bfloat16 on their way back through autocast's casts, the fused op does not.
   check_close(fused.hidden.grad(), plain.hidden.grad(), 1e-2);
   check_close(fused.weight.grad(), plain.weight.grad(), 1e-2);
+  for (const Tensor& grad : {fused.hidden.grad(), fused.weight.grad()}) {
+    CHECK(max_abs_difference(grad, to(to(grad, DType::BFloat16), DType::Float32)) > 0.0);
+  }
+  for (const Tensor& grad : {plain.hidden.grad(), plain.weight.grad()}) {
+    CHECK(max_abs_difference(grad, to(to(grad, DType::BFloat16), DType::Float32)) == 0.0);
+  }
 }
 
 TEST_CASE("linear_cross_entropy without grad computes only the loss", "[linear_cross_entropy]") {
