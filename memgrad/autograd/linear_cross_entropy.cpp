@@ -18,6 +18,7 @@
 #include "memgrad/autograd/function.h"
 #include "memgrad/autograd/matmul.h"
 #include "memgrad/autograd/loss_reduction.h"
+#include "memgrad/autograd/matrix_views.h"
 #include "memgrad/autograd/op_support.h"
 #include "memgrad/memory/context.h"
 
@@ -44,8 +45,6 @@ void check_arguments(const Tensor& hidden, const Tensor& weight, const Tensor& t
            " does not match hidden of shape ", hidden.sizes(), "; expected target of shape [", hidden.sizes()[0],
            "] (one class index per row)");
 }
-
-Tensor contiguous_or_copy(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
 
 // A (rows, cols) slice of a contiguous matrix, starting at row `first`, as the (1, rows,
 // cols) batch the kernels take.
@@ -84,7 +83,8 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   const DType sum_dtype = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
 
   const KernelTable& kernel = kernels(hidden.device());
-  const Tensor x = contiguous_or_copy(hidden), w = contiguous_or_copy(weight), labels = contiguous_or_copy(target);
+  const Tensor x = autograd::contiguous_or_copy(hidden), w = autograd::contiguous_or_copy(weight),
+               labels = autograd::contiguous_or_copy(target);
   const int64_t batch = x.sizes()[0], features = x.sizes()[1], classes = w.sizes()[0];
   const bool grad_hidden = autograd::needs_grad(hidden_in), grad_weight = autograd::needs_grad(weight_in);
 
